@@ -1,0 +1,114 @@
+//! Finding models and sims: by file path, or by name under `models/` and `sims/`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::InputError;
+use crate::model::Model;
+use crate::scenario::Sim;
+
+/// The project root: the current directory if it has `models/`, else the crate's own folder.
+pub fn root() -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    if cwd.join("models").is_dir() && cwd.join("sims").is_dir() {
+        cwd
+    } else {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    }
+}
+
+fn toml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            toml_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "toml") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every `.toml` file under a folder, recursively, sorted by path.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    toml_files(dir, &mut out);
+    out
+}
+
+/// Shorten a path for display and replay commands: relative to the root when inside it.
+pub fn display_path(p: &Path) -> String {
+    let root = root();
+    p.strip_prefix(&root).unwrap_or(p).display().to_string()
+}
+
+/// A model by file path or by name (`models/NAME.toml`).
+pub fn model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
+    let p = Path::new(name_or_path);
+    if p.is_file() {
+        return Model::load(p).map(Arc::new);
+    }
+    let by_name = root().join("models").join(format!("{name_or_path}.toml"));
+    if by_name.is_file() {
+        return Model::load(&by_name).map(Arc::new);
+    }
+    let known: Vec<String> = all_model_paths().iter().filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned())).collect();
+    Err(InputError::file(p, format!("no such model file or name; known models: {}", known.join(", "))))
+}
+
+/// A sim by file path, or by name (file stem, or path under `sims/` without `.toml`).
+pub fn sim(name_or_path: &str) -> Result<Arc<Sim>, InputError> {
+    let p = Path::new(name_or_path);
+    if p.is_file() {
+        return Sim::load(p).map(Arc::new);
+    }
+    let sims = root().join("sims");
+    let direct = sims.join(format!("{name_or_path}.toml"));
+    if direct.is_file() {
+        return Sim::load(&direct).map(Arc::new);
+    }
+    let matches: Vec<PathBuf> =
+        files_under(&sims).into_iter().filter(|f| f.file_stem().is_some_and(|s| s == name_or_path)).collect();
+    match matches.as_slice() {
+        [one] => Sim::load(one).map(Arc::new),
+        [] => Err(InputError::file(p, "no such sim file or name (see `idemsim list`)")),
+        many => Err(InputError::file(
+            p,
+            format!("ambiguous sim name; candidates: {}", many.iter().map(|m| display_path(m)).collect::<Vec<_>>().join(", ")),
+        )),
+    }
+}
+
+/// Every sim file under a path (a file, or a folder searched recursively).
+pub fn sims_at(path: &str) -> Result<Vec<Arc<Sim>>, InputError> {
+    let p = Path::new(path);
+    let p = if p.exists() { p.to_path_buf() } else { root().join("sims").join(path) };
+    if p.is_file() {
+        return Ok(vec![Arc::new(Sim::load(&p)?)]);
+    }
+    if !p.is_dir() {
+        return Err(InputError::file(Path::new(path), "no such sim file or folder"));
+    }
+    let files = files_under(&p);
+    if files.is_empty() {
+        return Err(InputError::file(&p, "folder holds no .toml sim files"));
+    }
+    files.iter().map(|f| Sim::load(f).map(Arc::new)).collect()
+}
+
+pub fn all_model_paths() -> Vec<PathBuf> {
+    files_under(&root().join("models"))
+}
+
+/// Every model under `models/`, sorted by file name.
+pub fn all_models() -> Result<Vec<Arc<Model>>, InputError> {
+    all_model_paths().iter().map(|p| Model::load(p).map(Arc::new)).collect()
+}
+
+/// The three reference variants of the article, in the article's order, then the others.
+pub fn ordered_models(mut models: Vec<Arc<Model>>) -> Vec<Arc<Model>> {
+    const FIRST: [&str; 3] = ["no-key", "check-first", "transactional"];
+    models.sort_by_key(|m| (FIRST.iter().position(|f| *f == m.name).unwrap_or(FIRST.len()), m.name.clone()));
+    models
+}

@@ -1,0 +1,267 @@
+//! The `idemsim` command line: parse → load and check inputs → run → print. Exit codes (the
+//! one place they are defined): 0 every expectation held (and the bare demo, once printed),
+//! 1 some expectation failed, 2 bad input or usage.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use crate::catalog;
+use crate::error::InputError;
+use crate::model::Model;
+use crate::scenario::{Sim, parse_seeds};
+use crate::sweep::{self, Cell};
+use crate::world::{self, RunOptions};
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_INPUT: i32 = 2;
+
+#[derive(Parser, Debug)]
+#[command(name = "idemsim", version, about = "Deterministic simulation testbed for idempotency protocols.\n\nWith no command: the reference experiment (every model × every sim in sims/article/).")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List the models and sims found.
+    List,
+    /// Run one sim against one model on one seed.
+    Run {
+        /// Sim name or file path.
+        sim: String,
+        /// Model name or file path.
+        #[arg(long)]
+        model: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print the event timeline.
+        #[arg(long)]
+        trace: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run models × sims × seeds and print the pass/fail table.
+    Matrix {
+        /// Sim files or folders (default: sims/article).
+        #[arg(long = "sims")]
+        sims: Vec<String>,
+        /// Model names or files (default: every model in models/).
+        #[arg(long = "models")]
+        models: Vec<String>,
+        /// Seed range A..B (default: each sim's own range).
+        #[arg(long)]
+        seeds: Option<String>,
+        /// Worker threads (default: all cores; the result is the same for any value).
+        #[arg(long)]
+        jobs: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Run the CLI; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_INPUT } else { EXIT_OK };
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            EXIT_INPUT
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        None => demo(),
+        Some(Command::List) => list(),
+        Some(Command::Run { sim, model, seed, trace, json }) => run_one(&sim, &model, seed, trace, json),
+        Some(Command::Matrix { sims, models, seeds, jobs, json }) => {
+            let seeds = seeds.map(|s| parse_seeds(&s).map_err(|m| InputError::file(std::path::Path::new("--seeds"), m))).transpose()?;
+            let (sims, models) = load_matrix_inputs(&sims, &models)?;
+            let cells = sweep::run_matrix(&sims, &models, seeds, jobs.unwrap_or_else(sweep::default_jobs))?;
+            if json {
+                println!("{}", matrix_json(&models, &cells));
+            } else {
+                print!("{}", matrix_table(&sims, &models, &cells));
+            }
+            Ok(if cells.iter().all(|c| c.passed) { EXIT_OK } else { EXIT_FAILED })
+        }
+    }
+}
+
+fn load_matrix_inputs(sims: &[String], models: &[String]) -> Result<(Vec<Arc<Sim>>, Vec<Arc<Model>>), InputError> {
+    let sims = if sims.is_empty() { vec!["article".to_string()] } else { sims.to_vec() };
+    let mut all_sims = Vec::new();
+    for s in &sims {
+        all_sims.extend(catalog::sims_at(s)?);
+    }
+    let models = if models.is_empty() {
+        catalog::ordered_models(catalog::all_models()?)
+    } else {
+        models.iter().map(|m| catalog::model(m)).collect::<Result<_, _>>()?
+    };
+    Ok((all_sims, models))
+}
+
+fn demo() -> anyhow::Result<i32> {
+    let (sims, models) = load_matrix_inputs(&[], &[])?;
+    let cells = sweep::run_matrix(&sims, &models, None, sweep::default_jobs())?;
+    println!("idemsim: the reference experiment, every model × every sim in sims/article/ over each sim's seed range.");
+    println!("A case passes for a variant only when its expectations hold on every seed tried.\n");
+    print!("{}", matrix_table(&sims, &models, &cells));
+    Ok(EXIT_OK)
+}
+
+fn list() -> anyhow::Result<i32> {
+    println!("models ({}):", catalog::display_path(&catalog::root().join("models")));
+    for m in catalog::ordered_models(catalog::all_models()?) {
+        println!("  {:<24} {}", m.name, m.summary);
+    }
+    println!("\nsims ({}):", catalog::display_path(&catalog::root().join("sims")));
+    for p in catalog::files_under(&catalog::root().join("sims")) {
+        let s = Sim::load(&p)?;
+        println!("  {:<52} {}", catalog::display_path(&p), s.description);
+    }
+    Ok(EXIT_OK)
+}
+
+fn run_one(sim: &str, model: &str, seed: u64, trace: bool, json: bool) -> anyhow::Result<i32> {
+    let sim = catalog::sim(sim)?;
+    let model = catalog::model(model)?;
+    let out = world::run(&sim, &model, seed, RunOptions { keep_history: trace })?;
+    let r = &out.report;
+    let replay = sweep::replay_command(&catalog::display_path(&sim.path), &model.name, seed);
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        let w = &sim.world;
+        println!("idemsim run: sim {} · model {} · seed {seed}", sim.name, model.name);
+        println!(
+            "  world: {} process(es), wait budget {} ms, client timeout {} ms, network latency {}..{} ms",
+            w.processes,
+            w.wait_budget_ms.unwrap_or(model.wait_budget_ms),
+            w.client_timeout_ms,
+            w.latency_ms.0,
+            w.latency_ms.1
+        );
+        println!("  model: {}", model.program_text());
+        if let Some(h) = &out.history {
+            println!("\ntrace:");
+            print!("{}", h.render());
+        }
+        println!("\nrequests:");
+        for q in &r.requests {
+            for (c, attempts) in q.copies.iter().enumerate() {
+                for (n, a) in attempts.iter().enumerate() {
+                    let mut name = q.id.clone();
+                    if q.copies.len() > 1 {
+                        let _ = write!(name, "[{c}]");
+                    }
+                    if n > 0 {
+                        let _ = write!(name, "/{}", n + 1);
+                    }
+                    let what = match a.status {
+                        Some(s) => format!("{s} {}{}", a.body.as_deref().unwrap_or(""), if a.replayed { " (replayed)" } else { "" }),
+                        None => "transport failure".into(),
+                    };
+                    println!("  {name:<14} {what}");
+                }
+            }
+        }
+        println!("\nrows: {}   stored keys: {}   effects: {}", r.rows.len(), r.keys, r.effects_total);
+        println!("\nchecks:");
+        for c in &r.checks {
+            if c.held {
+                println!("  ok    {}: {}", c.what, c.actual);
+            } else {
+                println!("  FAIL  {}: expected {}, got {}", c.what, c.expected, c.actual);
+            }
+        }
+        for b in &r.bounds_hit {
+            println!("  BOUND {b}");
+        }
+        println!("\n{} events, trace hash {}, ended at {:.3} ms simulated", r.events, r.trace_hash, r.end_ms);
+        if r.passed() {
+            println!("PASS");
+        } else {
+            println!("FAIL: replay with: {replay}");
+        }
+    }
+    Ok(if r.passed() { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// The pass/fail table, like the published results table, with per-variant totals and then
+/// one line per failing cell ending with its replay command.
+pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
+    let mut out = String::new();
+    let width = sims.iter().map(|s| s.name.len()).max().unwrap_or(4).max(5) + 2;
+    let colw = models.iter().map(|m| m.name.len()).max().unwrap_or(8).max(12) + 2;
+    let _ = write!(out, "{:<width$}", "case");
+    for m in models {
+        let _ = write!(out, "{:<colw$}", m.name);
+    }
+    out.push('\n');
+    for (si, s) in sims.iter().enumerate() {
+        let _ = write!(out, "{:<width$}", s.name);
+        for (mi, _) in models.iter().enumerate() {
+            let c = &cells[si * models.len() + mi];
+            let text = if c.passed {
+                "pass".to_string()
+            } else if c.failed_seeds == c.runs {
+                "FAIL".to_string()
+            } else {
+                format!("FAIL {}/{}", c.failed_seeds, c.runs)
+            };
+            let _ = write!(out, "{text:<colw$}");
+        }
+        out.push('\n');
+    }
+    let _ = write!(out, "{:<width$}", "passed");
+    for t in sweep::totals(models, cells) {
+        let _ = write!(out, "{:<colw$}", format!("{}/{}", t.passed, t.total));
+    }
+    out.push('\n');
+    let failing: Vec<&Cell> = cells.iter().filter(|c| !c.passed).collect();
+    if !failing.is_empty() {
+        out.push_str("\nfailures (first failing seed of each cell):\n");
+        for c in failing {
+            let why = c
+                .first_failure
+                .first()
+                .map(|k| format!("{}: expected {}, got {}", k.what, k.expected, k.actual))
+                .unwrap_or_default();
+            let more = if c.first_failure.len() > 1 { format!(" (+{} more)", c.first_failure.len() - 1) } else { String::new() };
+            let _ = writeln!(
+                out,
+                "  {} × {}: failed on {}/{} seeds; seed {}: {why}{more}\n    replay: {}",
+                c.model,
+                c.sim,
+                c.failed_seeds,
+                c.runs,
+                c.first_failed_seed.unwrap_or_default(),
+                c.replay_command().unwrap_or_default()
+            );
+        }
+    }
+    out
+}
+
+pub fn matrix_json(models: &[Arc<Model>], cells: &[Cell]) -> String {
+    let v = serde_json::json!({
+        "cells": cells,
+        "totals": sweep::totals(models, cells),
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable")
+}

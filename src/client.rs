@@ -1,0 +1,163 @@
+//! Clients: each `[[request]]` of a sim is a client node that waits for its dependencies, then
+//! sends its copies' attempts and retries them as its policy says.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use madsim::net::Endpoint;
+use madsim::rand::Rng;
+use madsim::time::{sleep, timeout};
+
+use crate::http::{self, Request, Response};
+use crate::net::{self, Envelope};
+use crate::report::AttemptOutcome;
+use crate::world::{self, World};
+
+/// Run one request spec: all copies concurrently, each with its retries.
+pub(crate) async fn run_request(world: Arc<World>, req: usize) {
+    let spec = &world.sim.requests[req];
+    world.wait_for(&spec.after).await;
+    if spec.delay_ms > 0 {
+        sleep(Duration::from_millis(spec.delay_ms)).await;
+    }
+    let node = format!("client-{}", spec.id);
+    let ep = match Endpoint::bind(std::net::SocketAddr::new(world::client_ip(req), 9000)).await {
+        Ok(ep) => Arc::new(ep),
+        Err(e) => {
+            world.event(&node, format!("cannot bind: {e}"));
+            world.mark_done(&spec.id);
+            return;
+        }
+    };
+    let mut copies = Vec::new();
+    for copy in 0..spec.copies {
+        copies.push(madsim::task::spawn(run_copy(world.clone(), ep.clone(), req, copy)));
+    }
+    for c in copies {
+        let _ = c.await;
+    }
+    if spec.expect.needs_probe() {
+        if let Some((rows, keys)) = world.probe().await {
+            world.event("control", format!("after {}: {rows} row(s), {keys} stored key(s)", spec.id));
+            let mut st = world.lock();
+            st.outcomes[req].rows_after = Some(rows);
+            st.outcomes[req].keys_after = Some(keys);
+        }
+    }
+    world.lock().outcomes[req].finished = true;
+    world.mark_done(&spec.id);
+}
+
+async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
+    let spec = &world.sim.requests[req];
+    let policy = &spec.policy;
+    let node = format!("client-{}", spec.id);
+    let first_sent = world.now_ms();
+    for attempt in 1..=policy.max_attempts {
+        let label = label(&spec.id, spec.copies, copy, attempt);
+        let key = spec.key.as_ref().map(|k| {
+            if policy.new_key_per_attempt && attempt > 1 { format!("{k}-{attempt}") } else { k.clone() }
+        });
+        let body = match (&policy.retry_body, attempt) {
+            (Some(b), n) if n > 1 => b.clone(),
+            _ => spec.body.clone(),
+        };
+        let mut headers = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
+        if let Some(u) = &spec.user {
+            headers.push((http::USER_HEADER.to_string(), u.clone()));
+        }
+        if let Some(k) = &key {
+            headers.push((http::KEY_HEADER.to_string(), k.clone()));
+        }
+        headers.push(("X-Intent".to_string(), spec.intent.clone()));
+        let http = Request { method: spec.method.clone(), path: spec.path.clone(), headers, body: body.into_bytes() };
+        let process = world.route(req, copy);
+        let tag = world.next_tag();
+        world.event(
+            &node,
+            format!(
+                "{label}: {} {} key={} → server-{}",
+                http.method,
+                http.path,
+                key.as_deref().unwrap_or("-"),
+                process + 1
+            ),
+        );
+        let sent_ms = world.now_ms();
+        let env = Envelope {
+            reply_tag: tag,
+            reply_to: ep.local_addr().expect("bound"),
+            req,
+            label: label.clone(),
+            http,
+        };
+        net::send_request(&world, &ep, world::server_addr(process), env).await;
+        let timeout_d = Duration::from_millis(world.sim.world.client_timeout_ms);
+        let reply = match timeout(timeout_d, ep.recv_from_raw(tag)).await {
+            Ok(Ok((payload, _))) => payload.downcast::<Response>().ok().map(|b| *b),
+            _ => None,
+        };
+        let marker = world.model.key.as_ref().map(|k| k.replay_marker.as_str()).unwrap_or("Idempotent-Replayed");
+        let outcome = match &reply {
+            Some(r) => {
+                let replayed = r.header(marker).is_some();
+                world.event(
+                    &node,
+                    format!("{label}: ← {} {}{}", r.status, r.body, if replayed { " (replayed)" } else { "" }),
+                );
+                AttemptOutcome {
+                    outcome: "reply",
+                    status: Some(r.status),
+                    replayed,
+                    body: Some(r.body.clone()),
+                    key: key.clone(),
+                    sent_ms,
+                    done_ms: world.now_ms(),
+                }
+            }
+            None => {
+                world.event(&node, format!("{label}: transport failure (no reply within {} ms)", timeout_d.as_millis()));
+                AttemptOutcome {
+                    outcome: "transport-failure",
+                    status: None,
+                    replayed: false,
+                    body: None,
+                    key: key.clone(),
+                    sent_ms,
+                    done_ms: world.now_ms(),
+                }
+            }
+        };
+        let retry = match outcome.status {
+            None => policy.on.transport,
+            Some(s) => policy.on.statuses.contains(&s),
+        };
+        world::record_attempt(&world, req, copy, outcome);
+        if !retry || attempt == policy.max_attempts {
+            return;
+        }
+        let mut backoff = policy.backoff_ms.saturating_mul(1 << (attempt - 1).min(20)).min(policy.backoff_cap_ms);
+        if policy.jitter && backoff > 0 {
+            backoff = madsim::rand::thread_rng().gen_range(backoff / 2..=backoff);
+        }
+        if let Some(h) = policy.horizon_ms {
+            if world.now_ms() + backoff as f64 - first_sent > h as f64 {
+                world.event(&node, format!("{label}: retry horizon of {h} ms reached, giving up"));
+                return;
+            }
+        }
+        sleep(Duration::from_millis(backoff.max(1))).await;
+    }
+}
+
+/// `first`, `burst[3]`, `first/2` (attempt 2), `burst[3]/2`.
+fn label(id: &str, copies: u32, copy: u32, attempt: u32) -> String {
+    let mut s = id.to_string();
+    if copies > 1 {
+        s.push_str(&format!("[{copy}]"));
+    }
+    if attempt > 1 {
+        s.push_str(&format!("/{attempt}"));
+    }
+    s
+}

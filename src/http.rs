@@ -1,0 +1,171 @@
+//! HTTP-shaped messages and the service's fixed front half: routing (404), synthetic
+//! authentication (401), body validation (400) and the canonical fingerprint input.
+//!
+//! Bodies travel as raw bytes, so bad JSON and field order are real. Validation happens before
+//! any model step runs, so an invalid order never consumes a key.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+pub const USER_HEADER: &str = "X-User";
+pub const KEY_HEADER: &str = "Idempotency-Key";
+pub const CONTENT_TYPE: &str = "Content-Type";
+
+/// The items the service sells. Anything else is an invalid order.
+pub const CATALOGUE: &[&str] = &["test-item", "sample-item", "other-item"];
+
+/// A request as the server receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// A reply as the client receives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Response {
+    pub fn new(status: u16, body: impl Into<String>) -> Self {
+        Response {
+            status,
+            headers: vec![(CONTENT_TYPE.into(), "application/json".into())],
+            body: body.into(),
+        }
+    }
+
+    pub fn error(status: u16, msg: &str) -> Self {
+        Self::new(status, serde_json::json!({ "error": msg }).to_string())
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The `id` field of a JSON body, if any.
+    pub fn id(&self) -> Option<i64> {
+        serde_json::from_str::<serde_json::Value>(&self.body).ok()?.get("id")?.as_i64()
+    }
+}
+
+/// A validated order: the canonical input of the operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Order {
+    pub operation: &'static str,
+    pub user: String,
+    pub item: String,
+    pub qty: i64,
+}
+
+impl Order {
+    /// The validated input in a fixed field order: `{"item":..,"qty":..}`.
+    pub fn canonical(&self) -> String {
+        serde_json::json!({ "item": self.item, "qty": self.qty }).to_string()
+    }
+
+    /// The 201 body for a created row.
+    pub fn created_body(&self, id: i64) -> String {
+        format!(
+            "{{\"id\":{id},\"item\":{},\"qty\":{}}}",
+            serde_json::Value::String(self.item.clone()),
+            self.qty
+        )
+    }
+}
+
+/// SHA-256 in lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Route, authenticate and validate a request: the fixed front half of every variant.
+/// `Err` is the reply the service sends (404, 401 or 400).
+pub fn admit(req: &Request) -> Result<Order, Response> {
+    let operation = match (req.method.as_str(), req.path.as_str()) {
+        ("POST", "/api/orders") => "order.create",
+        ("POST", "/api/returns") => "return.create",
+        _ => return Err(Response::error(404, "not found")),
+    };
+    let user = match req.header(USER_HEADER) {
+        Some(u) if !u.is_empty() => u.to_string(),
+        _ => return Err(Response::error(401, "unauthenticated")),
+    };
+    let value: serde_json::Value = match serde_json::from_slice(&req.body) {
+        Ok(v) => v,
+        Err(_) => return Err(Response::error(400, "invalid JSON")),
+    };
+    let invalid = || Response::error(400, "invalid order");
+    let obj = value.as_object().ok_or_else(invalid)?;
+    if obj.len() != 2 {
+        return Err(invalid());
+    }
+    let item = obj.get("item").and_then(|v| v.as_str()).ok_or_else(invalid)?;
+    if !CATALOGUE.contains(&item) {
+        return Err(invalid());
+    }
+    let qty = obj.get("qty").and_then(|v| v.as_i64()).ok_or_else(invalid)?;
+    if !(1..=10).contains(&qty) {
+        return Err(invalid());
+    }
+    Ok(Order { operation, user, item: item.to_string(), qty })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(path: &str, user: Option<&str>, body: &str) -> Request {
+        let mut headers = vec![];
+        if let Some(u) = user {
+            headers.push((USER_HEADER.to_string(), u.to_string()));
+        }
+        Request { method: "POST".into(), path: path.into(), headers, body: body.as_bytes().to_vec() }
+    }
+
+    #[test]
+    fn field_order_gives_the_same_canonical_input() {
+        let a = admit(&req("/api/orders", Some("u1"), r#"{"item":"test-item","qty":2}"#)).unwrap();
+        let b = admit(&req("/api/orders", Some("u1"), r#"{"qty":2,"item":"test-item"}"#)).unwrap();
+        assert_eq!(a.canonical(), b.canonical());
+        assert_eq!(a.canonical(), r#"{"item":"test-item","qty":2}"#);
+    }
+
+    #[test]
+    fn front_half_statuses() {
+        let ok = r#"{"item":"test-item","qty":2}"#;
+        assert_eq!(admit(&req("/api/nope", Some("u1"), ok)).unwrap_err().status, 404);
+        assert_eq!(admit(&req("/api/orders", None, ok)).unwrap_err().status, 401);
+        let bad_json = admit(&req("/api/orders", Some("u1"), "{")).unwrap_err();
+        assert_eq!((bad_json.status, bad_json.body.as_str()), (400, r#"{"error":"invalid JSON"}"#));
+        for body in [
+            r#"{"item":"test-item","qty":-1}"#,
+            r#"{"item":"test-item","qty":11}"#,
+            r#"{"item":"nope","qty":1}"#,
+            r#"{"item":"test-item","qty":1,"x":1}"#,
+            r#"{"item":"test-item","qty":"1"}"#,
+            r#"[1,2]"#,
+        ] {
+            let r = admit(&req("/api/orders", Some("u1"), body)).unwrap_err();
+            assert_eq!((r.status, r.body.as_str()), (400, r#"{"error":"invalid order"}"#), "{body}");
+        }
+        assert_eq!(admit(&req("/api/returns", Some("u1"), ok)).unwrap().operation, "return.create");
+    }
+}

@@ -1,0 +1,399 @@
+//! Server variants as data: a model file is a step program plus a key policy and a driver.
+//!
+//! The engine ([`crate::server`]) implements each step kind once; a model only arranges them.
+//! See `docs/models.md` for the format.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::InputError;
+
+/// One step of a server program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// `BEGIN IMMEDIATE`: take the write lock (waited out in simulated time, then 503).
+    Begin,
+    /// `COMMIT`.
+    Commit,
+    /// Look the key up: a completed record replays (or answers `on_mismatch` when the
+    /// fingerprint differs); an in-progress record answers `in_flight`; a miss goes on.
+    Lookup,
+    /// Claim the key with a unique insert of an in-progress record; a conflict is handled as a
+    /// lookup hit.
+    Claim,
+    /// Insert the business row: the response becomes 201 `{id, item, qty}`.
+    InsertRow,
+    /// Record the response under the key: completes this request's claim, or inserts a new
+    /// record (a primary-key clash is an error → 500).
+    SaveResponse,
+    /// The wait an asynchronous driver introduces: other requests run here.
+    Await,
+    /// Call the external effect receiver (e-mail, payment) for this intent.
+    Effect,
+    /// A named point where a sim injects trouble (`@before-commit`, `@after-commit`, ...).
+    Point(String),
+}
+
+impl Step {
+    pub fn name(&self) -> String {
+        match self {
+            Step::Begin => "begin".into(),
+            Step::Commit => "commit".into(),
+            Step::Lookup => "lookup".into(),
+            Step::Claim => "claim".into(),
+            Step::InsertRow => "insert-row".into(),
+            Step::SaveResponse => "save-response".into(),
+            Step::Await => "await".into(),
+            Step::Effect => "effect".into(),
+            Step::Point(p) => format!("@{p}"),
+        }
+    }
+
+    /// Does the step run an SQL statement (and so await under `awaits = "every-statement"`)?
+    pub fn is_statement(&self) -> bool {
+        matches!(
+            self,
+            Step::Begin | Step::Commit | Step::Lookup | Step::Claim | Step::InsertRow | Step::SaveResponse
+        )
+    }
+}
+
+pub const STEP_NAMES: &str =
+    "begin, commit, lookup, claim, insert-row, save-response, await, effect, @<point-name>";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fingerprint {
+    /// SHA-256 of the validated input in canonical field order.
+    Validated,
+    /// SHA-256 of the raw body bytes.
+    Raw,
+    /// No fingerprint: a different payload under a used key replays.
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InFlight {
+    /// Answer with this status while the original is in progress.
+    Status(u16),
+    /// Wait (in simulated time, up to the wait budget) for the original to finish, then replay.
+    Wait,
+}
+
+/// Which outcomes are recorded under the key and replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOutcomes {
+    /// Only the 201 of a fresh execution is recorded (`save-response` runs only on success).
+    Success,
+    /// Errors (5xx) after a claim are recorded too and replayed (Stripe v1).
+    All,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPolicy {
+    /// Missing key → 400.
+    pub required: bool,
+    /// Longer key → 400.
+    pub max_len: usize,
+    /// Scope fields besides the key itself: user and/or operation.
+    pub scope_user: bool,
+    pub scope_operation: bool,
+    pub fingerprint: Fingerprint,
+    /// Status for the same key with a different payload.
+    pub on_mismatch: u16,
+    pub in_flight: InFlight,
+    /// Header added to a replayed response (`Idempotent-Replayed: true`).
+    pub replay_marker: String,
+    /// Keys older than this are expired; a collector deletes them (None: kept forever).
+    pub retention_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaits {
+    /// Requests interleave only at `await` steps (and at network I/O).
+    Explicit,
+    /// An asynchronous driver: an await before every SQL statement.
+    EveryStatement,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Driver {
+    pub awaits: Awaits,
+    /// Simulated driver latency of one await, drawn uniformly from this range (ms, inclusive).
+    pub latency_ms: (u64, u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnError {
+    /// Roll back an open transaction.
+    pub rollback: bool,
+}
+
+/// A server variant, loaded and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Model {
+    pub name: String,
+    pub summary: String,
+    pub path: PathBuf,
+    pub program: Vec<Step>,
+    pub on_error: OnError,
+    /// None: the variant never reads the key.
+    pub key: Option<KeyPolicy>,
+    pub store_outcomes: StoreOutcomes,
+    pub driver: Driver,
+    /// How long a statement waits for a locked database before 503 (the sim may override).
+    pub wait_budget_ms: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelFile {
+    name: Option<String>,
+    summary: Option<String>,
+    program: Spanned<Vec<Spanned<String>>>,
+    #[serde(default)]
+    on_error: Vec<Spanned<String>>,
+    key: Option<KeyFile>,
+    #[serde(default)]
+    driver: DriverFile,
+    wait_budget_ms: Option<u64>,
+    store_outcomes: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyFile {
+    #[serde(default = "yes")]
+    required: bool,
+    #[serde(default = "default_max_len")]
+    max_len: usize,
+    scope: Option<Vec<Spanned<String>>>,
+    fingerprint: Option<Spanned<String>>,
+    on_mismatch: Option<Spanned<u16>>,
+    in_flight: Option<Spanned<toml::Value>>,
+    replay_marker: Option<String>,
+    retention_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct DriverFile {
+    awaits: Option<Spanned<String>>,
+    latency_ms: Option<Spanned<Vec<u64>>>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_max_len() -> usize {
+    255
+}
+
+impl Model {
+    /// Load a model file.
+    pub fn load(path: &Path) -> Result<Model, InputError> {
+        let src = std::fs::read_to_string(path)
+            .map_err(|e| InputError::file(path, format!("cannot read model file: {e}")))?;
+        Self::parse(path, &src)
+    }
+
+    /// Parse model text; `path` names it in errors and gives the default name.
+    pub fn parse(path: &Path, src: &str) -> Result<Model, InputError> {
+        let f: ModelFile = toml::from_str(src).map_err(|e| InputError::from_toml(path, src, &e))?;
+        let err = |span: std::ops::Range<usize>, msg: String| InputError::span(path, src, span, msg);
+
+        let mut program = Vec::new();
+        for s in f.program.get_ref() {
+            let name = s.get_ref().as_str();
+            let step = match name {
+                "begin" => Step::Begin,
+                "commit" => Step::Commit,
+                "lookup" => Step::Lookup,
+                "claim" => Step::Claim,
+                "insert-row" => Step::InsertRow,
+                "save-response" => Step::SaveResponse,
+                "await" => Step::Await,
+                "effect" => Step::Effect,
+                p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => Step::Point(p[1..].to_string()),
+                other => {
+                    return Err(err(
+                        s.span(),
+                        format!("unknown step `{other}`; expected one of: {STEP_NAMES}"),
+                    ));
+                }
+            };
+            program.push((step, s.span()));
+        }
+
+        // Structural checks: one insert-row, begin/commit paired, key steps need a key policy.
+        let inserts = program.iter().filter(|(s, _)| *s == Step::InsertRow).count();
+        if inserts != 1 {
+            return Err(err(
+                f.program.span(),
+                format!("a program needs exactly one `insert-row` step (found {inserts})"),
+            ));
+        }
+        let mut open = false;
+        for (step, span) in &program {
+            match step {
+                Step::Begin if open => {
+                    return Err(err(span.clone(), "`begin` inside an open transaction; expected `commit` first".into()));
+                }
+                Step::Begin => open = true,
+                Step::Commit if !open => {
+                    return Err(err(span.clone(), "`commit` without a `begin` before it".into()));
+                }
+                Step::Commit => open = false,
+                Step::Lookup | Step::Claim | Step::SaveResponse if f.key.is_none() => {
+                    return Err(err(
+                        span.clone(),
+                        format!("step `{}` needs a [key] section", step.name()),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if open {
+            return Err(err(f.program.span(), "program ends inside a transaction; expected a `commit`".into()));
+        }
+
+        let mut on_error = OnError { rollback: false };
+        for e in &f.on_error {
+            match e.get_ref().as_str() {
+                "rollback" => on_error.rollback = true,
+                other => {
+                    return Err(err(e.span(), format!("unknown on_error action `{other}`; expected: rollback")));
+                }
+            }
+        }
+
+        let key = match f.key {
+            None => None,
+            Some(k) => {
+                let (mut scope_user, mut scope_operation) = (true, true);
+                if let Some(scope) = &k.scope {
+                    scope_user = false;
+                    scope_operation = false;
+                    for s in scope {
+                        match s.get_ref().as_str() {
+                            "user" => scope_user = true,
+                            "operation" => scope_operation = true,
+                            other => {
+                                return Err(err(s.span(), format!("unknown scope field `{other}`; expected user, operation")));
+                            }
+                        }
+                    }
+                }
+                let fingerprint = match k.fingerprint.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                    None | Some(("validated", _)) => Fingerprint::Validated,
+                    Some(("raw", _)) => Fingerprint::Raw,
+                    Some(("none", _)) => Fingerprint::None,
+                    Some((other, span)) => {
+                        return Err(err(span, format!("unknown fingerprint `{other}`; expected validated, raw or none")));
+                    }
+                };
+                let on_mismatch = match &k.on_mismatch {
+                    None => 422,
+                    Some(s) if [400, 409, 422].contains(s.get_ref()) => *s.get_ref(),
+                    Some(s) => return Err(err(s.span(), format!("on_mismatch {} not allowed; expected 400, 409 or 422", s.get_ref()))),
+                };
+                let in_flight = match &k.in_flight {
+                    None => InFlight::Status(409),
+                    Some(v) => match v.get_ref() {
+                        toml::Value::String(s) if s == "wait" => InFlight::Wait,
+                        toml::Value::Integer(409) => InFlight::Status(409),
+                        toml::Value::Integer(425) => InFlight::Status(425),
+                        _ => return Err(err(v.span(), "in_flight: expected 409, 425 or \"wait\"".into())),
+                    },
+                };
+                Some(KeyPolicy {
+                    required: k.required,
+                    max_len: k.max_len,
+                    scope_user,
+                    scope_operation,
+                    fingerprint,
+                    on_mismatch,
+                    in_flight,
+                    replay_marker: k.replay_marker.unwrap_or_else(|| "Idempotent-Replayed".into()),
+                    retention_ms: k.retention_ms,
+                })
+            }
+        };
+
+        let store_outcomes = match f.store_outcomes.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+            None | Some(("success", _)) => StoreOutcomes::Success,
+            Some(("all", _)) => StoreOutcomes::All,
+            Some((other, span)) => return Err(err(span, format!("unknown store_outcomes `{other}`; expected success or all"))),
+        };
+
+        let awaits = match f.driver.awaits.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+            None | Some(("explicit", _)) => Awaits::Explicit,
+            Some(("every-statement", _)) => Awaits::EveryStatement,
+            Some((other, span)) => {
+                return Err(err(span, format!("unknown driver.awaits `{other}`; expected explicit or every-statement")));
+            }
+        };
+        let latency_ms = match &f.driver.latency_ms {
+            None => (1, 5),
+            Some(l) => match l.get_ref().as_slice() {
+                [lo, hi] if lo <= hi && *hi <= 60_000 => (*lo, *hi),
+                _ => return Err(err(l.span(), "driver.latency_ms: expected [low, high] with low <= high <= 60000".into())),
+            },
+        };
+
+        let default_name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Model {
+            name: f.name.unwrap_or(default_name),
+            summary: f.summary.unwrap_or_default(),
+            path: path.to_path_buf(),
+            program: program.into_iter().map(|(s, _)| s).collect(),
+            on_error,
+            key,
+            store_outcomes,
+            driver: Driver { awaits, latency_ms },
+            wait_budget_ms: f.wait_budget_ms.unwrap_or(5000),
+        })
+    }
+
+    pub fn program_text(&self) -> String {
+        self.program.iter().map(Step::name).collect::<Vec<_>>().join(" → ")
+    }
+}
+
+pub(crate) fn is_kebab(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(src: &str) -> Result<Model, InputError> {
+        Model::parse(Path::new("m.toml"), src)
+    }
+
+    #[test]
+    fn unknown_step_is_located() {
+        let e = parse("program = [\"begin\", \"insert-row\", \"comit\"]").unwrap_err().to_string();
+        assert!(e.starts_with("m.toml:1:35: unknown step `comit`"), "{e}");
+    }
+
+    #[test]
+    fn key_steps_need_a_key_section() {
+        let e = parse("program = [\"lookup\", \"insert-row\"]").unwrap_err().to_string();
+        assert!(e.contains("m.toml:1:12: step `lookup` needs a [key] section"), "{e}");
+    }
+
+    #[test]
+    fn unknown_field_is_located() {
+        let e = parse("program = [\"insert-row\"]\n[key]\nrequird = true\n").unwrap_err().to_string();
+        assert!(e.starts_with("m.toml:3:1: unknown field `requird`"), "{e}");
+    }
+
+    #[test]
+    fn unbalanced_transaction() {
+        let e = parse("program = [\"begin\", \"insert-row\"]").unwrap_err().to_string();
+        assert!(e.contains("ends inside a transaction"), "{e}");
+    }
+}

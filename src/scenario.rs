@@ -1,0 +1,608 @@
+//! Scenarios as data: a sim file says who sends what, what goes wrong where, and what must hold.
+//!
+//! See `docs/sims.md` for the format. Everything here is checked at load time; a problem names
+//! file, line and column.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::InputError;
+use crate::model::is_kebab;
+
+/// Which server process a request (copy) goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Always this process (0-based index; files say 1-based).
+    Fixed(usize),
+    /// Copy `i` goes to process `i mod n`.
+    Alternate,
+    /// Each attempt draws a process from the seed.
+    Random,
+}
+
+/// What a client retries on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RetryOn {
+    pub transport: bool,
+    pub statuses: BTreeSet<u16>,
+}
+
+/// A client's retry policy for one request's attempts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Attempts in all, the first included (1 = no retry).
+    pub max_attempts: u32,
+    pub on: RetryOn,
+    /// Backoff before retry n: base * 2^(n-1), capped, plus jitter drawn from the seed.
+    pub backoff_ms: u64,
+    pub backoff_cap_ms: u64,
+    pub jitter: bool,
+    /// No retry starts later than this after the first attempt.
+    pub horizon_ms: Option<u64>,
+    /// Send a fresh key on every attempt (disables server-side dedupe).
+    pub new_key_per_attempt: bool,
+    /// Body of the retries if it differs from the first attempt's.
+    pub retry_body: Option<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            max_attempts: 1,
+            on: RetryOn::default(),
+            backoff_ms: 100,
+            backoff_cap_ms: 5_000,
+            jitter: false,
+            horizon_ms: None,
+            new_key_per_attempt: false,
+            retry_body: None,
+        }
+    }
+}
+
+/// What must hold for one request (for its final attempt, for every copy).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestExpect {
+    pub status: Option<u16>,
+    /// `reply` or `transport-failure`.
+    pub outcome: Option<String>,
+    pub replayed: Option<bool>,
+    pub id: Option<i64>,
+    /// Same `id` in the body as this other request.
+    pub same_id_as: Option<String>,
+    /// A different `id` from this other request.
+    pub id_differs_from: Option<String>,
+    /// Every copy got the same `id`.
+    pub same_id: Option<bool>,
+    /// Rows in the database right after this request finished.
+    pub rows_after: Option<u64>,
+    /// Stored keys right after this request finished.
+    pub keys_after: Option<u64>,
+}
+
+impl RequestExpect {
+    pub fn needs_probe(&self) -> bool {
+        self.rows_after.is_some() || self.keys_after.is_some()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestSpec {
+    pub id: String,
+    /// The logical operation this request belongs to (default: its id).
+    pub intent: String,
+    /// None: no user header (401).
+    pub user: Option<String>,
+    pub method: String,
+    pub path: String,
+    pub key: Option<String>,
+    pub body: String,
+    /// Concurrent copies of each attempt (double submit; 20 in case 11).
+    pub copies: u32,
+    pub route: Route,
+    /// Starts when all of these (requests or actions) have finished.
+    pub after: Vec<String>,
+    pub delay_ms: u64,
+    pub policy: Policy,
+    pub expect: RequestExpect,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionKind {
+    /// Another connection takes `BEGIN IMMEDIATE` and holds it until `until` has finished or
+    /// `for_ms` has passed.
+    HoldLock { until: Option<String>, for_ms: Option<u64> },
+    /// Delete every stored key (an operator or a collector wiping the key store).
+    DeleteKeys,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionSpec {
+    pub id: String,
+    pub kind: ActionKind,
+    pub after: Vec<String>,
+    pub delay_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InjectAction {
+    /// The step fails: an error, handled by the model's on_error (→ 500).
+    Fail,
+    /// An external effect is performed (counted by the receiver) here.
+    Effect,
+    /// The connection drops: the request goes on, the reply is never sent.
+    DropReply,
+    /// The server process crashes here; it restarts after `restart_ms`.
+    Crash { restart_ms: u64 },
+    /// The request stalls here for `ms` (GC pause, slow downstream).
+    Pause { ms: u64 },
+}
+
+impl InjectAction {
+    pub fn name(&self) -> &'static str {
+        match self {
+            InjectAction::Fail => "fail",
+            InjectAction::Effect => "effect",
+            InjectAction::DropReply => "drop-reply",
+            InjectAction::Crash { .. } => "crash",
+            InjectAction::Pause { .. } => "pause",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inject {
+    /// Point name without the `@`.
+    pub point: String,
+    pub action: InjectAction,
+    /// Only requests with this id (all copies and attempts); None: every request.
+    pub request: Option<String>,
+    /// Fires at most this many times in a run.
+    pub times: Option<u32>,
+    /// Fires with this probability, drawn from the seed (1.0 when absent).
+    pub rate: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldSpec {
+    pub processes: usize,
+    /// Overrides the model's wait budget.
+    pub wait_budget_ms: Option<u64>,
+    pub client_timeout_ms: u64,
+    /// Network latency per message (ms, [low, high)).
+    pub latency_ms: (u64, u64),
+    /// Simulated-time bound of a run.
+    pub time_limit_ms: u64,
+    /// Bound on server steps executed in a run.
+    pub max_steps: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Expect {
+    pub rows: Option<u64>,
+    pub keys: Option<u64>,
+    pub effects: Option<u64>,
+    /// `qty` of every row, in id order.
+    pub row_qty: Option<Vec<i64>>,
+}
+
+/// A scenario, loaded and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sim {
+    pub name: String,
+    pub path: PathBuf,
+    pub description: String,
+    pub seeds: Range<u64>,
+    pub world: WorldSpec,
+    pub requests: Vec<RequestSpec>,
+    pub actions: Vec<ActionSpec>,
+    pub injects: Vec<Inject>,
+    pub expect: Expect,
+}
+
+pub const DEFAULT_SEEDS: Range<u64> = 0..100;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SimFile {
+    description: Option<String>,
+    seeds: Option<Spanned<String>>,
+    #[serde(default)]
+    world: WorldFile,
+    #[serde(default, rename = "request")]
+    requests: Vec<RequestFile>,
+    #[serde(default, rename = "action")]
+    actions: Vec<ActionFile>,
+    #[serde(default, rename = "inject")]
+    injects: Vec<InjectFile>,
+    #[serde(default)]
+    expect: ExpectFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct WorldFile {
+    processes: Option<Spanned<usize>>,
+    wait_budget_ms: Option<u64>,
+    client_timeout_ms: Option<Spanned<u64>>,
+    latency_ms: Option<Spanned<Vec<u64>>>,
+    time_limit_ms: Option<u64>,
+    max_steps: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestFile {
+    id: Spanned<String>,
+    intent: Option<String>,
+    user: Option<String>,
+    method: Option<String>,
+    path: Option<String>,
+    key: Option<String>,
+    body: Option<String>,
+    copies: Option<Spanned<u32>>,
+    process: Option<Spanned<toml::Value>>,
+    after: Option<Spanned<toml::Value>>,
+    delay_ms: Option<u64>,
+    retry: Option<RetryFile>,
+    expect: Option<RequestExpectFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryFile {
+    max_attempts: Option<Spanned<u32>>,
+    on: Option<Vec<Spanned<toml::Value>>>,
+    backoff_ms: Option<u64>,
+    backoff_cap_ms: Option<u64>,
+    jitter: Option<bool>,
+    horizon_ms: Option<u64>,
+    new_key: Option<bool>,
+    body: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestExpectFile {
+    status: Option<u16>,
+    outcome: Option<Spanned<String>>,
+    replayed: Option<bool>,
+    id: Option<i64>,
+    same_id_as: Option<Spanned<String>>,
+    id_differs_from: Option<Spanned<String>>,
+    same_id: Option<bool>,
+    rows_after: Option<u64>,
+    keys_after: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActionFile {
+    id: Spanned<String>,
+    kind: Spanned<String>,
+    until: Option<Spanned<String>>,
+    for_ms: Option<u64>,
+    after: Option<Spanned<toml::Value>>,
+    delay_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InjectFile {
+    point: Spanned<String>,
+    action: Spanned<String>,
+    request: Option<Spanned<String>>,
+    times: Option<u32>,
+    rate: Option<Spanned<f64>>,
+    restart_ms: Option<u64>,
+    pause_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ExpectFile {
+    rows: Option<u64>,
+    keys: Option<u64>,
+    effects: Option<u64>,
+    row_qty: Option<Vec<i64>>,
+}
+
+/// Parse `A..B` (half-open) into a seed range.
+pub fn parse_seeds(s: &str) -> Result<Range<u64>, String> {
+    let (a, b) = s.split_once("..").ok_or_else(|| format!("seed range `{s}`: expected A..B, e.g. 0..100"))?;
+    let a: u64 = a.trim().parse().map_err(|_| format!("seed range `{s}`: `{a}` is not a number"))?;
+    let b: u64 = b.trim().parse().map_err(|_| format!("seed range `{s}`: `{b}` is not a number"))?;
+    if a >= b {
+        return Err(format!("seed range `{s}` is empty; expected A..B with A < B"));
+    }
+    Ok(a..b)
+}
+
+fn default_body() -> String {
+    r#"{"item":"test-item","qty":2}"#.to_string()
+}
+
+impl Sim {
+    pub fn load(path: &Path) -> Result<Sim, InputError> {
+        let src = std::fs::read_to_string(path)
+            .map_err(|e| InputError::file(path, format!("cannot read sim file: {e}")))?;
+        Self::parse(path, &src)
+    }
+
+    pub fn parse(path: &Path, src: &str) -> Result<Sim, InputError> {
+        let f: SimFile = toml::from_str(src).map_err(|e| InputError::from_toml(path, src, &e))?;
+        let err = |span: Range<usize>, msg: String| InputError::span(path, src, span, msg);
+
+        let seeds = match &f.seeds {
+            None => DEFAULT_SEEDS,
+            Some(s) => parse_seeds(s.get_ref()).map_err(|m| err(s.span(), m))?,
+        };
+
+        let processes = match &f.world.processes {
+            None => 1,
+            Some(p) if (1..=16).contains(p.get_ref()) => *p.get_ref(),
+            Some(p) => return Err(err(p.span(), "world.processes: expected 1..=16".into())),
+        };
+        let latency_ms = match &f.world.latency_ms {
+            None => (1, 10),
+            Some(l) => match l.get_ref().as_slice() {
+                [lo, hi] if 1 <= *lo && lo < hi && *hi <= 60_000 => (*lo, *hi),
+                _ => return Err(err(l.span(), "world.latency_ms: expected [low, high] with 1 <= low < high <= 60000".into())),
+            },
+        };
+        let client_timeout_ms = match &f.world.client_timeout_ms {
+            None => 30_000,
+            Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
+            Some(t) => return Err(err(t.span(), "world.client_timeout_ms: expected at least 1".into())),
+        };
+        let world = WorldSpec {
+            processes,
+            wait_budget_ms: f.world.wait_budget_ms,
+            client_timeout_ms,
+            latency_ms,
+            time_limit_ms: f.world.time_limit_ms.unwrap_or(3_600_000),
+            max_steps: f.world.max_steps.unwrap_or(100_000),
+        };
+
+        // Names: requests and actions share one namespace (`after` refers to either).
+        let mut names: Vec<(String, Range<usize>)> = Vec::new();
+        for (id, span) in f.requests.iter().map(|r| (&r.id, r.id.span())).chain(f.actions.iter().map(|a| (&a.id, a.id.span()))) {
+            if !is_kebab(id.get_ref()) {
+                return Err(err(span, format!("id `{}`: expected lowercase letters, digits and '-'", id.get_ref())));
+            }
+            if names.iter().any(|(n, _)| n == id.get_ref()) {
+                return Err(err(span, format!("duplicate id `{}`", id.get_ref())));
+            }
+            names.push((id.get_ref().clone(), span));
+        }
+        let known = |s: &Spanned<String>| -> Result<String, InputError> {
+            if names.iter().any(|(n, _)| n == s.get_ref()) {
+                Ok(s.get_ref().clone())
+            } else {
+                let all: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
+                Err(err(s.span(), format!("unknown request or action `{}`; expected one of: {}", s.get_ref(), all.join(", "))))
+            }
+        };
+        let after_list = |v: &Option<Spanned<toml::Value>>| -> Result<Vec<String>, InputError> {
+            let Some(v) = v else { return Ok(vec![]) };
+            let items: Vec<String> = match v.get_ref() {
+                toml::Value::String(s) => vec![s.clone()],
+                toml::Value::Array(a) if a.iter().all(|x| x.is_str()) => {
+                    a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect()
+                }
+                _ => return Err(err(v.span(), "after: expected an id or a list of ids".into())),
+            };
+            for i in &items {
+                if !names.iter().any(|(n, _)| n == i) {
+                    return Err(err(v.span(), format!("after: unknown request or action `{i}`")));
+                }
+            }
+            Ok(items)
+        };
+
+        let mut requests = Vec::new();
+        for r in &f.requests {
+            let copies = match &r.copies {
+                None => 1,
+                Some(c) if (1..=1000).contains(c.get_ref()) => *c.get_ref(),
+                Some(c) => return Err(err(c.span(), "copies: expected 1..=1000".into())),
+            };
+            let route = match &r.process {
+                None => Route::Fixed(0),
+                Some(p) => match p.get_ref() {
+                    toml::Value::Integer(i) if *i >= 1 && (*i as usize) <= processes => Route::Fixed(*i as usize - 1),
+                    toml::Value::String(s) if s == "alternate" => Route::Alternate,
+                    toml::Value::String(s) if s == "random" => Route::Random,
+                    _ => {
+                        return Err(err(p.span(), format!("process: expected 1..={processes}, \"alternate\" or \"random\"")));
+                    }
+                },
+            };
+            let mut policy = Policy::default();
+            if let Some(rt) = &r.retry {
+                if let Some(m) = &rt.max_attempts {
+                    if !(1..=100).contains(m.get_ref()) {
+                        return Err(err(m.span(), "retry.max_attempts: expected 1..=100".into()));
+                    }
+                    policy.max_attempts = *m.get_ref();
+                } else {
+                    policy.max_attempts = 5;
+                }
+                let on = rt.on.clone().unwrap_or_else(|| {
+                    vec![Spanned::new(0..0, toml::Value::String("transport".into())), Spanned::new(0..0, toml::Value::Integer(503))]
+                });
+                for o in &on {
+                    match o.get_ref() {
+                        toml::Value::String(s) if s == "transport" => policy.on.transport = true,
+                        toml::Value::Integer(s) if [409, 425, 429, 500, 502, 503, 504].contains(s) => {
+                            policy.on.statuses.insert(*s as u16);
+                        }
+                        _ => {
+                            return Err(err(
+                                o.span(),
+                                "retry.on: expected \"transport\" or one of 409, 425, 429, 500, 502, 503, 504 (never 400/401/422)".into(),
+                            ));
+                        }
+                    }
+                }
+                policy.backoff_ms = rt.backoff_ms.unwrap_or(100);
+                policy.backoff_cap_ms = rt.backoff_cap_ms.unwrap_or(5_000).max(policy.backoff_ms);
+                policy.jitter = rt.jitter.unwrap_or(true);
+                policy.horizon_ms = rt.horizon_ms;
+                policy.new_key_per_attempt = rt.new_key.unwrap_or(false);
+                policy.retry_body = rt.body.clone();
+            }
+            let expect = match &r.expect {
+                None => RequestExpect::default(),
+                Some(e) => RequestExpect {
+                    status: e.status,
+                    outcome: match &e.outcome {
+                        None => None,
+                        Some(o) if o.get_ref() == "reply" || o.get_ref() == "transport-failure" => Some(o.get_ref().clone()),
+                        Some(o) => return Err(err(o.span(), "expect.outcome: expected \"reply\" or \"transport-failure\"".into())),
+                    },
+                    replayed: e.replayed,
+                    id: e.id,
+                    same_id_as: e.same_id_as.as_ref().map(&known).transpose()?,
+                    id_differs_from: e.id_differs_from.as_ref().map(&known).transpose()?,
+                    same_id: e.same_id,
+                    rows_after: e.rows_after,
+                    keys_after: e.keys_after,
+                },
+            };
+            requests.push(RequestSpec {
+                id: r.id.get_ref().clone(),
+                intent: r.intent.clone().unwrap_or_else(|| r.id.get_ref().clone()),
+                user: match r.user.as_deref() {
+                    None => Some("u1".into()),
+                    Some("") => None,
+                    Some(u) => Some(u.into()),
+                },
+                method: r.method.clone().unwrap_or_else(|| "POST".into()),
+                path: r.path.clone().unwrap_or_else(|| "/api/orders".into()),
+                key: r.key.clone(),
+                body: r.body.clone().unwrap_or_else(default_body),
+                copies,
+                route,
+                after: after_list(&r.after)?,
+                delay_ms: r.delay_ms.unwrap_or(0),
+                policy,
+                expect,
+            });
+        }
+
+        let mut actions = Vec::new();
+        for a in &f.actions {
+            let kind = match a.kind.get_ref().as_str() {
+                "hold-lock" => {
+                    if a.until.is_none() && a.for_ms.is_none() {
+                        return Err(err(a.kind.span(), "hold-lock needs `until` (an id) or `for_ms`".into()));
+                    }
+                    ActionKind::HoldLock { until: a.until.as_ref().map(&known).transpose()?, for_ms: a.for_ms }
+                }
+                "delete-keys" => ActionKind::DeleteKeys,
+                other => return Err(err(a.kind.span(), format!("unknown action kind `{other}`; expected hold-lock or delete-keys"))),
+            };
+            actions.push(ActionSpec { id: a.id.get_ref().clone(), kind, after: after_list(&a.after)?, delay_ms: a.delay_ms.unwrap_or(0) });
+        }
+
+        let mut injects = Vec::new();
+        for i in &f.injects {
+            let point = i.point.get_ref().trim_start_matches('@').to_string();
+            if !is_kebab(&point) {
+                return Err(err(i.point.span(), "point: expected a point name such as before-commit".into()));
+            }
+            let action = match i.action.get_ref().as_str() {
+                "fail" => InjectAction::Fail,
+                "effect" => InjectAction::Effect,
+                "drop-reply" => InjectAction::DropReply,
+                "crash" => InjectAction::Crash { restart_ms: i.restart_ms.unwrap_or(100) },
+                "pause" => InjectAction::Pause { ms: i.pause_ms.unwrap_or(1000) },
+                other => {
+                    return Err(err(
+                        i.action.span(),
+                        format!("unknown inject action `{other}`; expected fail, effect, drop-reply, crash or pause"),
+                    ));
+                }
+            };
+            let rate = match &i.rate {
+                None => 1.0,
+                Some(r) if (0.0..=1.0).contains(r.get_ref()) => *r.get_ref(),
+                Some(r) => return Err(err(r.span(), format!("rate {}: expected a probability in 0.0..=1.0", r.get_ref()))),
+            };
+            let request = match &i.request {
+                None => None,
+                Some(r) if f.requests.iter().any(|q| q.id.get_ref() == r.get_ref()) => Some(r.get_ref().clone()),
+                Some(r) => return Err(err(r.span(), format!("unknown request `{}`", r.get_ref()))),
+            };
+            injects.push(Inject { point, action, request, times: i.times, rate });
+        }
+
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Sim {
+            name,
+            path: path.to_path_buf(),
+            description: f.description.unwrap_or_default(),
+            seeds,
+            world,
+            requests,
+            actions,
+            injects,
+            expect: Expect { rows: f.expect.rows, keys: f.expect.keys, effects: f.expect.effects, row_qty: f.expect.row_qty },
+        })
+    }
+
+    /// Index of a request by id.
+    pub fn request_index(&self, id: &str) -> Option<usize> {
+        self.requests.iter().position(|r| r.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(src: &str) -> Result<Sim, InputError> {
+        Sim::parse(Path::new("s.toml"), src)
+    }
+
+    #[test]
+    fn minimal_sim_has_defaults() {
+        let s = parse("[[request]]\nid = \"a\"\nkey = \"k1\"\n").unwrap();
+        assert_eq!(s.requests[0].user.as_deref(), Some("u1"));
+        assert_eq!(s.requests[0].policy.max_attempts, 1);
+        assert_eq!(s.seeds, DEFAULT_SEEDS);
+    }
+
+    #[test]
+    fn bad_rate_is_located() {
+        let e = parse("[[request]]\nid = \"a\"\n[[inject]]\npoint = \"x\"\naction = \"fail\"\nrate = 1.5\n").unwrap_err();
+        assert_eq!(e.to_string(), "s.toml:6:8: rate 1.5: expected a probability in 0.0..=1.0");
+    }
+
+    #[test]
+    fn unknown_after_is_located() {
+        let e = parse("[[request]]\nid = \"a\"\nafter = \"b\"\n").unwrap_err();
+        assert_eq!(e.to_string(), "s.toml:3:9: after: unknown request or action `b`");
+    }
+
+    #[test]
+    fn unknown_action_is_located() {
+        let e = parse("[[request]]\nid = \"a\"\n[[inject]]\npoint = \"x\"\naction = \"explode\"\n").unwrap_err();
+        assert!(e.to_string().starts_with("s.toml:5:10: unknown inject action `explode`"), "{e}");
+    }
+
+    #[test]
+    fn seeds_parse() {
+        assert_eq!(parse_seeds("3..7"), Ok(3..7));
+        assert!(parse_seeds("7..3").is_err());
+        assert!(parse_seeds("x").is_err());
+    }
+}

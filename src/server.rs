@@ -1,0 +1,530 @@
+//! Server processes: one madsim node each, with its own SQLite connection shared by all the
+//! requests it serves. Each request runs the model's step program ([`Exec`]); every step kind
+//! is implemented once here. Also the external effect receiver.
+//!
+//! Interleaving happens only at awaits: `await` steps, driver latency under
+//! `awaits = "every-statement"`, waiting out a locked database, effects and injected pauses.
+//! A synchronous rusqlite call runs to completion within one poll.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use madsim::net::Endpoint;
+use madsim::rand::Rng;
+use madsim::runtime::Handle;
+use madsim::time::{sleep, timeout};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::http::{self, Order, Response};
+use crate::model::{Awaits, Fingerprint, InFlight, Step, StoreOutcomes};
+use crate::net::{self, EffectMsg, Envelope};
+use crate::scenario::InjectAction;
+use crate::store;
+use crate::world::{self, World};
+
+/// The main task of server process `idx` (re-run on restart).
+pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
+    let node = format!("server-{}", idx + 1);
+    let conn = match store::open(&world.db_uri) {
+        Ok(c) => Rc::new(c),
+        Err(e) => {
+            world.event(&node, format!("cannot open the database: {e}"));
+            return;
+        }
+    };
+    let ep = match Endpoint::bind(world::server_addr(idx)).await {
+        Ok(ep) => Rc::new(ep),
+        Err(e) => {
+            world.event(&node, format!("cannot bind: {e}"));
+            return;
+        }
+    };
+    loop {
+        let Ok((payload, _from)) = ep.recv_from_raw(world::REQ_TAG).await else { return };
+        let Ok(env) = payload.downcast::<Envelope>() else { continue };
+        let g = InFlightGuard::new(world.clone());
+        madsim::task::spawn_local(handle(world.clone(), idx, conn.clone(), ep.clone(), *env, g));
+    }
+}
+
+/// Counts running handlers; decrements even when a crash drops the handler.
+struct InFlightGuard(Arc<World>);
+impl InFlightGuard {
+    fn new(world: Arc<World>) -> Self {
+        world.lock().handlers_in_flight += 1;
+        InFlightGuard(world)
+    }
+}
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.lock().handlers_in_flight -= 1;
+    }
+}
+
+async fn handle(world: Arc<World>, idx: usize, conn: Rc<Connection>, ep: Rc<Endpoint>, env: Envelope, _g: InFlightGuard) {
+    let node = format!("server-{}", idx + 1);
+    let mut ex = Exec {
+        world: world.clone(),
+        node,
+        idx,
+        conn,
+        label: env.label.clone(),
+        req: env.req,
+        intent: env.http.header("X-Intent").unwrap_or("").to_string(),
+        order: None,
+        key: None,
+        fingerprint: String::new(),
+        row_id: None,
+        response: None,
+        claimed: false,
+        drop_reply: false,
+    };
+    let resp = ex.serve(&env).await;
+    if ex.drop_reply {
+        world.event(&ex.node, format!("{}: connection dropped, {} never sent", ex.label, resp.status));
+        return;
+    }
+    world.event(&ex.node, format!("{}: reply {}", ex.label, resp.status));
+    net::send_reply(&world, &ep, env.reply_to, env.reply_tag, resp).await;
+}
+
+/// The scope of a key: (user, operation, key), with unscoped fields stored as "".
+struct ScopedKey {
+    user: String,
+    operation: String,
+    key: String,
+}
+
+/// Why a request failed.
+enum Failure {
+    /// The database stayed locked past the wait budget → 503.
+    Busy,
+    /// Anything else → 500.
+    Error(String),
+    /// A run bound was hit → 500, and the bound is reported.
+    Bound,
+}
+
+/// A stored key record.
+struct Record {
+    fingerprint: String,
+    status: Option<i64>,
+    response: Option<String>,
+    state: String,
+}
+
+enum Flow {
+    Next,
+    Finish(Response),
+}
+
+/// The execution of one request by a step program.
+struct Exec {
+    world: Arc<World>,
+    node: String,
+    idx: usize,
+    conn: Rc<Connection>,
+    label: String,
+    req: usize,
+    intent: String,
+    order: Option<Order>,
+    key: Option<ScopedKey>,
+    fingerprint: String,
+    row_id: Option<i64>,
+    response: Option<Response>,
+    claimed: bool,
+    drop_reply: bool,
+}
+
+impl Exec {
+    fn event(&self, text: impl Into<String>) {
+        self.world.event(&self.node, format!("{}: {}", self.label, text.into()));
+    }
+
+    async fn serve(&mut self, env: &Envelope) -> Response {
+        // The fixed front half: route, authenticate, validate, then the key policy.
+        let order = match http::admit(&env.http) {
+            Ok(o) => o,
+            Err(resp) => {
+                self.event(format!("rejected {}: {}", resp.status, resp.body));
+                return resp;
+            }
+        };
+        if let Some(kp) = &self.world.model.key {
+            match env.http.header(http::KEY_HEADER) {
+                None | Some("") if kp.required => {
+                    self.event("rejected 400: missing Idempotency-Key");
+                    return Response::error(400, "missing Idempotency-Key");
+                }
+                None | Some("") => {}
+                Some(k) if k.chars().count() > kp.max_len => {
+                    self.event("rejected 400: Idempotency-Key too long");
+                    return Response::error(400, "Idempotency-Key too long");
+                }
+                Some(k) => {
+                    self.key = Some(ScopedKey {
+                        user: if kp.scope_user { order.user.clone() } else { String::new() },
+                        operation: if kp.scope_operation { order.operation.to_string() } else { String::new() },
+                        key: k.to_string(),
+                    });
+                    self.fingerprint = match kp.fingerprint {
+                        Fingerprint::Validated => http::sha256_hex(order.canonical().as_bytes()),
+                        Fingerprint::Raw => http::sha256_hex(&env.http.body),
+                        Fingerprint::None => String::new(),
+                    };
+                }
+            }
+        }
+        self.order = Some(order);
+
+        let model = self.world.model.clone();
+        for step in &model.program {
+            {
+                let mut st = self.world.lock();
+                st.steps += 1;
+                if st.steps > self.world.sim.world.max_steps {
+                    drop(st);
+                    self.world.bound_hit(format!("max-steps: more than {} server steps", self.world.sim.world.max_steps));
+                    return self.fail(Failure::Bound).await;
+                }
+            }
+            if model.driver.awaits == Awaits::EveryStatement && step.is_statement() {
+                self.driver_latency().await;
+            }
+            match self.step(step).await {
+                Ok(Flow::Next) => {}
+                Ok(Flow::Finish(resp)) => {
+                    if !self.conn.is_autocommit() {
+                        // A lookup hit inside a transaction: commit the (read-only) transaction.
+                        if let Err(f) = self.sql("COMMIT", |c| c.execute_batch("COMMIT")).await {
+                            return self.fail(f).await;
+                        }
+                    }
+                    return resp;
+                }
+                Err(f) => return self.fail(f).await,
+            }
+        }
+        match self.response.take() {
+            Some(r) => r,
+            None => self.fail(Failure::Error("program ended without a response".into())).await,
+        }
+    }
+
+    async fn driver_latency(&self) {
+        let (lo, hi) = self.world.model.driver.latency_ms;
+        let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
+        sleep(Duration::from_millis(ms)).await;
+    }
+
+    /// Run one SQL statement, waiting out a locked database in simulated time up to the budget.
+    async fn sql<T>(&self, what: &str, f: impl Fn(&Connection) -> rusqlite::Result<T>) -> Result<T, Failure> {
+        let budget = self.world.wait_budget_ms;
+        let mut waited = 0u64;
+        let mut backoff = 1u64;
+        let mut said = false;
+        loop {
+            match f(&self.conn) {
+                Ok(v) => return Ok(v),
+                Err(e) if store::is_busy(&e) => {
+                    if !said {
+                        self.event(format!("{what}: database locked, waiting (budget {budget} ms)"));
+                        said = true;
+                    }
+                    if waited >= budget {
+                        self.event(format!("{what}: still locked after {waited} ms"));
+                        return Err(Failure::Busy);
+                    }
+                    let d = backoff.min(budget - waited);
+                    sleep(Duration::from_millis(d.max(1))).await;
+                    waited += d.max(1);
+                    backoff = (backoff * 2).min(16);
+                }
+                Err(e) => {
+                    self.event(format!("{what}: error: {e}"));
+                    return Err(Failure::Error(e.to_string()));
+                }
+            }
+        }
+    }
+
+    async fn step(&mut self, step: &Step) -> Result<Flow, Failure> {
+        match step {
+            Step::Await => {
+                self.driver_latency().await;
+                Ok(Flow::Next)
+            }
+            Step::Begin => {
+                self.sql("begin", |c| c.execute_batch("BEGIN IMMEDIATE")).await?;
+                self.event("BEGIN IMMEDIATE");
+                Ok(Flow::Next)
+            }
+            Step::Commit => {
+                self.sql("commit", |c| c.execute_batch("COMMIT")).await?;
+                self.event("COMMIT");
+                Ok(Flow::Next)
+            }
+            Step::Lookup => {
+                if self.key.is_none() {
+                    return Ok(Flow::Next);
+                }
+                let rec = self.lookup().await?;
+                match rec {
+                    None => {
+                        self.event("lookup: miss");
+                        Ok(Flow::Next)
+                    }
+                    Some(r) => self.on_hit(r).await,
+                }
+            }
+            Step::Claim => {
+                let Some(k) = &self.key else { return Ok(Flow::Next) };
+                let (user, op, key) = (k.user.clone(), k.operation.clone(), k.key.clone());
+                let (fp, intent, now) = (self.fingerprint.clone(), self.intent.clone(), self.world.now_us() / 1000);
+                let r = self
+                    .sql("claim", |c| {
+                        c.prepare_cached(
+                            "INSERT INTO keys(user, operation, key, fingerprint, status, response, state, created_ms, intent)
+                             VALUES (?1, ?2, ?3, ?4, NULL, NULL, 'in-progress', ?5, ?6)",
+                        )?
+                        .execute(params![user, op, key, fp, now as i64, intent])
+                        .map(|_| true)
+                        .or_else(|e| if store::is_constraint(&e) { Ok(false) } else { Err(e) })
+                    })
+                    .await?;
+                if r {
+                    self.claimed = true;
+                    self.event("claim: key claimed (in-progress)");
+                    return Ok(Flow::Next);
+                }
+                match self.lookup().await? {
+                    Some(rec) => {
+                        self.event("claim: key already claimed");
+                        self.on_hit(rec).await
+                    }
+                    None => {
+                        self.event("claim: conflict, but the record is gone");
+                        Ok(Flow::Finish(Response::error(409, "request in progress")))
+                    }
+                }
+            }
+            Step::InsertRow => {
+                let o = self.order.clone().expect("admitted");
+                let intent = self.intent.clone();
+                let id = self
+                    .sql("insert-row", |c| {
+                        c.prepare_cached("INSERT INTO rows(user, operation, item, qty, intent) VALUES (?1, ?2, ?3, ?4, ?5)")?
+                            .execute(params![o.user, o.operation, o.item, o.qty, intent])?;
+                        Ok(c.last_insert_rowid())
+                    })
+                    .await?;
+                self.event(format!("insert-row: row {id}"));
+                self.row_id = Some(id);
+                self.response = Some(Response::new(201, o.created_body(id)));
+                Ok(Flow::Next)
+            }
+            Step::SaveResponse => {
+                let Some(resp) = self.response.clone() else {
+                    return Err(Failure::Error("save-response before insert-row".into()));
+                };
+                self.save(resp.status, &resp.body).await?;
+                Ok(Flow::Next)
+            }
+            Step::Effect => {
+                self.effect().await?;
+                Ok(Flow::Next)
+            }
+            Step::Point(p) => self.point(p).await,
+        }
+    }
+
+    async fn lookup(&self) -> Result<Option<Record>, Failure> {
+        let k = self.key.as_ref().expect("key present");
+        let (user, op, key) = (k.user.clone(), k.operation.clone(), k.key.clone());
+        self.sql("lookup", |c| {
+            c.prepare_cached("SELECT fingerprint, status, response, state FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3")?
+                .query_row(params![user, op, key], |r| {
+                    Ok(Record { fingerprint: r.get(0)?, status: r.get(1)?, response: r.get(2)?, state: r.get(3)? })
+                })
+                .optional()
+        })
+        .await
+    }
+
+    /// A stored record was found: replay, mismatch, or in flight.
+    async fn on_hit(&mut self, mut rec: Record) -> Result<Flow, Failure> {
+        let kp = self.world.model.key.clone().expect("key policy");
+        if rec.fingerprint != self.fingerprint {
+            self.event(format!("lookup: hit with a different fingerprint → {}", kp.on_mismatch));
+            return Ok(Flow::Finish(Response::error(
+                kp.on_mismatch,
+                "Idempotency-Key reused with a different payload",
+            )));
+        }
+        if rec.state != "done" {
+            match kp.in_flight {
+                InFlight::Status(s) => {
+                    self.event(format!("lookup: original still in progress → {s}"));
+                    return Ok(Flow::Finish(Response::error(s, "request with this Idempotency-Key in progress")));
+                }
+                InFlight::Wait => {
+                    self.event("lookup: original in progress, waiting for it");
+                    let mut waited = 0;
+                    loop {
+                        if waited >= self.world.wait_budget_ms {
+                            return Ok(Flow::Finish(Response::error(409, "request with this Idempotency-Key in progress")));
+                        }
+                        sleep(Duration::from_millis(10)).await;
+                        waited += 10;
+                        match self.lookup().await? {
+                            Some(r) if r.state == "done" => {
+                                rec = r;
+                                break;
+                            }
+                            Some(_) => {}
+                            None => return Ok(Flow::Finish(Response::error(409, "request with this Idempotency-Key in progress"))),
+                        }
+                    }
+                }
+            }
+        }
+        let status = rec.status.unwrap_or(500) as u16;
+        self.event(format!("lookup: hit → replay {status}"));
+        let mut resp = Response::new(status, rec.response.unwrap_or_default());
+        resp.headers.push((kp.replay_marker.clone(), "true".into()));
+        Ok(Flow::Finish(resp))
+    }
+
+    /// Record (status, body) under the key: complete our claim, or insert a new record.
+    async fn save(&mut self, status: u16, body: &str) -> Result<(), Failure> {
+        let Some(k) = &self.key else { return Ok(()) };
+        let (user, op, key) = (k.user.clone(), k.operation.clone(), k.key.clone());
+        let (fp, intent, now) = (self.fingerprint.clone(), self.intent.clone(), self.world.now_us() / 1000);
+        let body = body.to_string();
+        if self.claimed {
+            let n = self
+                .sql("save-response", |c| {
+                    c.prepare_cached(
+                        "UPDATE keys SET status = ?4, response = ?5, state = 'done' WHERE user = ?1 AND operation = ?2 AND key = ?3",
+                    )?
+                    .execute(params![user, op, key, status, body])
+                })
+                .await?;
+            self.event(format!("save-response: claim completed with {status} ({n} record)"));
+        } else {
+            self.sql("save-response", |c| {
+                c.prepare_cached(
+                    "INSERT INTO keys(user, operation, key, fingerprint, status, response, state, created_ms, intent)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'done', ?7, ?8)",
+                )?
+                .execute(params![user, op, key, fp, status, body, now as i64, intent])
+            })
+            .await?;
+            self.event(format!("save-response: stored {status}"));
+        }
+        Ok(())
+    }
+
+    /// Call the effect receiver for this intent and wait for its acknowledgement.
+    async fn effect(&self) -> Result<(), Failure> {
+        let ep = Endpoint::bind(std::net::SocketAddr::new(world::server_addr(self.idx).ip(), 0))
+            .await
+            .map_err(|e| Failure::Error(format!("effect: {e}")))?;
+        let tag = self.world.next_tag();
+        self.event("effect: calling the receiver");
+        let msg = EffectMsg { reply_tag: tag, reply_to: ep.local_addr().expect("bound"), intent: self.intent.clone(), label: self.label.clone() };
+        let _ = ep.send_to_raw(world::receiver_addr(), world::EFFECT_TAG, Box::new(msg)).await;
+        match timeout(Duration::from_millis(1000), ep.recv_from_raw(tag)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => {
+                self.event("effect: no acknowledgement");
+                Err(Failure::Error("effect not acknowledged".into()))
+            }
+        }
+    }
+
+    /// A named point: run the sim's injections for it, in file order.
+    async fn point(&mut self, point: &str) -> Result<Flow, Failure> {
+        let sim = self.world.sim.clone();
+        let req_id = &sim.requests[self.req].id;
+        for (i, inj) in sim.injects.iter().enumerate() {
+            if inj.point != point || inj.request.as_ref().is_some_and(|r| r != req_id) {
+                continue;
+            }
+            {
+                let st = self.world.lock();
+                if inj.times.is_some_and(|t| st.inject_fired[i] >= t) {
+                    continue;
+                }
+            }
+            if inj.rate < 1.0 && !madsim::rand::thread_rng().gen_bool(inj.rate) {
+                continue;
+            }
+            self.world.lock().inject_fired[i] += 1;
+            self.event(format!("@{point}: {}", inj.action.name()));
+            match &inj.action {
+                InjectAction::Fail => return Err(Failure::Error(format!("injected failure at @{point}"))),
+                InjectAction::Effect => self.effect().await?,
+                InjectAction::DropReply => self.drop_reply = true,
+                InjectAction::Pause { ms } => sleep(Duration::from_millis(*ms)).await,
+                InjectAction::Crash { restart_ms } => self.crash(*restart_ms).await,
+            }
+        }
+        Ok(Flow::Next)
+    }
+
+    /// Kill this process now; the control node restarts it after `restart_ms`.
+    async fn crash(&self, restart_ms: u64) {
+        let id = self.world.server_nodes.lock().unwrap()[self.idx];
+        self.world.event(&self.node, "process crashed");
+        let control = self.world.control.lock().unwrap().clone().expect("control node");
+        let w = self.world.clone();
+        let node = self.node.clone();
+        control.spawn(async move {
+            sleep(Duration::from_millis(restart_ms)).await;
+            Handle::current().restart(id);
+            w.event(&node, "process restarted");
+        });
+        Handle::current().kill(id);
+        std::future::pending::<()>().await;
+    }
+
+    /// The error path: roll back if the model says so, record the error if the model stores
+    /// all outcomes, answer 503 (busy) or 500.
+    async fn fail(&mut self, f: Failure) -> Response {
+        let model = self.world.model.clone();
+        if model.on_error.rollback && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.event("ROLLBACK");
+        }
+        let resp = match f {
+            Failure::Busy => Response::error(503, "database busy, safe to retry"),
+            Failure::Error(why) => {
+                self.event(format!("failed: {why}"));
+                Response::error(500, "internal error")
+            }
+            Failure::Bound => Response::error(500, "internal error"),
+        };
+        if model.store_outcomes == StoreOutcomes::All && self.claimed {
+            let _ = self.save(resp.status, &resp.body.clone()).await;
+        }
+        resp
+    }
+}
+
+/// The external effect receiver (e-mail, payment): counts every delivery per intent.
+pub(crate) async fn receiver_main(world: Arc<World>) {
+    let Ok(ep) = Endpoint::bind(world::receiver_addr()).await else { return };
+    loop {
+        let Ok((payload, _)) = ep.recv_from_raw(world::EFFECT_TAG).await else { return };
+        let Ok(msg) = payload.downcast::<EffectMsg>() else { continue };
+        {
+            let mut st = world.lock();
+            *st.effects.entry(msg.intent.clone()).or_insert(0) += 1;
+            st.effects_total += 1;
+        }
+        world.event("receiver", format!("effect for intent {} (from {})", msg.intent, msg.label));
+        let _ = ep.send_to_raw(msg.reply_to, msg.reply_tag, Box::new(())).await;
+    }
+}

@@ -1,0 +1,165 @@
+//! The real SQLite database the server processes share.
+//!
+//! One run = one named in-memory database (`memdb` VFS), kept alive by the world's observer
+//! connection; every server process opens its own connection to it, so locking between
+//! processes is SQLite's own. `busy_timeout` is 0 everywhere: a locked database is waited out in
+//! *simulated* time by the caller (see `server::Exec::sql`). Dropping a connection with an open
+//! transaction rolls it back, which is how a crashed process loses its work.
+//!
+//! The `intent` columns are the oracle's instrumentation (a correlation id the client sends in
+//! `X-Intent`); no model step reads them.
+
+use std::sync::Once;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rusqlite::{Connection, OpenFlags, params};
+use serde::Serialize;
+
+pub const SCHEMA: &str = "
+CREATE TABLE rows(
+  id INTEGER PRIMARY KEY,
+  user TEXT NOT NULL,
+  operation TEXT NOT NULL,
+  item TEXT NOT NULL,
+  qty INTEGER NOT NULL,
+  intent TEXT NOT NULL
+);
+CREATE TABLE keys(
+  user TEXT NOT NULL,
+  operation TEXT NOT NULL,
+  key TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  status INTEGER,
+  response TEXT,
+  state TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  intent TEXT NOT NULL,
+  PRIMARY KEY (user, operation, key)
+);
+";
+
+static DB_COUNTER: AtomicU64 = AtomicU64::new(0);
+static SQLITE_INIT: Once = Once::new();
+
+fn init_sqlite() {
+    SQLITE_INIT.call_once(|| {
+        // SQLite's default MEMSTATUS takes a global mutex on every malloc; parallel sweeps were
+        // slower on two threads than on one until it was off. Must precede the first open.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0 as std::ffi::c_int);
+        }
+    });
+}
+
+/// Open a connection to a run's database. `busy_timeout` is 0: the caller waits in simulated time.
+pub fn open(uri: &str) -> rusqlite::Result<Connection> {
+    init_sqlite();
+    let conn = Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::ZERO)?;
+    Ok(conn)
+}
+
+/// A fresh database for one run: its URI and the connection that keeps it alive.
+/// The name is unique per process (never part of any trace or report).
+pub fn new_database() -> rusqlite::Result<(String, Connection)> {
+    let n = DB_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let uri = format!("file:/idemsim-{}-{n}?vfs=memdb", std::process::id());
+    let conn = open(&uri)?;
+    conn.execute_batch(SCHEMA)?;
+    Ok((uri, conn))
+}
+
+pub fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.code == rusqlite::ErrorCode::DatabaseBusy || f.code == rusqlite::ErrorCode::DatabaseLocked
+    )
+}
+
+pub fn is_constraint(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
+}
+
+/// A business row as the checker sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RowRecord {
+    pub id: i64,
+    pub user: String,
+    pub operation: String,
+    pub item: String,
+    pub qty: i64,
+    pub intent: String,
+}
+
+/// A stored key as the checker sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyRecord {
+    pub user: String,
+    pub operation: String,
+    pub key: String,
+    pub status: Option<i64>,
+    pub response: Option<String>,
+    pub state: String,
+    pub intent: String,
+}
+
+pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
+    let mut st = conn.prepare_cached("SELECT id, user, operation, item, qty, intent FROM rows ORDER BY id")?;
+    let rows = st.query_map([], |r| {
+        Ok(RowRecord { id: r.get(0)?, user: r.get(1)?, operation: r.get(2)?, item: r.get(3)?, qty: r.get(4)?, intent: r.get(5)? })
+    })?;
+    rows.collect()
+}
+
+pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<KeyRecord>> {
+    let mut st = conn.prepare_cached(
+        "SELECT user, operation, key, status, response, state, intent FROM keys ORDER BY user, operation, key",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok(KeyRecord {
+            user: r.get(0)?,
+            operation: r.get(1)?,
+            key: r.get(2)?,
+            status: r.get(3)?,
+            response: r.get(4)?,
+            state: r.get(5)?,
+            intent: r.get(6)?,
+        })
+    })?;
+    rows.collect()
+}
+
+pub fn count(conn: &Connection, table: &str) -> rusqlite::Result<u64> {
+    let sql = match table {
+        "rows" => "SELECT COUNT(*) FROM rows",
+        _ => "SELECT COUNT(*) FROM keys",
+    };
+    conn.query_row(sql, params![], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_connections_share_one_database_and_lock_it() {
+        let (uri, keep) = new_database().unwrap();
+        let a = open(&uri).unwrap();
+        let b = open(&uri).unwrap();
+        a.execute_batch("BEGIN IMMEDIATE").unwrap();
+        a.execute("INSERT INTO rows(user, operation, item, qty, intent) VALUES ('u','o','i',1,'x')", []).unwrap();
+        let e = b.execute_batch("BEGIN IMMEDIATE").unwrap_err();
+        assert!(is_busy(&e), "{e}");
+        drop(a); // a crash: the open transaction rolls back
+        b.execute_batch("BEGIN IMMEDIATE").unwrap();
+        b.execute_batch("COMMIT").unwrap();
+        assert_eq!(count(&keep, "rows").unwrap(), 0);
+    }
+}

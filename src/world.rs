@@ -1,0 +1,397 @@
+//! One run = one seed = one madsim runtime: client nodes, server process nodes, an effect
+//! receiver, a control node (actions, restarts), the simulated network and clock, and one real
+//! SQLite database. [`run`] builds the world, drives it to quiescence or a bound, and turns what
+//! happened into a [`RunReport`].
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use madsim::runtime::{Handle, NodeHandle, Runtime};
+use madsim::task::NodeId;
+use madsim::time::{Instant, sleep};
+use rusqlite::Connection;
+use tokio::sync::watch;
+
+use crate::checker;
+use crate::history::{Event, History};
+use crate::model::Model;
+use crate::report::{AttemptOutcome, RequestReport, RunReport};
+use crate::scenario::{ActionKind, Sim};
+use crate::store;
+
+/// Options of one run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Keep the full history in the output (for `--trace`); the hash is always computed.
+    pub keep_history: bool,
+}
+
+/// A run's report and (optionally) its history.
+pub struct RunOutput {
+    pub report: RunReport,
+    pub history: Option<History>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("SQLite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+pub(crate) const REQ_TAG: u64 = 1;
+pub(crate) const EFFECT_TAG: u64 = 2;
+pub(crate) const SERVER_PORT: u16 = 80;
+
+/// Mutable state of a run, shared by every node (one thread: the lock is never contended).
+pub(crate) struct State {
+    pub history: Vec<Event>,
+    pub inject_fired: Vec<u32>,
+    pub outcomes: Vec<RequestReport>,
+    pub effects: std::collections::BTreeMap<String, u64>,
+    pub effects_total: u64,
+    pub steps: u64,
+    pub handlers_in_flight: u32,
+    pub actions_running: u32,
+    pub bounds_hit: Vec<String>,
+    pub next_tag: u64,
+}
+
+impl State {
+    fn empty() -> State {
+        State {
+            history: Vec::with_capacity(64),
+            inject_fired: vec![],
+            outcomes: vec![],
+            effects: Default::default(),
+            effects_total: 0,
+            steps: 0,
+            handlers_in_flight: 0,
+            actions_running: 0,
+            bounds_hit: vec![],
+            next_tag: 1000,
+        }
+    }
+}
+
+/// Everything a node of the run can reach.
+pub(crate) struct World {
+    pub sim: Arc<Sim>,
+    pub model: Arc<Model>,
+    pub db_uri: String,
+    pub wait_budget_ms: u64,
+    pub start: Instant,
+    pub state: Mutex<State>,
+    /// The observer's connection: keeps the database alive, answers probes.
+    pub observer: Mutex<Connection>,
+    pub control: Mutex<Option<NodeHandle>>,
+    pub server_nodes: Mutex<Vec<NodeId>>,
+    /// "done" signals of requests then actions, by index in `names`.
+    pub done: Vec<watch::Sender<bool>>,
+    pub names: Vec<String>,
+}
+
+pub(crate) fn server_addr(i: usize) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 1, i as u8 + 1)), SERVER_PORT)
+}
+pub(crate) fn client_ip(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, 2 + (i / 250) as u8, (i % 250) as u8 + 1))
+}
+pub(crate) fn receiver_addr() -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 80)
+}
+
+impl World {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Simulated time since the run started.
+    pub fn now_us(&self) -> u64 {
+        Instant::now().duration_since(self.start).as_micros() as u64
+    }
+
+    pub fn now_ms(&self) -> f64 {
+        self.now_us() as f64 / 1000.0
+    }
+
+    /// Record an event in the history.
+    pub fn event(&self, node: &str, text: impl Into<String>) {
+        let t_us = self.now_us();
+        self.lock().history.push(Event { t_us, node: node.to_string(), text: text.into() });
+    }
+
+    pub fn bound_hit(&self, what: String) {
+        let mut st = self.lock();
+        if !st.bounds_hit.contains(&what) {
+            st.bounds_hit.push(what);
+        }
+    }
+
+    pub fn next_tag(&self) -> u64 {
+        let mut st = self.lock();
+        st.next_tag += 1;
+        st.next_tag
+    }
+
+    fn index_of(&self, name: &str) -> usize {
+        self.names.iter().position(|n| n == name).expect("ids are checked at load")
+    }
+
+    /// Wait until every named request or action has finished.
+    pub async fn wait_for(&self, names: &[String]) {
+        for n in names {
+            let mut rx = self.done[self.index_of(n)].subscribe();
+            let _ = rx.wait_for(|d| *d).await;
+        }
+    }
+
+    pub fn mark_done(&self, name: &str) {
+        self.done[self.index_of(name)].send_replace(true);
+    }
+
+    /// Count rows and keys now, as the observer (retrying in simulated time while locked).
+    pub async fn probe(&self) -> Option<(u64, u64)> {
+        for _ in 0..1000 {
+            let r = {
+                let c = self.observer.lock().unwrap_or_else(|p| p.into_inner());
+                store::count(&c, "rows").and_then(|r| store::count(&c, "keys").map(|k| (r, k)))
+            };
+            match r {
+                Ok(v) => return Some(v),
+                Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Which server process a copy's attempt goes to.
+    pub fn route(&self, req: usize, copy: u32) -> usize {
+        use crate::scenario::Route;
+        let n = self.sim.world.processes;
+        match self.sim.requests[req].route {
+            Route::Fixed(i) => i,
+            Route::Alternate => copy as usize % n,
+            Route::Random => {
+                use madsim::rand::Rng;
+                madsim::rand::thread_rng().gen_range(0..n)
+            }
+        }
+    }
+}
+
+/// Run one seed of one sim against one model.
+pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> Result<RunOutput, RunError> {
+    let (db_uri, observer) = store::new_database()?;
+    let mut cfg = madsim::Config::default();
+    let (lo, hi) = sim.world.latency_ms;
+    cfg.net.send_latency = Duration::from_millis(lo)..Duration::from_millis(hi);
+    let rt = Runtime::with_seed_and_config(seed, cfg);
+
+    let names: Vec<String> =
+        sim.requests.iter().map(|r| r.id.clone()).chain(sim.actions.iter().map(|a| a.id.clone())).collect();
+    let done = names.iter().map(|_| watch::channel(false).0).collect();
+    let outcomes = sim
+        .requests
+        .iter()
+        .map(|r| RequestReport {
+            id: r.id.clone(),
+            intent: r.intent.clone(),
+            copies: vec![Vec::new(); r.copies as usize],
+            rows_after: None,
+            keys_after: None,
+            finished: false,
+        })
+        .collect();
+
+    let world = rt.block_on({
+        let sim = sim.clone();
+        let model = model.clone();
+        async move {
+            let world = Arc::new(World {
+                wait_budget_ms: sim.world.wait_budget_ms.unwrap_or(model.wait_budget_ms),
+                sim,
+                model,
+                db_uri,
+                start: Instant::now(),
+                state: Mutex::new(State { outcomes, ..State::empty() }),
+                observer: Mutex::new(observer),
+                control: Mutex::new(None),
+                server_nodes: Mutex::new(vec![]),
+                done,
+                names,
+            });
+            world.lock().inject_fired = vec![0; world.sim.injects.len()];
+            supervise(world.clone()).await;
+            world
+        }
+    });
+    // Dropping the runtime drops every node's tasks: connections close, open transactions roll
+    // back, exactly as if every process stopped. Then the observer reads the final state.
+    drop(rt);
+    // The control node's handle lives in the world; drop it so no task keeps the world alive.
+    world.control.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let (rows, keys) = {
+        let observer = world.observer.lock().unwrap_or_else(|p| p.into_inner());
+        (store::read_rows(&observer)?, store::read_keys(&observer)?)
+    };
+    let state = std::mem::replace(&mut *world.lock(), State::empty());
+    let history = History { events: state.history };
+    let end_ms = history.events.last().map(|e| e.t_us as f64 / 1000.0).unwrap_or(0.0);
+
+    let mut report = RunReport {
+        seed,
+        sim: world.sim.name.clone(),
+        model: world.model.name.clone(),
+        requests: state.outcomes,
+        keys: keys.len() as u64,
+        keys_in_progress: keys.iter().filter(|k| k.state != "done").count() as u64,
+        rows,
+        effects: state.effects,
+        effects_total: state.effects_total,
+        checks: vec![],
+        bounds_hit: state.bounds_hit,
+        end_ms,
+        events: history.events.len(),
+        trace_hash: format!("{:016x}", history.hash()),
+    };
+    report.checks = checker::check_expectations(&world.sim, &report);
+    Ok(RunOutput { report, history: opts.keep_history.then_some(history) })
+}
+
+/// The supervisor: builds the nodes, starts clients and actions, waits for quiescence.
+async fn supervise(world: Arc<World>) {
+    let h = Handle::current();
+    let control = h.create_node().name("control").ip("10.0.0.2".parse().unwrap()).build();
+    *world.control.lock().unwrap() = Some(control.clone());
+    {
+        let w = world.clone();
+        h.create_node()
+            .name("receiver")
+            .ip(receiver_addr().ip())
+            .init(move || crate::server::receiver_main(w.clone()))
+            .build();
+    }
+    for i in 0..world.sim.world.processes {
+        let w = world.clone();
+        let node = h
+            .create_node()
+            .name(format!("server-{}", i + 1))
+            .ip(server_addr(i).ip())
+            .init(move || crate::server::process_main(w.clone(), i))
+            .build();
+        world.server_nodes.lock().unwrap().push(node.id());
+    }
+    for (i, a) in world.sim.actions.iter().enumerate() {
+        world.lock().actions_running += 1;
+        let (w, kind) = (world.clone(), a.kind.clone());
+        // The action holds a (Send, !Sync) connection across awaits: run it as a local task.
+        control.spawn(async move {
+            madsim::task::spawn_local(run_action(w, i, kind));
+        });
+    }
+    let mut clients = Vec::new();
+    for i in 0..world.sim.requests.len() {
+        let node = h.create_node().name(format!("client-{}", world.sim.requests[i].id)).ip(client_ip(i)).build();
+        clients.push(node.spawn(crate::client::run_request(world.clone(), i)));
+    }
+
+    let limit = Duration::from_millis(world.sim.world.time_limit_ms);
+    let all_clients = async {
+        for c in clients {
+            let _ = c.await;
+        }
+    };
+    if madsim::time::timeout(limit, all_clients).await.is_err() {
+        world.bound_hit(format!("time-limit: clients not finished after {} ms of simulated time", limit.as_millis()));
+        return;
+    }
+    // Quiescence: no request handler or action still running on any node.
+    loop {
+        let busy = {
+            let st = world.lock();
+            st.handlers_in_flight + st.actions_running
+        };
+        if busy == 0 {
+            break;
+        }
+        if Instant::now().duration_since(world.start) >= limit {
+            world.bound_hit(format!("time-limit: server work still running after {} ms of simulated time", limit.as_millis()));
+            break;
+        }
+        sleep(Duration::from_millis(10)).await;
+    }
+    world.event("control", "quiescent");
+}
+
+/// Run a world action on the control node.
+async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
+    let spec = &world.sim.actions[i];
+    world.wait_for(&spec.after).await;
+    if spec.delay_ms > 0 {
+        sleep(Duration::from_millis(spec.delay_ms)).await;
+    }
+    let id = spec.id.clone();
+    let conn = match store::open(&world.db_uri) {
+        Ok(c) => c,
+        Err(e) => {
+            world.event("control", format!("{id}: cannot open database: {e}"));
+            finish_action(&world, &id);
+            return;
+        }
+    };
+    match kind {
+        ActionKind::HoldLock { until, for_ms } => {
+            if wait_statement(&conn, "BEGIN IMMEDIATE").await {
+                world.event("control", format!("{id}: another connection holds the write lock (BEGIN IMMEDIATE)"));
+                if let Some(u) = &until {
+                    world.wait_for(std::slice::from_ref(u)).await;
+                }
+                if let Some(ms) = for_ms {
+                    sleep(Duration::from_millis(ms)).await;
+                }
+                let _ = conn.execute_batch("COMMIT");
+                world.event("control", format!("{id}: write lock released"));
+            } else {
+                world.event("control", format!("{id}: could not take the write lock"));
+            }
+        }
+        ActionKind::DeleteKeys => {
+            let mut n = 0;
+            for _ in 0..10_000 {
+                match conn.execute("DELETE FROM keys", []) {
+                    Ok(k) => {
+                        n = k;
+                        break;
+                    }
+                    Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
+                    Err(_) => break,
+                }
+            }
+            world.event("control", format!("{id}: deleted {n} stored key(s)"));
+        }
+    }
+    finish_action(&world, &id);
+}
+
+fn finish_action(world: &World, id: &str) {
+    world.lock().actions_running -= 1;
+    world.mark_done(id);
+}
+
+async fn wait_statement(conn: &Connection, sql: &str) -> bool {
+    for _ in 0..100_000 {
+        match conn.execute_batch(sql) {
+            Ok(()) => return true,
+            Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Record a finished attempt.
+pub(crate) fn record_attempt(world: &World, req: usize, copy: u32, a: AttemptOutcome) {
+    world.lock().outcomes[req].copies[copy as usize].push(a);
+}

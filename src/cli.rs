@@ -90,7 +90,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Matrix { sims, models, seeds, jobs, json }) => {
             let seeds = seeds.map(|s| parse_seeds(&s).map_err(|m| InputError::file(std::path::Path::new("--seeds"), m))).transpose()?;
             let (sims, models) = load_matrix_inputs(&sims, &models)?;
-            let cells = sweep::run_matrix(&sims, &models, seeds, jobs.unwrap_or_else(sweep::default_jobs))?;
+            let jobs = jobs.unwrap_or_else(sweep::default_jobs);
+            let started = std::time::Instant::now(); // wall clock: stderr only, never in a report
+            let cells = sweep::run_matrix(&sims, &models, seeds, jobs)?;
+            let runs: u64 = cells.iter().map(|c| c.runs).sum();
+            let secs = started.elapsed().as_secs_f64();
+            eprintln!("{runs} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s", runs as f64 / secs.max(1e-9));
             if json {
                 println!("{}", matrix_json(&models, &cells));
             } else {

@@ -11,7 +11,6 @@ use madsim::runtime::{Handle, NodeHandle, Runtime};
 use madsim::task::NodeId;
 use madsim::time::{Instant, sleep};
 use rusqlite::Connection;
-use tokio::sync::watch;
 
 use crate::checker;
 use crate::history::{Event, History};
@@ -55,6 +54,8 @@ pub(crate) struct State {
     pub actions_running: u32,
     pub bounds_hit: Vec<String>,
     pub next_tag: u64,
+    /// Per request then action: finished?, and the wakers of tasks waiting for it.
+    pub done: Vec<(bool, Vec<std::task::Waker>)>,
 }
 
 impl State {
@@ -70,6 +71,7 @@ impl State {
             actions_running: 0,
             bounds_hit: vec![],
             next_tag: 1000,
+            done: vec![],
         }
     }
 }
@@ -86,8 +88,7 @@ pub(crate) struct World {
     pub observer: Mutex<Connection>,
     pub control: Mutex<Option<NodeHandle>>,
     pub server_nodes: Mutex<Vec<NodeId>>,
-    /// "done" signals of requests then actions, by index in `names`.
-    pub done: Vec<watch::Sender<bool>>,
+    /// Ids of requests then actions (the index into `State::done`).
     pub names: Vec<String>,
 }
 
@@ -139,15 +140,36 @@ impl World {
     }
 
     /// Wait until every named request or action has finished.
+    ///
+    /// Hand-written rather than tokio's `watch`: tokio picks a notify shard with a thread-local
+    /// RNG seeded from the OS, which made wake-up order (and so the schedule) vary between runs.
     pub async fn wait_for(&self, names: &[String]) {
         for n in names {
-            let mut rx = self.done[self.index_of(n)].subscribe();
-            let _ = rx.wait_for(|d| *d).await;
+            let i = self.index_of(n);
+            std::future::poll_fn(|cx| {
+                let mut st = self.lock();
+                if st.done[i].0 {
+                    std::task::Poll::Ready(())
+                } else {
+                    st.done[i].1.push(cx.waker().clone());
+                    std::task::Poll::Pending
+                }
+            })
+            .await;
         }
     }
 
+    /// Mark a request or action finished and wake its waiters, in the order they waited.
     pub fn mark_done(&self, name: &str) {
-        self.done[self.index_of(name)].send_replace(true);
+        let i = self.index_of(name);
+        let wakers = {
+            let mut st = self.lock();
+            st.done[i].0 = true;
+            std::mem::take(&mut st.done[i].1)
+        };
+        for w in wakers {
+            w.wake();
+        }
     }
 
     /// Count rows and keys now, as the observer (retrying in simulated time while locked).
@@ -191,7 +213,7 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
 
     let names: Vec<String> =
         sim.requests.iter().map(|r| r.id.clone()).chain(sim.actions.iter().map(|a| a.id.clone())).collect();
-    let done = names.iter().map(|_| watch::channel(false).0).collect();
+    let done = names.iter().map(|_| (false, Vec::new())).collect();
     let outcomes = sim
         .requests
         .iter()
@@ -215,11 +237,10 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
                 model,
                 db_uri,
                 start: Instant::now(),
-                state: Mutex::new(State { outcomes, ..State::empty() }),
+                state: Mutex::new(State { outcomes, done, ..State::empty() }),
                 observer: Mutex::new(observer),
                 control: Mutex::new(None),
                 server_nodes: Mutex::new(vec![]),
-                done,
                 names,
             });
             world.lock().inject_fired = vec![0; world.sim.injects.len()];

@@ -1,0 +1,246 @@
+//! Integration tests: one binary. Sims and models are the test data; `cell` runs one
+//! (sim, model, seeds) cell and snapshots it into the top-level `snapshots/` folder.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use idemsim::catalog;
+use idemsim::model::Model;
+use idemsim::scenario::Sim;
+use idemsim::sweep::{self, Cell};
+use idemsim::world::{self, RunOptions};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn sim(rel: &str) -> Arc<Sim> {
+    Arc::new(Sim::load(&root().join(rel)).unwrap())
+}
+
+fn model(name: &str) -> Arc<Model> {
+    Arc::new(Model::load(&root().join("models").join(format!("{name}.toml"))).unwrap())
+}
+
+fn reference_models() -> Vec<Arc<Model>> {
+    ["no-key", "check-first", "transactional"].iter().map(|m| model(m)).collect()
+}
+
+fn snapshot(name: &str, text: &str) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(root().join("snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| insta::assert_snapshot!(name, text));
+}
+
+fn cell_text(c: &Cell) -> String {
+    serde_json::to_string_pretty(c).unwrap()
+}
+
+/// The reference experiment over a fixed seed range: every cell is a snapshot, and the table
+/// of pass/fail is one more.
+#[test]
+fn article_matrix_snapshots() {
+    let sims = catalog::sims_at(root().join("sims/article").to_str().unwrap()).unwrap();
+    assert_eq!(sims.len(), 16);
+    let models = reference_models();
+    let cells = sweep::run_matrix(&sims, &models, Some(0..20), 2).unwrap();
+    for c in &cells {
+        snapshot(&format!("article__{}__{}", c.sim, c.model), &cell_text(c));
+    }
+    let totals = sweep::totals(&models, &cells);
+    let summary: Vec<String> = totals.iter().map(|t| format!("{}: {}/{}", t.model, t.passed, t.total)).collect();
+    snapshot("article__totals", &summary.join("\n"));
+}
+
+/// The transactional variant passes every reference case, on every seed: the article's result.
+#[test]
+fn transactional_passes_all_sixteen() {
+    let sims = catalog::sims_at(root().join("sims/article").to_str().unwrap()).unwrap();
+    let cells = sweep::run_matrix(&sims, &[model("transactional")], Some(0..30), 2).unwrap();
+    for c in &cells {
+        assert!(c.passed, "{}: {:?}", c.sim, c.first_failure);
+    }
+}
+
+/// Check-first races: some seed of case 11 makes two attempts both miss the lookup.
+#[test]
+fn check_first_races_under_concurrency() {
+    let cells = sweep::run_matrix(&[sim("sims/article/11-twenty-concurrent-one-process.toml")], &[model("check-first")], Some(0..30), 1).unwrap();
+    let c = &cells[0];
+    assert!(!c.passed);
+    assert!(c.rows.keys().any(|rows| *rows > 1), "{:?}", c.rows);
+    assert!(c.statuses.get("500").is_some_and(|n| *n > 0), "{:?}", c.statuses);
+}
+
+/// Same seed, same build → byte-identical trace, including concurrent and two-process runs.
+#[test]
+fn same_seed_gives_identical_trace() {
+    for rel in [
+        "sims/article/11-twenty-concurrent-one-process.toml",
+        "sims/article/12-twenty-concurrent-two-processes.toml",
+        "sims/article/13-busy-database-503.toml",
+        "sims/article/09-reply-lost-retry-same-order.toml",
+    ] {
+        let s = sim(rel);
+        for m in reference_models() {
+            for seed in 0..25 {
+                let a = world::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
+                let b = world::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
+                let (ta, tb) = (a.history.unwrap().render(), b.history.unwrap().render());
+                assert_eq!(ta, tb, "{rel} × {} seed {seed}", m.name);
+                assert_eq!(a.report.trace_hash, b.report.trace_hash);
+            }
+        }
+    }
+}
+
+/// A run on another thread gives the same trace as on this one.
+#[test]
+fn trace_does_not_depend_on_the_thread() {
+    let s = sim("sims/article/12-twenty-concurrent-two-processes.toml");
+    let m = model("check-first");
+    let here: Vec<String> = (0..10).map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash).collect();
+    let there = std::thread::spawn(move || {
+        (0..10).map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash).collect::<Vec<_>>()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(here, there);
+}
+
+/// Different seeds give different schedules (the seed reaches the simulation).
+#[test]
+fn seeds_change_the_schedule() {
+    let s = sim("sims/article/11-twenty-concurrent-one-process.toml");
+    let m = model("transactional");
+    let hashes: std::collections::BTreeSet<String> =
+        (0..10).map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash).collect();
+    assert!(hashes.len() > 5, "{hashes:?}");
+}
+
+/// The number of worker threads does not change any aggregate.
+#[test]
+fn jobs_do_not_change_the_matrix() {
+    let sims = vec![sim("sims/article/11-twenty-concurrent-one-process.toml"), sim("sims/article/12-twenty-concurrent-two-processes.toml")];
+    let models = reference_models();
+    let one = sweep::run_matrix(&sims, &models, Some(0..40), 1).unwrap();
+    let two = sweep::run_matrix(&sims, &models, Some(0..40), 2).unwrap();
+    assert_eq!(one, two);
+}
+
+/// A crash at a named point kills the process: its open transaction rolls back, the client
+/// sees a transport failure, the restarted process serves the retry.
+#[test]
+fn crash_rolls_back_and_restarts() {
+    let src = r#"
+[world]
+client_timeout_ms = 500
+[[request]]
+id = "first"
+key = "k1"
+expect = { outcome = "transport-failure", rows_after = 0, keys_after = 0 }
+[[request]]
+id = "retry"
+after = "first"
+key = "k1"
+delay_ms = 200
+expect = { status = 201, replayed = false }
+[[inject]]
+point = "before-commit"
+action = "crash"
+request = "first"
+restart_ms = 100
+[expect]
+rows = 1
+"#;
+    let s = Arc::new(Sim::parse(Path::new("crash.toml"), src).unwrap());
+    let out = world::run(&s, &model("transactional"), 7, RunOptions { keep_history: true }).unwrap();
+    let trace = out.history.unwrap().render();
+    assert!(out.report.passed(), "{:?}\n{trace}", out.report.checks);
+    assert!(trace.contains("process crashed") && trace.contains("process restarted"), "{trace}");
+}
+
+// ---- the command line ----
+
+fn idemsim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_idemsim")).args(args).current_dir(root()).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn cli_run_passing_and_failing() {
+    let (code, out, _) = idemsim(&["run", "01-same-key-same-content", "--model", "transactional", "--seed", "3"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.trim_end().ends_with("PASS"));
+    let (code, out, _) = idemsim(&["run", "sims/article/01-same-key-same-content.toml", "--model", "models/no-key.toml"]);
+    assert_eq!(code, 1, "{out}");
+    let last = out.trim_end().lines().last().unwrap();
+    assert!(last.ends_with("cargo run --release -- run sims/article/01-same-key-same-content.toml --model no-key --seed 0 --trace"), "{last}");
+}
+
+/// The replay command printed for a failing cell reproduces that failure, trace for trace.
+#[test]
+fn printed_replay_command_reproduces_the_failure() {
+    let (code, out, _) = idemsim(&["matrix", "--sims", "sims/article/11-twenty-concurrent-one-process.toml", "--models", "check-first", "--seeds", "0..10"]);
+    assert_eq!(code, 1, "{out}");
+    let replay = out.lines().find_map(|l| l.trim().strip_prefix("replay: ")).expect("a replay line").to_string();
+    let args: Vec<&str> = replay.strip_prefix("cargo run --release -- ").unwrap().split(' ').collect();
+    let (code1, out1, _) = idemsim(&args);
+    let (code2, out2, _) = idemsim(&args);
+    assert_eq!((code1, code2), (1, 1), "{out1}");
+    assert_eq!(out1, out2);
+    assert!(out1.contains("FAIL  "), "{out1}");
+}
+
+#[test]
+fn cli_matrix_json_shape() {
+    let (code, out, _) = idemsim(&["matrix", "--sims", "sims/article/04-new-key-new-order.toml", "--seeds", "0..3", "--json"]);
+    assert_eq!(code, 0, "every variant passes case 4: {out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let cells = v["cells"].as_array().unwrap();
+    assert!(!cells.is_empty());
+    for c in cells {
+        for f in ["model", "sim", "seeds", "failed_seeds", "first_failed_seed", "rows", "effects", "statuses"] {
+            assert!(c.get(f).is_some(), "missing {f} in {c}");
+        }
+    }
+    for t in v["totals"].as_array().unwrap() {
+        for f in ["model", "passed", "total"] {
+            assert!(t.get(f).is_some());
+        }
+    }
+}
+
+#[test]
+fn bad_sim_file_names_file_line_column_and_exits_2() {
+    let dir = std::env::temp_dir().join(format!("idemsim-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("bad.toml");
+    std::fs::write(&f, "[[request]]\nid = \"a\"\ncopies = 0\n").unwrap();
+    let (code, _, err) = idemsim(&["run", f.to_str().unwrap(), "--model", "transactional"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.toml:3:10: copies: expected 1..=1000"), "{err}");
+    std::fs::write(&f, "[[request]\nid = \"a\"\n").unwrap();
+    let (code, _, err) = idemsim(&["run", f.to_str().unwrap(), "--model", "transactional"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.toml:1:"), "{err}");
+    let (code, _, err) = idemsim(&["run", "01-same-key-same-content", "--model", "no-such-model"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no such model") && err.contains("transactional"), "{err}");
+    let (code, _, _) = idemsim(&["matrix", "--seeds", "5..1"]);
+    assert_eq!(code, 2);
+    let (code, _, _) = idemsim(&["frobnicate"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn every_shipped_file_loads() {
+    for p in catalog::files_under(&root().join("models")) {
+        Model::load(&p).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for p in catalog::files_under(&root().join("sims")) {
+        Sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
+    }
+}

@@ -40,7 +40,12 @@ pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
             if let Some(other) = &e.same_id_as {
                 let j = sim.request_index(other).expect("checked at load");
                 let theirs = report.requests[j].finals().next().and_then(|x| x.id());
-                check(&mut out, format!("{who}.id = {other}.id"), opt(theirs), opt(a.id()));
+                out.push(Check {
+                    what: format!("{who}.id = {other}.id"),
+                    held: theirs.is_some() && a.id() == theirs,
+                    expected: opt(theirs),
+                    actual: opt(a.id()),
+                });
             }
             if let Some(other) = &e.id_differs_from {
                 let j = sim.request_index(other).expect("checked at load");
@@ -54,14 +59,15 @@ pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
                 });
             }
         }
-        if e.same_id == Some(true) {
+        if let Some(same) = e.same_id {
             let mut ids: Vec<String> = finals.iter().map(|a| opt(a.id())).collect();
             ids.sort();
             ids.dedup();
+            let all_same = ids.len() == 1 && ids[0] != "none";
             out.push(Check {
                 what: format!("{}: every copy got the same id", spec.id),
-                held: ids.len() == 1 && ids[0] != "none",
-                expected: "1 distinct id".into(),
+                held: all_same == same,
+                expected: if same { "1 distinct id".into() } else { "more than 1 distinct id".into() },
                 actual: format!("{} distinct: {}", ids.len(), ids.join(", ")),
             });
         }

@@ -45,6 +45,28 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one sim against one model over many seeds: violation rates, histograms, replays.
+    Sweep {
+        /// Sim name or file path.
+        sim: String,
+        /// Model name or file path.
+        #[arg(long)]
+        model: String,
+        /// Seed range A..B (default: the sim's own range).
+        #[arg(long)]
+        seeds: Option<String>,
+        /// Worker threads (default: all cores; the result is the same for any value).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Write one JSON line per seed to this file (in seed order).
+        #[arg(long = "per-seed")]
+        per_seed: Option<std::path::PathBuf>,
+        /// Run each seed twice and fail on any trace difference.
+        #[arg(long = "check-determinism")]
+        check_determinism: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Run models × sims × seeds and print the pass/fail table.
     Matrix {
         /// Sim files or folders (default: sims/article).
@@ -87,8 +109,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         None => demo(),
         Some(Command::List) => list(),
         Some(Command::Run { sim, model, seed, trace, json }) => run_one(&sim, &model, seed, trace, json),
+        Some(Command::Sweep { sim, model, seeds, jobs, per_seed, check_determinism, json }) => {
+            sweep_cmd(&sim, &model, seeds, jobs, per_seed, check_determinism, json)
+        }
         Some(Command::Matrix { sims, models, seeds, jobs, json }) => {
-            let seeds = seeds.map(|s| parse_seeds(&s).map_err(|m| InputError::file(std::path::Path::new("--seeds"), m))).transpose()?;
+            let seeds = seed_arg(seeds)?;
             let (sims, models) = load_matrix_inputs(&sims, &models)?;
             let jobs = jobs.unwrap_or_else(sweep::default_jobs);
             let started = std::time::Instant::now(); // wall clock: stderr only, never in a report
@@ -104,6 +129,120 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             Ok(if cells.iter().all(|c| c.passed) { EXIT_OK } else { EXIT_FAILED })
         }
     }
+}
+
+fn seed_arg(seeds: Option<String>) -> Result<Option<std::ops::Range<u64>>, InputError> {
+    seeds.map(|s| parse_seeds(&s).map_err(|m| InputError::file(std::path::Path::new("--seeds"), m))).transpose()
+}
+
+fn sweep_cmd(
+    sim: &str,
+    model: &str,
+    seeds: Option<String>,
+    jobs: Option<usize>,
+    per_seed: Option<std::path::PathBuf>,
+    check_determinism: bool,
+    json: bool,
+) -> anyhow::Result<i32> {
+    use std::io::Write;
+    let seeds = seed_arg(seeds)?;
+    let sim = catalog::sim(sim)?;
+    let model = catalog::model(model)?;
+    let range = seeds.unwrap_or_else(|| sim.seeds.clone());
+    let jobs = jobs.unwrap_or_else(sweep::default_jobs);
+    let mut file = match &per_seed {
+        None => None,
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| InputError::file(p, format!("cannot create: {e}")))?,
+        )),
+    };
+    // Per-seed lines are written in seed order: results arriving early wait in a small buffer.
+    let mut pending: std::collections::BTreeMap<u64, String> = Default::default();
+    let mut next_seed = range.start;
+    let mut io_err: Option<std::io::Error> = None;
+    let opts = sweep::SweepOptions { jobs, check_determinism, progress: true };
+    let started = std::time::Instant::now(); // wall clock: stderr only, never in a report
+    let cells = sweep::run_cells(std::slice::from_ref(&sim), std::slice::from_ref(&model), Some(range.clone()), &opts, |r| {
+        if let Some(f) = file.as_mut() {
+            pending.insert(r.seed, sweep::per_seed_line(r, &sim.name, &model.name));
+            while let Some(line) = pending.remove(&next_seed) {
+                if let Err(e) = writeln!(f, "{line}") {
+                    io_err.get_or_insert(e);
+                }
+                next_seed += 1;
+            }
+        }
+    })?;
+    if let Some(mut f) = file {
+        if let Err(e) = f.flush() {
+            io_err.get_or_insert(e);
+        }
+    }
+    if let Some(e) = io_err {
+        anyhow::bail!("writing --per-seed file: {e}");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let cell = &cells[0];
+    eprintln!("{} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s", cell.runs, cell.runs as f64 / secs.max(1e-9));
+    if json {
+        println!("{}", serde_json::to_string_pretty(cell)?);
+    } else {
+        print!("{}", sweep_text(&sim, &model, cell, jobs));
+    }
+    let bad = cell.violating().next().is_some() || !cell.nondeterministic_seeds.is_empty() || cell.bounded_runs > 0;
+    Ok(if bad { EXIT_FAILED } else { EXIT_OK })
+}
+
+/// The text report of a sweep.
+pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "idemsim sweep: sim {} · model {} · seeds {} · {jobs} job(s)", sim.name, model.name, c.seeds);
+    let _ = writeln!(out, "  faults: {}", sim.faults.describe());
+    let _ = writeln!(out, "  model: {}", model.program_text());
+    let runs = c.runs;
+    let (lo, hi) = sweep::wilson(c.violating_seeds, runs);
+    let _ = writeln!(
+        out,
+        "\n{runs} runs · seeds with a violation: {} ({:.1}%, 95% CI {:.1}%–{:.1}%) · bounds hit: {} · ambiguous intents: {}",
+        c.violating_seeds,
+        100.0 * c.violating_seeds as f64 / runs.max(1) as f64,
+        100.0 * lo,
+        100.0 * hi,
+        c.bounded_runs,
+        c.ambiguous_intents
+    );
+    if c.violations.is_empty() {
+        let _ = writeln!(out, "\nno violations on any seed");
+    } else {
+        let _ = writeln!(out, "\n{:<28} {:>6} {:>8}  {:<17} {:>10}", "violation", "seeds", "rate", "95% CI", "first seed");
+        let mut names: Vec<(&String, &sweep::ViolationStat)> = c.violations.iter().collect();
+        names.sort_by_key(|(n, _)| crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX));
+        for (name, v) in names {
+            let (lo, hi) = sweep::wilson(v.seeds, runs);
+            let label = if v.permitted { format!("{name} (permitted)") } else { name.to_string() };
+            let _ = writeln!(
+                out,
+                "{label:<28} {:>6} {:>7.1}%  {:>6.1}%–{:>6.1}%  {:>10}\n    replay: {}",
+                v.seeds,
+                100.0 * v.seeds as f64 / runs.max(1) as f64,
+                100.0 * lo,
+                100.0 * hi,
+                v.first_seed,
+                sweep::replay_command(&c.sim_path, &c.model_cli, v.first_seed)
+            );
+        }
+    }
+    let hist = |h: &std::collections::BTreeMap<u64, u64>| h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ");
+    let _ = writeln!(out, "\nrows per intent     {}", hist(&c.rows_per_intent));
+    let _ = writeln!(out, "effects per intent  {}", hist(&c.effects_per_intent));
+    let _ = writeln!(out, "attempt outcomes    {}", c.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   "));
+    if !c.nondeterministic_seeds.is_empty() {
+        let _ = writeln!(out, "\nNONDETERMINISTIC seeds (trace differed on a second run): {:?}", c.nondeterministic_seeds);
+    }
+    if let Some(cmd) = c.replay_command() {
+        let _ = writeln!(out, "\nexpectations failed first on seed {}; replay: {cmd}", c.first_failed_seed.unwrap_or_default());
+    }
+    out
 }
 
 fn load_matrix_inputs(sims: &[String], models: &[String]) -> Result<(Vec<Arc<Sim>>, Vec<Arc<Model>>), InputError> {
@@ -147,7 +286,7 @@ fn run_one(sim: &str, model: &str, seed: u64, trace: bool, json: bool) -> anyhow
     let model = catalog::model(model)?;
     let out = world::run(&sim, &model, seed, RunOptions { keep_history: trace })?;
     let r = &out.report;
-    let replay = sweep::replay_command(&catalog::display_path(&sim.path), &model.name, seed);
+    let replay = sweep::replay_command(&catalog::display_path(&sim.path), &model.cli_name(), seed);
     if json {
         println!("{}", serde_json::to_string_pretty(r)?);
     } else {
@@ -162,6 +301,10 @@ fn run_one(sim: &str, model: &str, seed: u64, trace: bool, json: bool) -> anyhow
             w.latency_ms.1
         );
         println!("  model: {}", model.program_text());
+        println!("  faults: {}", sim.faults.describe());
+        for w in &r.warnings {
+            println!("  warning: {w}");
+        }
         if let Some(h) = &out.history {
             println!("\ntrace:");
             print!("{}", h.render());
@@ -196,6 +339,13 @@ fn run_one(sim: &str, model: &str, seed: u64, trace: bool, json: bool) -> anyhow
         }
         for b in &r.bounds_hit {
             println!("  BOUND {b}");
+        }
+        if !r.violations.is_empty() {
+            println!("\nviolations (oracle):");
+            for v in &r.violations {
+                let p = if v.permitted { " (policy-permitted)" } else { "" };
+                println!("  {}{p}: intent {}: {}", v.name, v.intent, v.detail);
+            }
         }
         println!("\n{} events, trace hash {}, ended at {:.3} ms simulated", r.events, r.trace_hash, r.end_ms);
         if r.passed() {
@@ -238,6 +388,14 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
         let _ = write!(out, "{:<colw$}", format!("{}/{}", t.passed, t.total));
     }
     out.push('\n');
+    let violating: Vec<&Cell> = cells.iter().filter(|c| c.violations.values().any(|v| !v.permitted)).collect();
+    if !violating.is_empty() {
+        out.push_str("\nviolations found by the oracle (seeds with each / seeds run):\n");
+        for c in violating {
+            let list: Vec<String> = c.violating().map(|(n, v)| format!("{n} {}/{}", v.seeds, c.runs)).collect();
+            let _ = writeln!(out, "  {} × {}: {}", c.model, c.sim, list.join(", "));
+        }
+    }
     let failing: Vec<&Cell> = cells.iter().filter(|c| !c.passed).collect();
     if !failing.is_empty() {
         out.push_str("\nfailures (first failing seed of each cell):\n");

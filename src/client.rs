@@ -91,8 +91,8 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             label: label.clone(),
             http,
         };
-        net::send_request(&world, &ep, world::server_addr(process), env).await;
-        let timeout_d = Duration::from_millis(world.sim.world.client_timeout_ms);
+        net::send_request(&world, &node, &ep, world::server_addr(process), env).await;
+        let timeout_d = Duration::from_millis(spec.timeout_ms);
         let reply = match timeout(timeout_d, ep.recv_from_raw(tag)).await {
             Ok(Ok((payload, _))) => payload.downcast::<Response>().ok().map(|b| *b),
             _ => None,

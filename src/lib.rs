@@ -18,6 +18,7 @@ pub mod error;
 pub mod history;
 pub mod http;
 pub mod model;
+pub mod oracle;
 pub mod report;
 pub mod scenario;
 pub mod store;

@@ -122,6 +122,10 @@ pub struct Driver {
     pub awaits: Awaits,
     /// Simulated driver latency of one await, drawn uniformly from this range (ms, inclusive).
     pub latency_ms: (u64, u64),
+    /// Simulated time one SQL statement takes (ms, inclusive range; [0, 0] = instant). With a
+    /// synchronous driver (`awaits = "explicit"`) the process is blocked meanwhile, and for the
+    /// whole of an open transaction: other processes run, its own requests wait.
+    pub statement_ms: (u64, u64),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,6 +185,7 @@ struct KeyFile {
 struct DriverFile {
     awaits: Option<Spanned<String>>,
     latency_ms: Option<Spanned<Vec<u64>>>,
+    statement_ms: Option<Spanned<Vec<u64>>>,
 }
 
 fn yes() -> bool {
@@ -235,7 +240,14 @@ impl Model {
             ));
         }
         let mut open = false;
+        let mut inserted = false;
         for (step, span) in &program {
+            if *step == Step::InsertRow {
+                inserted = true;
+            }
+            if *step == Step::SaveResponse && !inserted {
+                return Err(err(span.clone(), "`save-response` before `insert-row`: there is no response to save yet".into()));
+            }
             match step {
                 Step::Begin if open => {
                     return Err(err(span.clone(), "`begin` inside an open transaction; expected `commit` first".into()));
@@ -342,6 +354,13 @@ impl Model {
             },
         };
 
+        let statement_ms = match &f.driver.statement_ms {
+            None => (0, 0),
+            Some(l) => match l.get_ref().as_slice() {
+                [lo, hi] if lo <= hi && *hi <= 60_000 => (*lo, *hi),
+                _ => return Err(err(l.span(), "driver.statement_ms: expected [low, high] with low <= high <= 60000".into())),
+            },
+        };
         let default_name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Model {
             name: f.name.unwrap_or(default_name),
@@ -351,9 +370,24 @@ impl Model {
             on_error,
             key,
             store_outcomes,
-            driver: Driver { awaits, latency_ms },
+            driver: Driver { awaits, latency_ms, statement_ms },
             wait_budget_ms: f.wait_budget_ms.unwrap_or(5000),
         })
+    }
+
+    /// Named points (`@name`) of the program.
+    pub fn points(&self) -> Vec<&str> {
+        self.program.iter().filter_map(|s| if let Step::Point(p) = s { Some(p.as_str()) } else { None }).collect()
+    }
+
+    /// How to name this model on a command line: its name when `models/<name>.toml` is this
+    /// very file, else its path.
+    pub fn cli_name(&self) -> String {
+        let by_name = crate::catalog::root().join("models").join(format!("{}.toml", self.name));
+        match (by_name.canonicalize(), self.path.canonicalize()) {
+            (Ok(a), Ok(b)) if a == b => self.name.clone(),
+            _ => crate::catalog::display_path(&self.path),
+        }
     }
 
     pub fn program_text(&self) -> String {

@@ -71,6 +71,15 @@ pub struct RunReport {
     pub effects: BTreeMap<String, u64>,
     pub effects_total: u64,
     pub checks: Vec<Check>,
+    /// Invariant violations found by the oracle (bugs and policy-permitted ones).
+    pub violations: Vec<crate::oracle::Violation>,
+    /// Rows and effects per intent, in intent order.
+    pub per_intent: Vec<(u64, u64)>,
+    /// Intents whose client never saw a final outcome (transport failure or 5xx last).
+    pub ambiguous_intents: u64,
+    /// Things in the sim that cannot take effect with this model (e.g. an injection at a point
+    /// the model's program lacks).
+    pub warnings: Vec<String>,
     /// Limits hit (simulated time, steps): reported, never a hang.
     pub bounds_hit: Vec<String>,
     pub end_ms: f64,
@@ -79,6 +88,13 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// Violation names found (bugs only, not policy-permitted), deduplicated, in order.
+    pub fn violation_names(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.violations.iter().filter(|x| !x.permitted).map(|x| x.name).collect();
+        v.dedup();
+        v
+    }
+
     pub fn passed(&self) -> bool {
         self.checks.iter().all(|c| c.held) && self.bounds_hit.is_empty()
     }

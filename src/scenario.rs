@@ -107,6 +107,8 @@ pub struct RequestSpec {
     /// Starts when all of these (requests or actions) have finished.
     pub after: Vec<String>,
     pub delay_ms: u64,
+    /// How long the client waits for a reply before it sees a transport failure.
+    pub timeout_ms: u64,
     pub policy: Policy,
     pub expect: RequestExpect,
 }
@@ -201,7 +203,71 @@ pub struct Sim {
     pub requests: Vec<RequestSpec>,
     pub actions: Vec<ActionSpec>,
     pub injects: Vec<Inject>,
+    pub faults: Faults,
     pub expect: Expect,
+}
+
+/// A window in which a server process is cut off from the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    /// 0-based process index.
+    pub process: usize,
+    pub from_ms: u64,
+    pub for_ms: u64,
+}
+
+/// Random faults drawn from the seed (rates are probabilities per message or per step).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Faults {
+    /// A request is lost on its way to the server.
+    pub request_drop: f64,
+    /// A reply is lost on its way back.
+    pub reply_drop: f64,
+    /// A fresh success's reply is lost after the server committed (the targeted case).
+    pub reply_drop_after_commit: f64,
+    /// A request is delivered twice.
+    pub duplicate: f64,
+    /// A message is held back by an extra delay drawn from `delay_ms` (reorders messages).
+    pub delay: f64,
+    pub delay_ms: (u64, u64),
+    /// A server process crashes at a step boundary with this probability per step.
+    pub crash: f64,
+    pub restart_ms: u64,
+    /// Period of the key collector (deletes keys older than the model's `retention_ms`).
+    pub gc_every_ms: Option<u64>,
+    pub partitions: Vec<Partition>,
+}
+
+impl Faults {
+    /// The knobs that are set, for run headers: `reply_drop=0.2 crash=0.01 ...`.
+    pub fn describe(&self) -> String {
+        let mut v = Vec::new();
+        for (n, r) in [
+            ("request_drop", self.request_drop),
+            ("reply_drop", self.reply_drop),
+            ("reply_drop_after_commit", self.reply_drop_after_commit),
+            ("duplicate", self.duplicate),
+            ("delay", self.delay),
+            ("crash", self.crash),
+        ] {
+            if r > 0.0 {
+                v.push(format!("{n}={r}"));
+            }
+        }
+        if self.delay > 0.0 {
+            v.push(format!("delay_ms={}..{}", self.delay_ms.0, self.delay_ms.1));
+        }
+        if self.crash > 0.0 {
+            v.push(format!("restart_ms={}", self.restart_ms));
+        }
+        if let Some(g) = self.gc_every_ms {
+            v.push(format!("gc_every_ms={g}"));
+        }
+        for p in &self.partitions {
+            v.push(format!("partition(server-{}, {}..{} ms)", p.process + 1, p.from_ms, p.from_ms + p.for_ms));
+        }
+        if v.is_empty() { "none".into() } else { v.join(" ") }
+    }
 }
 
 pub const DEFAULT_SEEDS: Range<u64> = 0..100;
@@ -220,7 +286,33 @@ struct SimFile {
     #[serde(default, rename = "inject")]
     injects: Vec<InjectFile>,
     #[serde(default)]
+    faults: FaultsFile,
+    #[serde(default, rename = "partition")]
+    partitions: Vec<PartitionFile>,
+    #[serde(default)]
     expect: ExpectFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FaultsFile {
+    request_drop: Option<Spanned<f64>>,
+    reply_drop: Option<Spanned<f64>>,
+    reply_drop_after_commit: Option<Spanned<f64>>,
+    duplicate: Option<Spanned<f64>>,
+    delay: Option<Spanned<f64>>,
+    delay_ms: Option<Spanned<Vec<u64>>>,
+    crash: Option<Spanned<f64>>,
+    restart_ms: Option<u64>,
+    gc_every_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PartitionFile {
+    process: Spanned<usize>,
+    from_ms: u64,
+    for_ms: u64,
 }
 
 #[derive(Deserialize, Default)]
@@ -238,6 +330,8 @@ struct WorldFile {
 #[serde(deny_unknown_fields)]
 struct RequestFile {
     id: Spanned<String>,
+    intents: Option<Spanned<u32>>,
+    timeout_ms: Option<Spanned<u64>>,
     intent: Option<String>,
     user: Option<String>,
     method: Option<String>,
@@ -387,6 +481,14 @@ impl Sim {
                 Err(err(s.span(), format!("unknown request or action `{}`; expected one of: {}", s.get_ref(), all.join(", "))))
             }
         };
+        let known_request = |s: &Spanned<String>| -> Result<String, InputError> {
+            if f.requests.iter().any(|r| r.id.get_ref() == s.get_ref()) {
+                Ok(s.get_ref().clone())
+            } else {
+                let all: Vec<&str> = f.requests.iter().map(|r| r.id.get_ref().as_str()).collect();
+                Err(err(s.span(), format!("unknown request `{}`; expected one of: {}", s.get_ref(), all.join(", "))))
+            }
+        };
         let after_list = |v: &Option<Spanned<toml::Value>>| -> Result<Vec<String>, InputError> {
             let Some(v) = v else { return Ok(vec![]) };
             let items: Vec<String> = match v.get_ref() {
@@ -405,6 +507,7 @@ impl Sim {
         };
 
         let mut requests = Vec::new();
+        let mut expanded: Vec<(String, String)> = Vec::new();
         for r in &f.requests {
             let copies = match &r.copies {
                 None => 1,
@@ -467,13 +570,24 @@ impl Sim {
                     },
                     replayed: e.replayed,
                     id: e.id,
-                    same_id_as: e.same_id_as.as_ref().map(&known).transpose()?,
-                    id_differs_from: e.id_differs_from.as_ref().map(&known).transpose()?,
+                    same_id_as: e.same_id_as.as_ref().map(&known_request).transpose()?,
+                    id_differs_from: e.id_differs_from.as_ref().map(&known_request).transpose()?,
                     same_id: e.same_id,
                     rows_after: e.rows_after,
                     keys_after: e.keys_after,
                 },
             };
+            let timeout_ms = match &r.timeout_ms {
+                None => client_timeout_ms,
+                Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
+                Some(t) => return Err(err(t.span(), "timeout_ms: expected at least 1".into())),
+            };
+            let intents = match &r.intents {
+                None => 1,
+                Some(n) if (1..=1000).contains(n.get_ref()) => *n.get_ref(),
+                Some(n) => return Err(err(n.span(), "intents: expected 1..=1000".into())),
+            };
+            let first = requests.len();
             requests.push(RequestSpec {
                 id: r.id.get_ref().clone(),
                 intent: r.intent.clone().unwrap_or_else(|| r.id.get_ref().clone()),
@@ -490,9 +604,35 @@ impl Sim {
                 route,
                 after: after_list(&r.after)?,
                 delay_ms: r.delay_ms.unwrap_or(0),
+                timeout_ms,
                 policy,
                 expect,
             });
+            if intents > 1 {
+                // `intents = N`: N logical operations one after the other, each with its own
+                // intent id and key. Others' `after = "<id>"` waits for the last one.
+                let base = requests.pop().expect("just pushed");
+                for n in 1..=intents {
+                    let mut q = base.clone();
+                    q.id = format!("{}-{n}", base.id);
+                    q.intent = format!("{}-{n}", base.intent);
+                    q.key = base.key.as_ref().map(|k| format!("{k}-{n}"));
+                    if n > 1 {
+                        q.after = vec![format!("{}-{}", base.id, n - 1)];
+                        q.delay_ms = 0;
+                    }
+                    requests.push(q);
+                }
+                expanded.push((base.id.clone(), format!("{}-{intents}", base.id)));
+            }
+            let _ = first;
+        }
+        // Point `after` and expectation references at the last of an expanded request.
+        let rename = |n: &String| expanded.iter().find(|(a, _)| a == n).map(|(_, b)| b.clone()).unwrap_or_else(|| n.clone());
+        for q in &mut requests {
+            q.after = q.after.iter().map(&rename).collect();
+            q.expect.same_id_as = q.expect.same_id_as.as_ref().map(&rename);
+            q.expect.id_differs_from = q.expect.id_differs_from.as_ref().map(&rename);
         }
 
         let mut actions = Vec::new();
@@ -504,10 +644,53 @@ impl Sim {
                     }
                     ActionKind::HoldLock { until: a.until.as_ref().map(&known).transpose()?, for_ms: a.for_ms }
                 }
-                "delete-keys" => ActionKind::DeleteKeys,
+                "delete-keys" => {
+                    if let Some(u) = &a.until {
+                        return Err(err(u.span(), "`until` applies to hold-lock only".into()));
+                    }
+                    ActionKind::DeleteKeys
+                }
                 other => return Err(err(a.kind.span(), format!("unknown action kind `{other}`; expected hold-lock or delete-keys"))),
             };
-            actions.push(ActionSpec { id: a.id.get_ref().clone(), kind, after: after_list(&a.after)?, delay_ms: a.delay_ms.unwrap_or(0) });
+            let kind = match kind {
+                ActionKind::HoldLock { until, for_ms } => ActionKind::HoldLock { until: until.as_ref().map(&rename), for_ms },
+                k => k,
+            };
+            let after = after_list(&a.after)?.iter().map(&rename).collect();
+            actions.push(ActionSpec { id: a.id.get_ref().clone(), kind, after, delay_ms: a.delay_ms.unwrap_or(0) });
+        }
+
+        // `after` must not form a cycle (it would only show up as a time-limit bound).
+        {
+            let deps = |id: &str| -> Vec<String> {
+                requests
+                    .iter()
+                    .find(|q| q.id == id)
+                    .map(|q| q.after.clone())
+                    .or_else(|| actions.iter().find(|a| a.id == id).map(|a| {
+                        let mut d = a.after.clone();
+                        if let ActionKind::HoldLock { until: Some(u), .. } = &a.kind {
+                            d.push(u.clone());
+                        }
+                        d
+                    }))
+                    .unwrap_or_default()
+            };
+            let ids: Vec<String> = requests.iter().map(|q| q.id.clone()).chain(actions.iter().map(|a| a.id.clone())).collect();
+            for start in &ids {
+                let mut stack = deps(start);
+                let mut seen: Vec<String> = Vec::new();
+                while let Some(d) = stack.pop() {
+                    if d == *start {
+                        let span = names.iter().find(|(n, _)| n == start || start.starts_with(&format!("{n}-"))).map(|(_, s)| s.clone()).unwrap_or(0..0);
+                        return Err(err(span, format!("`{start}` waits for itself through `after`/`until`; expected an order without cycles")));
+                    }
+                    if !seen.contains(&d) {
+                        seen.push(d.clone());
+                        stack.extend(deps(&d));
+                    }
+                }
+            }
         }
 
         let mut injects = Vec::new();
@@ -542,6 +725,45 @@ impl Sim {
             injects.push(Inject { point, action, request, times: i.times, rate });
         }
 
+        let rate = |r: &Option<Spanned<f64>>, what: &str| -> Result<f64, InputError> {
+            match r {
+                None => Ok(0.0),
+                Some(r) if (0.0..=1.0).contains(r.get_ref()) => Ok(*r.get_ref()),
+                Some(r) => Err(err(r.span(), format!("faults.{what} = {}: expected a probability in 0.0..=1.0", r.get_ref()))),
+            }
+        };
+        let ff = &f.faults;
+        let delay_ms = match &ff.delay_ms {
+            None => (10, 500),
+            Some(l) => match l.get_ref().as_slice() {
+                [lo, hi] if lo <= hi && *hi <= 3_600_000 => (*lo, *hi),
+                _ => return Err(err(l.span(), "faults.delay_ms: expected [low, high] with low <= high".into())),
+            },
+        };
+        let mut partitions = Vec::new();
+        for p in &f.partitions {
+            if !(1..=processes).contains(p.process.get_ref()) {
+                return Err(err(p.process.span(), format!("partition.process: expected 1..={processes}")));
+            }
+            partitions.push(Partition { process: p.process.get_ref() - 1, from_ms: p.from_ms, for_ms: p.for_ms });
+        }
+        let faults = Faults {
+            request_drop: rate(&ff.request_drop, "request_drop")?,
+            reply_drop: rate(&ff.reply_drop, "reply_drop")?,
+            reply_drop_after_commit: rate(&ff.reply_drop_after_commit, "reply_drop_after_commit")?,
+            duplicate: rate(&ff.duplicate, "duplicate")?,
+            delay: rate(&ff.delay, "delay")?,
+            delay_ms,
+            crash: rate(&ff.crash, "crash")?,
+            restart_ms: ff.restart_ms.unwrap_or(100),
+            gc_every_ms: match &ff.gc_every_ms {
+                None => None,
+                Some(g) if *g.get_ref() >= 1 => Some(*g.get_ref()),
+                Some(g) => return Err(err(g.span(), "faults.gc_every_ms: expected at least 1".into())),
+            },
+            partitions,
+        };
+
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -555,6 +777,7 @@ impl Sim {
             requests,
             actions,
             injects,
+            faults,
             expect: Expect { rows: f.expect.rows, keys: f.expect.keys, effects: f.expect.effects, row_qty: f.expect.row_qty },
         })
     }

@@ -26,6 +26,8 @@ use crate::world::{self, World};
 /// The main task of server process `idx` (re-run on restart).
 pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
     let node = format!("server-{}", idx + 1);
+    // A (re)started process has a fresh event loop: nobody holds it.
+    world.lock().loops[idx] = (None, Vec::new());
     let conn = match store::open(&world.db_uri) {
         Ok(c) => Rc::new(c),
         Err(e) => {
@@ -34,7 +36,7 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         }
     };
     let ep = match Endpoint::bind(world::server_addr(idx)).await {
-        Ok(ep) => Rc::new(ep),
+        Ok(ep) => Arc::new(ep),
         Err(e) => {
             world.event(&node, format!("cannot bind: {e}"));
             return;
@@ -62,9 +64,10 @@ impl Drop for InFlightGuard {
     }
 }
 
-async fn handle(world: Arc<World>, idx: usize, conn: Rc<Connection>, ep: Rc<Endpoint>, env: Envelope, _g: InFlightGuard) {
+async fn handle(world: Arc<World>, idx: usize, conn: Rc<Connection>, ep: Arc<Endpoint>, env: Envelope, _g: InFlightGuard) {
     let node = format!("server-{}", idx + 1);
     let mut ex = Exec {
+        id: world.next_tag(),
         world: world.clone(),
         node,
         idx,
@@ -78,15 +81,20 @@ async fn handle(world: Arc<World>, idx: usize, conn: Rc<Connection>, ep: Rc<Endp
         row_id: None,
         response: None,
         claimed: false,
+        completed: false,
         drop_reply: false,
     };
     let resp = ex.serve(&env).await;
+    if !ex.drop_reply && ex.fresh_success(&resp) && net::drop_after_commit(&world) {
+        world.event(&ex.node, format!("{}: fault: reply lost after commit", ex.label));
+        ex.drop_reply = true;
+    }
     if ex.drop_reply {
         world.event(&ex.node, format!("{}: connection dropped, {} never sent", ex.label, resp.status));
         return;
     }
     world.event(&ex.node, format!("{}: reply {}", ex.label, resp.status));
-    net::send_reply(&world, &ep, env.reply_to, env.reply_tag, resp).await;
+    net::send_reply(&world, &ex.node, &ex.label, &ep, env.reply_to, env.reply_tag, resp).await;
 }
 
 /// The scope of a key: (user, operation, key), with unscoped fields stored as "".
@@ -121,6 +129,8 @@ enum Flow {
 
 /// The execution of one request by a step program.
 struct Exec {
+    /// Unique per execution (a duplicated request gets two): the event loop's holder.
+    id: u64,
     world: Arc<World>,
     node: String,
     idx: usize,
@@ -134,10 +144,66 @@ struct Exec {
     row_id: Option<i64>,
     response: Option<Response>,
     claimed: bool,
+    /// This request recorded its outcome under its claim.
+    completed: bool,
     drop_reply: bool,
 }
 
+impl Drop for Exec {
+    fn drop(&mut self) {
+        self.release_loop();
+    }
+}
+
 impl Exec {
+    /// Is this a synchronous driver whose statements take time (and so block the process)?
+    fn blocking_driver(&self) -> bool {
+        let d = &self.world.model.driver;
+        d.awaits == Awaits::Explicit && d.statement_ms.1 > 0
+    }
+
+    /// Take the process's event loop (synchronous driver): other requests of this process
+    /// wait until it is released; other processes run.
+    async fn acquire_loop(&self) {
+        let (idx, me) = (self.idx, self.id);
+        std::future::poll_fn(|cx| {
+            let mut st = self.world.lock();
+            let l = &mut st.loops[idx];
+            match l.0 {
+                None => {
+                    l.0 = Some(me);
+                    std::task::Poll::Ready(())
+                }
+                Some(o) if o == me => std::task::Poll::Ready(()),
+                Some(_) => {
+                    l.1.push(cx.waker().clone());
+                    std::task::Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    fn release_loop(&self) {
+        let wakers = {
+            let mut st = self.world.lock();
+            let l = &mut st.loops[self.idx];
+            if l.0 != Some(self.id) {
+                return;
+            }
+            l.0 = None;
+            std::mem::take(&mut l.1)
+        };
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// A 2xx this execution produced itself (not a replay).
+    fn fresh_success(&self, resp: &Response) -> bool {
+        self.row_id.is_some() && (200..300).contains(&resp.status)
+    }
+
     fn event(&self, text: impl Into<String>) {
         self.world.event(&self.node, format!("{}: {}", self.label, text.into()));
     }
@@ -189,6 +255,10 @@ impl Exec {
                     return self.fail(Failure::Bound).await;
                 }
             }
+            if net::crash_now(&self.world) {
+                self.event(format!("fault: crash before {}", step.name()));
+                self.crash(self.world.sim.faults.restart_ms).await;
+            }
             if model.driver.awaits == Awaits::EveryStatement && step.is_statement() {
                 self.driver_latency().await;
             }
@@ -200,6 +270,7 @@ impl Exec {
                         if let Err(f) = self.sql("COMMIT", |c| c.execute_batch("COMMIT")).await {
                             return self.fail(f).await;
                         }
+                        self.event("COMMIT (nothing written)");
                     }
                     return resp;
                 }
@@ -215,11 +286,29 @@ impl Exec {
     async fn driver_latency(&self) {
         let (lo, hi) = self.world.model.driver.latency_ms;
         let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
+        self.event(format!("await {ms} ms (driver)"));
         sleep(Duration::from_millis(ms)).await;
     }
 
     /// Run one SQL statement, waiting out a locked database in simulated time up to the budget.
     async fn sql<T>(&self, what: &str, f: impl Fn(&Connection) -> rusqlite::Result<T>) -> Result<T, Failure> {
+        let blocking = self.blocking_driver();
+        if blocking {
+            self.acquire_loop().await;
+        }
+        let r = self.sql_inner(what, f).await;
+        if blocking && self.conn.is_autocommit() {
+            self.release_loop();
+        }
+        r
+    }
+
+    async fn sql_inner<T>(&self, what: &str, f: impl Fn(&Connection) -> rusqlite::Result<T>) -> Result<T, Failure> {
+        let (lo, hi) = self.world.model.driver.statement_ms;
+        if hi > 0 {
+            let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
+            sleep(Duration::from_millis(ms.max(1))).await;
+        }
         let budget = self.world.wait_budget_ms;
         let mut waited = 0u64;
         let mut backoff = 1u64;
@@ -252,6 +341,8 @@ impl Exec {
     async fn step(&mut self, step: &Step) -> Result<Flow, Failure> {
         match step {
             Step::Await => {
+                // An await yields the event loop, even inside a transaction (the hazard).
+                self.release_loop();
                 self.driver_latency().await;
                 Ok(Flow::Next)
             }
@@ -312,10 +403,11 @@ impl Exec {
             Step::InsertRow => {
                 let o = self.order.clone().expect("admitted");
                 let intent = self.intent.clone();
+                let now = (self.world.now_us() / 1000) as i64;
                 let id = self
                     .sql("insert-row", |c| {
-                        c.prepare_cached("INSERT INTO rows(user, operation, item, qty, intent) VALUES (?1, ?2, ?3, ?4, ?5)")?
-                            .execute(params![o.user, o.operation, o.item, o.qty, intent])?;
+                        c.prepare_cached("INSERT INTO rows(user, operation, item, qty, intent, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+                            .execute(params![o.user, o.operation, o.item, o.qty, intent, now])?;
                         Ok(c.last_insert_rowid())
                     })
                     .await?;
@@ -412,6 +504,7 @@ impl Exec {
                 })
                 .await?;
             self.event(format!("save-response: claim completed with {status} ({n} record)"));
+            self.completed = true;
         } else {
             self.sql("save-response", |c| {
                 c.prepare_cached(
@@ -428,6 +521,7 @@ impl Exec {
 
     /// Call the effect receiver for this intent and wait for its acknowledgement.
     async fn effect(&self) -> Result<(), Failure> {
+        self.release_loop(); // a network call yields the event loop
         let ep = Endpoint::bind(std::net::SocketAddr::new(world::server_addr(self.idx).ip(), 0))
             .await
             .map_err(|e| Failure::Error(format!("effect: {e}")))?;
@@ -435,7 +529,9 @@ impl Exec {
         self.event("effect: calling the receiver");
         let msg = EffectMsg { reply_tag: tag, reply_to: ep.local_addr().expect("bound"), intent: self.intent.clone(), label: self.label.clone() };
         let _ = ep.send_to_raw(world::receiver_addr(), world::EFFECT_TAG, Box::new(msg)).await;
-        match timeout(Duration::from_millis(1000), ep.recv_from_raw(tag)).await {
+        // Long enough for a round trip at the world's worst latency.
+        let wait = Duration::from_millis(1000 + 2 * self.world.sim.world.latency_ms.1);
+        match timeout(wait, ep.recv_from_raw(tag)).await {
             Ok(Ok(_)) => Ok(()),
             _ => {
                 self.event("effect: no acknowledgement");
@@ -476,13 +572,19 @@ impl Exec {
 
     /// Kill this process now; the control node restarts it after `restart_ms`.
     async fn crash(&self, restart_ms: u64) {
+        if std::mem::replace(&mut self.world.lock().crashing[self.idx], true) {
+            // Another request of this process already crashed it; it is going down.
+            std::future::pending::<()>().await;
+        }
         let id = self.world.server_nodes.lock().unwrap()[self.idx];
         self.world.event(&self.node, "process crashed");
         let control = self.world.control.lock().unwrap().clone().expect("control node");
         let w = self.world.clone();
         let node = self.node.clone();
+        let idx = self.idx;
         control.spawn(async move {
             sleep(Duration::from_millis(restart_ms)).await;
+            w.lock().crashing[idx] = false;
             Handle::current().restart(id);
             w.event(&node, "process restarted");
         });
@@ -506,7 +608,7 @@ impl Exec {
             }
             Failure::Bound => Response::error(500, "internal error"),
         };
-        if model.store_outcomes == StoreOutcomes::All && self.claimed {
+        if model.store_outcomes == StoreOutcomes::All && self.claimed && !self.completed {
             let _ = self.save(resp.status, &resp.body.clone()).await;
         }
         resp
@@ -520,9 +622,11 @@ pub(crate) async fn receiver_main(world: Arc<World>) {
         let Ok((payload, _)) = ep.recv_from_raw(world::EFFECT_TAG).await else { return };
         let Ok(msg) = payload.downcast::<EffectMsg>() else { continue };
         {
+            let t = world.now_us() / 1000;
             let mut st = world.lock();
             *st.effects.entry(msg.intent.clone()).or_insert(0) += 1;
             st.effects_total += 1;
+            st.effect_log.push((msg.intent.clone(), t));
         }
         world.event("receiver", format!("effect for intent {} (from {})", msg.intent, msg.label));
         let _ = ep.send_to_raw(msg.reply_to, msg.reply_tag, Box::new(())).await;

@@ -22,7 +22,8 @@ CREATE TABLE rows(
   operation TEXT NOT NULL,
   item TEXT NOT NULL,
   qty INTEGER NOT NULL,
-  intent TEXT NOT NULL
+  intent TEXT NOT NULL,
+  created_ms INTEGER NOT NULL
 );
 CREATE TABLE keys(
   user TEXT NOT NULL,
@@ -96,6 +97,7 @@ pub struct RowRecord {
     pub item: String,
     pub qty: i64,
     pub intent: String,
+    pub created_ms: i64,
 }
 
 /// A stored key as the checker sees it.
@@ -111,9 +113,9 @@ pub struct KeyRecord {
 }
 
 pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
-    let mut st = conn.prepare_cached("SELECT id, user, operation, item, qty, intent FROM rows ORDER BY id")?;
+    let mut st = conn.prepare_cached("SELECT id, user, operation, item, qty, intent, created_ms FROM rows ORDER BY id")?;
     let rows = st.query_map([], |r| {
-        Ok(RowRecord { id: r.get(0)?, user: r.get(1)?, operation: r.get(2)?, item: r.get(3)?, qty: r.get(4)?, intent: r.get(5)? })
+        Ok(RowRecord { id: r.get(0)?, user: r.get(1)?, operation: r.get(2)?, item: r.get(3)?, qty: r.get(4)?, intent: r.get(5)?, created_ms: r.get(6)? })
     })?;
     rows.collect()
 }
@@ -154,7 +156,7 @@ mod tests {
         let a = open(&uri).unwrap();
         let b = open(&uri).unwrap();
         a.execute_batch("BEGIN IMMEDIATE").unwrap();
-        a.execute("INSERT INTO rows(user, operation, item, qty, intent) VALUES ('u','o','i',1,'x')", []).unwrap();
+        a.execute("INSERT INTO rows(user, operation, item, qty, intent, created_ms) VALUES ('u','o','i',1,'x',0)", []).unwrap();
         let e = b.execute_batch("BEGIN IMMEDIATE").unwrap_err();
         assert!(is_busy(&e), "{e}");
         drop(a); // a crash: the open transaction rolls back

@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
 use crate::model::Model;
 use crate::report::{Check, RunReport};
+
 use crate::scenario::Sim;
 use crate::world::{self, RunError, RunOptions};
 
@@ -34,8 +35,22 @@ pub struct Cell {
     pub statuses: BTreeMap<String, u64>,
     /// Runs that hit a bound (time, steps).
     pub bounded_runs: u64,
+    /// Per violation name: on how many seeds, how often in all, first seed.
+    pub violations: BTreeMap<String, ViolationStat>,
+    /// Rows per intent → number of intents (over all runs).
+    pub rows_per_intent: BTreeMap<u64, u64>,
+    /// Effects per intent → number of intents (over all runs).
+    pub effects_per_intent: BTreeMap<u64, u64>,
+    /// Seeds with at least one violation that is not policy-permitted.
+    pub violating_seeds: u64,
+    /// Intents without a final client-visible outcome, over all runs.
+    pub ambiguous_intents: u64,
+    /// Seeds whose second run gave a different trace (only with determinism checking).
+    pub nondeterministic_seeds: Vec<u64>,
     #[serde(skip)]
     pub sim_path: String,
+    #[serde(skip)]
+    pub model_cli: String,
 }
 
 impl Cell {
@@ -43,6 +58,7 @@ impl Cell {
         Cell {
             model: model.name.clone(),
             sim: sim.name.clone(),
+            model_cli: model.cli_name(),
             seeds: format!("{}..{}", seeds.start, seeds.end),
             runs: 0,
             passed: true,
@@ -53,11 +69,45 @@ impl Cell {
             effects: BTreeMap::new(),
             statuses: BTreeMap::new(),
             bounded_runs: 0,
+            violations: BTreeMap::new(),
+            rows_per_intent: BTreeMap::new(),
+            effects_per_intent: BTreeMap::new(),
+            ambiguous_intents: 0,
+            violating_seeds: 0,
+            nondeterministic_seeds: vec![],
             sim_path: crate::catalog::display_path(&sim.path),
         }
     }
 
-    fn add(&mut self, r: &RunReport) {
+    fn add(&mut self, sr: &SeedResult) {
+        let r = &sr.report;
+        if sr.nondeterministic {
+            let pos = self.nondeterministic_seeds.partition_point(|s| *s < sr.seed);
+            self.nondeterministic_seeds.insert(pos, sr.seed);
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for v in &r.violations {
+            let st = self.violations.entry(v.name.to_string()).or_insert(ViolationStat {
+                seeds: 0,
+                occurrences: 0,
+                first_seed: r.seed,
+                permitted: v.permitted,
+            });
+            st.occurrences += 1;
+            if !seen.contains(&v.name) {
+                seen.push(v.name);
+                st.seeds += 1;
+                st.first_seed = st.first_seed.min(r.seed);
+            }
+        }
+        for (rows, effects) in &r.per_intent {
+            *self.rows_per_intent.entry(*rows).or_insert(0) += 1;
+            *self.effects_per_intent.entry(*effects).or_insert(0) += 1;
+        }
+        self.ambiguous_intents += r.ambiguous_intents;
+        if !r.violation_names().is_empty() {
+            self.violating_seeds += 1;
+        }
         self.runs += 1;
         *self.rows.entry(r.rows.len() as u64).or_insert(0) += 1;
         *self.effects.entry(r.effects_total).or_insert(0) += 1;
@@ -80,36 +130,33 @@ impl Cell {
         }
     }
 
-    fn merge(&mut self, o: Cell) {
-        self.runs += o.runs;
-        self.passed &= o.passed;
-        self.failed_seeds += o.failed_seeds;
-        if let Some(s) = o.first_failed_seed {
-            if self.first_failed_seed.is_none_or(|m| s < m) {
-                self.first_failed_seed = Some(s);
-                self.first_failure = o.first_failure;
-            }
-        }
-        for (k, v) in o.rows {
-            *self.rows.entry(k).or_insert(0) += v;
-        }
-        for (k, v) in o.effects {
-            *self.effects.entry(k).or_insert(0) += v;
-        }
-        for (k, v) in o.statuses {
-            *self.statuses.entry(k).or_insert(0) += v;
-        }
-        self.bounded_runs += o.bounded_runs;
-    }
-
     /// The command that replays this cell's first failure.
     pub fn replay_command(&self) -> Option<String> {
-        self.first_failed_seed.map(|s| replay_command(&self.sim_path, &self.model, s))
+        self.first_failed_seed.map(|s| replay_command(&self.sim_path, &self.model_cli, s))
     }
 }
 
 pub fn replay_command(sim_path: &str, model: &str, seed: u64) -> String {
     format!("cargo run --release -- run {sim_path} --model {model} --seed {seed} --trace")
+}
+
+/// How often one violation occurred in a cell.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ViolationStat {
+    /// Seeds on which it occurred at least once.
+    pub seeds: u64,
+    /// Occurrences over all seeds.
+    pub occurrences: u64,
+    pub first_seed: u64,
+    /// Policy-permitted (caused only by documented expiry).
+    pub permitted: bool,
+}
+
+impl Cell {
+    /// Seeds with at least one violation that is not policy-permitted.
+    pub fn violating(&self) -> impl Iterator<Item = (&String, &ViolationStat)> {
+        self.violations.iter().filter(|(_, v)| !v.permitted)
+    }
 }
 
 /// Per-model totals: cells passed out of cells.
@@ -135,53 +182,153 @@ pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// Run every (sim, model) cell over its seeds (`seeds`, or the sim's own range) on `jobs`
-/// threads. Cells come back sim-major, in the order given.
-pub fn run_matrix(
+/// What one seed contributes to a cell (compact: no traces are kept).
+#[derive(Debug, Clone)]
+pub struct SeedResult {
+    pub cell: usize,
+    pub seed: u64,
+    pub report: RunReport,
+    /// Set by `check_determinism`: the second run's trace hash differed.
+    pub nondeterministic: bool,
+}
+
+/// Options of a matrix or sweep.
+#[derive(Debug, Clone, Default)]
+pub struct SweepOptions {
+    pub jobs: usize,
+    /// Run each seed twice and compare trace hashes.
+    pub check_determinism: bool,
+    /// Show a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+}
+
+/// Run every (sim, model) cell over its seeds (`seeds`, or the sim's own range) on
+/// `opts.jobs` threads. `each` sees every seed's result on the calling thread, in completion
+/// order (use it for per-seed output; aggregates do not depend on that order). Cells come
+/// back sim-major, in the order given.
+pub fn run_cells(
     sims: &[Arc<Sim>],
     models: &[Arc<Model>],
     seeds: Option<Range<u64>>,
-    jobs: usize,
+    opts: &SweepOptions,
+    mut each: impl FnMut(&SeedResult),
 ) -> Result<Vec<Cell>, RunError> {
     let mut cells = Vec::new();
-    let mut work: Vec<(usize, Arc<Sim>, Arc<Model>, u64)> = Vec::new();
+    let mut work: Vec<(usize, Arc<Sim>, Arc<Model>, Range<u64>)> = Vec::new();
     for sim in sims {
         let range = seeds.clone().unwrap_or_else(|| sim.seeds.clone());
         for model in models {
-            let c = cells.len();
+            work.push((cells.len(), sim.clone(), model.clone(), range.clone()));
             cells.push(Cell::new(sim, model, &range));
-            for seed in range.clone() {
-                work.push((c, sim.clone(), model.clone(), seed));
-            }
         }
     }
-    let next = AtomicUsize::new(0);
-    let jobs = jobs.max(1).min(work.len().max(1));
-    let partials: Vec<Result<Vec<Option<Cell>>, RunError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..jobs)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine: Vec<Option<Cell>> = vec![None; cells.len()];
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((c, sim, model, seed)) = work.get(i) else { break };
-                        let out = world::run(sim, model, *seed, RunOptions::default())?;
-                        mine[*c]
-                            .get_or_insert_with(|| Cell { runs: 0, ..cells[*c].clone() })
-                            .add(&out.report);
+    // Jobs are (cell, seed) pairs in a fixed order, handed out by an atomic counter.
+    let total: u64 = work.iter().map(|w| w.3.end - w.3.start).sum();
+    let job = |i: u64| -> Option<(usize, &Arc<Sim>, &Arc<Model>, u64)> {
+        let mut i = i;
+        for (c, s, m, r) in &work {
+            let n = r.end - r.start;
+            if i < n {
+                return Some((*c, s, m, r.start + i));
+            }
+            i -= n;
+        }
+        None
+    };
+    let bar = progress_bar(opts.progress, total);
+    let next = AtomicU64::new(0);
+    let jobs = opts.jobs.max(1).min(total.max(1) as usize);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<SeedResult, RunError>>(1024);
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            let tx = tx.clone();
+            let next = &next;
+            let job = &job;
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((cell, sim, model, seed)) = job(i) else { break };
+                    let res = world::run(sim, model, seed, RunOptions::default()).and_then(|out| {
+                        let mut nondeterministic = false;
+                        if opts.check_determinism {
+                            let again = world::run(sim, model, seed, RunOptions::default())?;
+                            nondeterministic = again.report.trace_hash != out.report.trace_hash;
+                        }
+                        Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
+                    });
+                    let failed = res.is_err();
+                    if tx.send(res).is_err() || failed {
+                        break;
                     }
-                    Ok(mine)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("worker panicked")).collect()
-    });
-    for p in partials {
-        for (i, c) in p?.into_iter().enumerate() {
-            if let Some(c) = c {
-                cells[i].merge(c);
+                }
+            });
+        }
+        drop(tx);
+        for res in rx {
+            let r = res?;
+            cells[r.cell].add(&r);
+            each(&r);
+            if let Some(b) = &bar {
+                b.inc(1);
             }
         }
+        Ok::<(), RunError>(())
+    })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
     }
     Ok(cells)
+}
+
+fn progress_bar(wanted: bool, total: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !wanted || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::new(total);
+    b.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} seeds {per_sec} eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(b)
+}
+
+/// The matrix without per-seed output.
+pub fn run_matrix(sims: &[Arc<Sim>], models: &[Arc<Model>], seeds: Option<Range<u64>>, jobs: usize) -> Result<Vec<Cell>, RunError> {
+    run_cells(sims, models, seeds, &SweepOptions { jobs, ..Default::default() }, |_| {})
+}
+
+/// The Wilson score interval for k successes in n trials at 95 % confidence.
+pub fn wilson(k: u64, n: u64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (k as f64, n as f64, 1.959_963_984_540_054_f64);
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let center = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    ((center - half).max(0.0), (center + half).min(1.0))
+}
+
+/// One JSON line per seed, for researchers' own analysis.
+pub fn per_seed_line(r: &SeedResult, sim: &str, model: &str) -> String {
+    let rep = &r.report;
+    let permitted: Vec<&str> = rep.violations.iter().filter(|v| v.permitted).map(|v| v.name).collect();
+    serde_json::json!({
+        "sim": sim,
+        "model": model,
+        "seed": r.seed,
+        "passed": rep.passed(),
+        "violations": rep.violation_names(),
+        "permitted": permitted,
+        "rows": rep.rows.len(),
+        "effects": rep.effects_total,
+        "keys": rep.keys,
+        "statuses": rep.status_histogram(),
+        "ambiguous_intents": rep.ambiguous_intents,
+        "bounds_hit": rep.bounds_hit,
+        "trace_hash": rep.trace_hash,
+    })
+    .to_string()
 }

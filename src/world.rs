@@ -12,7 +12,7 @@ use madsim::task::NodeId;
 use madsim::time::{Instant, sleep};
 use rusqlite::Connection;
 
-use crate::checker;
+use crate::{checker, oracle};
 use crate::history::{Event, History};
 use crate::model::Model;
 use crate::report::{AttemptOutcome, RequestReport, RunReport};
@@ -54,6 +54,14 @@ pub(crate) struct State {
     pub actions_running: u32,
     pub bounds_hit: Vec<String>,
     pub next_tag: u64,
+    /// (intent, ms) of every effect delivery, in order.
+    pub effect_log: Vec<(String, u64)>,
+    /// (intent, ms) of every key deleted by the collector or a delete-keys action.
+    pub collected: Vec<(String, u64)>,
+    /// Per process: which request holds its event loop (synchronous driver), and who waits.
+    pub loops: Vec<(Option<u64>, Vec<std::task::Waker>)>,
+    /// Per process: a crash is under way (the process is going down, restart pending).
+    pub crashing: Vec<bool>,
     /// Per request then action: finished?, and the wakers of tasks waiting for it.
     pub done: Vec<(bool, Vec<std::task::Waker>)>,
 }
@@ -71,6 +79,10 @@ impl State {
             actions_running: 0,
             bounds_hit: vec![],
             next_tag: 1000,
+            effect_log: vec![],
+            collected: vec![],
+            crashing: vec![],
+            loops: vec![],
             done: vec![],
         }
     }
@@ -244,6 +256,8 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
                 names,
             });
             world.lock().inject_fired = vec![0; world.sim.injects.len()];
+            world.lock().crashing = vec![false; world.sim.world.processes];
+            world.lock().loops = (0..world.sim.world.processes).map(|_| (None, Vec::new())).collect();
             supervise(world.clone()).await;
             world
         }
@@ -272,27 +286,75 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
         effects: state.effects,
         effects_total: state.effects_total,
         checks: vec![],
+        violations: vec![],
+        warnings: warnings(&world.sim, &world.model),
+        per_intent: vec![],
+        ambiguous_intents: 0,
         bounds_hit: state.bounds_hit,
         end_ms,
         events: history.events.len(),
         trace_hash: format!("{:016x}", history.hash()),
     };
     report.checks = checker::check_expectations(&world.sim, &report);
+    let stuck: Vec<(String, String)> =
+        keys.iter().filter(|k| k.state != "done").map(|k| (k.intent.clone(), k.key.clone())).collect();
+    report.violations = oracle::violations(
+        &world.sim,
+        &report,
+        &oracle::Evidence { collected: &state.collected, effect_log: &state.effect_log, stuck: &stuck },
+    );
+    report.per_intent = oracle::per_intent(&world.sim, &report);
+    report.ambiguous_intents = report
+        .violations
+        .iter()
+        .filter(|v| v.name == "unfinished-intent")
+        .count() as u64;
     Ok(RunOutput { report, history: opts.keep_history.then_some(history) })
+}
+
+/// What in the sim cannot take effect with this model.
+pub fn warnings(sim: &Sim, model: &Model) -> Vec<String> {
+    let points = model.points();
+    let mut w: Vec<String> = sim
+        .injects
+        .iter()
+        .filter(|i| !points.contains(&i.point.as_str()))
+        .map(|i| format!("inject `{}` at @{} never fires: model {} has no such point", i.action.name(), i.point, model.name))
+        .collect();
+    if sim.faults.gc_every_ms.is_some() && model.key.as_ref().and_then(|k| k.retention_ms).is_none() {
+        w.push(format!("faults.gc_every_ms is set but model {} has no key retention_ms: nothing expires", model.name));
+    }
+    w.dedup();
+    w
 }
 
 /// The supervisor: builds the nodes, starts clients and actions, waits for quiescence.
 async fn supervise(world: Arc<World>) {
     let h = Handle::current();
+    let mut nodes: Vec<NodeId> = Vec::new();
+    supervise_nodes(&world, &h, &mut nodes).await;
+    // Stop every node: its tasks are dropped at the executor's next pass (connections close,
+    // open transactions roll back). Without this, madsim leaves waiting tasks alive forever
+    // (the runtime has no Drop that cancels them) and every run would leak its world.
+    for id in nodes {
+        h.kill(id);
+    }
+    sleep(Duration::from_millis(1)).await;
+}
+
+async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>) {
     let control = h.create_node().name("control").ip("10.0.0.2".parse().unwrap()).build();
+    nodes.push(control.id());
     *world.control.lock().unwrap() = Some(control.clone());
     {
         let w = world.clone();
-        h.create_node()
+        let r = h
+            .create_node()
             .name("receiver")
             .ip(receiver_addr().ip())
             .init(move || crate::server::receiver_main(w.clone()))
             .build();
+        nodes.push(r.id());
     }
     for i in 0..world.sim.world.processes {
         let w = world.clone();
@@ -303,6 +365,7 @@ async fn supervise(world: Arc<World>) {
             .init(move || crate::server::process_main(w.clone(), i))
             .build();
         world.server_nodes.lock().unwrap().push(node.id());
+        nodes.push(node.id());
     }
     for (i, a) in world.sim.actions.iter().enumerate() {
         world.lock().actions_running += 1;
@@ -312,9 +375,31 @@ async fn supervise(world: Arc<World>) {
             madsim::task::spawn_local(run_action(w, i, kind));
         });
     }
+    if let (Some(every), Some(retention)) =
+        (world.sim.faults.gc_every_ms, world.model.key.as_ref().and_then(|k| k.retention_ms))
+    {
+        let w = world.clone();
+        control.spawn(async move {
+            madsim::task::spawn_local(collector(w, every, retention));
+        });
+    }
+    for p in world.sim.faults.partitions.clone() {
+        let w = world.clone();
+        control.spawn(async move {
+            sleep(Duration::from_millis(p.from_ms)).await;
+            let id = w.server_nodes.lock().unwrap()[p.process];
+            let net = madsim::net::NetSim::current();
+            net.clog_node(id);
+            w.event("control", format!("fault: server-{} partitioned from the network", p.process + 1));
+            sleep(Duration::from_millis(p.for_ms)).await;
+            net.unclog_node(id);
+            w.event("control", format!("server-{} reconnected", p.process + 1));
+        });
+    }
     let mut clients = Vec::new();
     for i in 0..world.sim.requests.len() {
         let node = h.create_node().name(format!("client-{}", world.sim.requests[i].id)).ip(client_ip(i)).build();
+        nodes.push(node.id());
         clients.push(node.spawn(crate::client::run_request(world.clone(), i)));
     }
 
@@ -380,10 +465,16 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
         }
         ActionKind::DeleteKeys => {
             let mut n = 0;
+            let intents: Vec<String> = conn
+                .prepare("SELECT intent FROM keys")
+                .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
+                .unwrap_or_default();
             for _ in 0..10_000 {
                 match conn.execute("DELETE FROM keys", []) {
                     Ok(k) => {
                         n = k;
+                        let now = world.now_us() / 1000;
+                        world.lock().collected.extend(intents.iter().map(|i| (i.clone(), now)));
                         break;
                     }
                     Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
@@ -394,6 +485,36 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
         }
     }
     finish_action(&world, &id);
+}
+
+/// The key collector: every `every` ms, delete keys older than `retention` ms.
+async fn collector(world: Arc<World>, every: u64, retention: u64) {
+    let Ok(conn) = store::open(&world.db_uri) else { return };
+    loop {
+        sleep(Duration::from_millis(every)).await;
+        let now = world.now_us() / 1000;
+        let Some(cutoff) = now.checked_sub(retention) else { continue };
+        let r = (|| -> rusqlite::Result<Vec<String>> {
+            let tx = conn.unchecked_transaction()?;
+            let intents: Vec<String> = tx
+                .prepare_cached("SELECT intent FROM keys WHERE created_ms <= ?1 ORDER BY user, operation, key")?
+                .query_map([cutoff as i64], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            tx.execute("DELETE FROM keys WHERE created_ms <= ?1", [cutoff as i64])?;
+            tx.commit()?;
+            Ok(intents)
+        })();
+        match r {
+            Ok(intents) if !intents.is_empty() => {
+                world.event("control", format!("gc: deleted {} key(s) older than {retention} ms", intents.len()));
+                let mut st = world.lock();
+                for i in intents {
+                    st.collected.push((i, now));
+                }
+            }
+            _ => {} // nothing expired, or the database is busy: try at the next tick
+        }
+    }
 }
 
 fn finish_action(world: &World, id: &str) {

@@ -26,5 +26,7 @@ pub mod sweep;
 pub mod world;
 
 mod client;
+mod keystore;
+mod relay;
 mod net;
-mod server;
+pub(crate) mod server;

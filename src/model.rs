@@ -32,6 +32,9 @@ pub enum Step {
     Await,
     /// Call the external effect receiver (e-mail, payment) for this intent.
     Effect,
+    /// Insert an outbox row for this request's effect (in the current transaction); a relay
+    /// in the process delivers it later and marks it sent.
+    Outbox,
     /// A named point where a sim injects trouble (`@before-commit`, `@after-commit`, ...).
     Point(String),
 }
@@ -47,6 +50,7 @@ impl Step {
             Step::SaveResponse => "save-response".into(),
             Step::Await => "await".into(),
             Step::Effect => "effect".into(),
+            Step::Outbox => "outbox".into(),
             Step::Point(p) => format!("@{p}"),
         }
     }
@@ -55,13 +59,56 @@ impl Step {
     pub fn is_statement(&self) -> bool {
         matches!(
             self,
-            Step::Begin | Step::Commit | Step::Lookup | Step::Claim | Step::InsertRow | Step::SaveResponse
+            Step::Begin | Step::Commit | Step::Lookup | Step::Claim | Step::InsertRow | Step::SaveResponse | Step::Outbox
         )
     }
 }
 
 pub const STEP_NAMES: &str =
-    "begin, commit, lookup, claim, insert-row, save-response, await, effect, @<point-name>";
+    "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, @<point-name>";
+
+/// Where key records live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyStore {
+    /// The `keys` table of the shared SQLite database (inside transactions).
+    Sqlite,
+    /// A separate TTL cache (Redis-like) shared by all processes: every operation is a network
+    /// round trip, records expire after `retention_ms`, nothing is transactional.
+    Cache,
+    /// Each process's own memory: lost when the process restarts.
+    Memory,
+}
+
+/// What a hit on a completed record answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// The stored status and body, with the replay marker.
+    Stored,
+    /// This status (e.g. 409): the client must look the result up elsewhere.
+    Status(u16),
+}
+
+/// What a losing `claim` (unique-insert conflict) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimConflict {
+    /// Treat the existing record like a lookup hit: replay, mismatch, in flight.
+    Lookup,
+    /// An error → 500 (the naive mapping).
+    Error,
+}
+
+/// How the external effect receiver deduplicates deliveries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EffectDedupe {
+    /// Every delivery is an effect.
+    None,
+    /// By the request's scoped Idempotency-Key (sent as the effect's own key).
+    Key,
+    /// By a hash of (user, operation, validated payload): merges equal intents.
+    Payload,
+    /// By the row id the effect belongs to.
+    Row,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fingerprint {
@@ -107,6 +154,15 @@ pub struct KeyPolicy {
     pub replay_marker: String,
     /// Keys older than this are expired; a collector deletes them (None: kept forever).
     pub retention_ms: Option<u64>,
+    pub store: KeyStore,
+    /// Latency of one cache operation (ms, inclusive), for `store = "cache"`.
+    pub store_latency_ms: (u64, u64),
+    /// An in-progress claim older than this may be taken over by another request.
+    pub lease_ms: Option<u64>,
+    /// Completion checks the claim's owner token: a stale owner's save is rejected.
+    pub fencing: bool,
+    pub replay: Replay,
+    pub claim_conflict: ClaimConflict,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +188,8 @@ pub struct Driver {
 pub struct OnError {
     /// Roll back an open transaction.
     pub rollback: bool,
+    /// Delete this request's own in-progress claim, so a retry can run again.
+    pub release_claim: bool,
 }
 
 /// A server variant, loaded and checked.
@@ -148,6 +206,16 @@ pub struct Model {
     pub driver: Driver,
     /// How long a statement waits for a locked database before 503 (the sim may override).
     pub wait_budget_ms: u64,
+    pub effect_dedupe: EffectDedupe,
+    /// Period of the outbox relay (ms), when the program has an `outbox` step.
+    pub relay_every_ms: u64,
+}
+
+impl Model {
+    /// Does this model perform external effects itself (effect or outbox steps)?
+    pub fn has_effects(&self) -> bool {
+        self.program.iter().any(|s| matches!(s, Step::Effect | Step::Outbox))
+    }
 }
 
 #[derive(Deserialize)]
@@ -163,6 +231,22 @@ struct ModelFile {
     driver: DriverFile,
     wait_budget_ms: Option<u64>,
     store_outcomes: Option<Spanned<String>>,
+    #[serde(default)]
+    effects: EffectsFile,
+    #[serde(default)]
+    outbox: OutboxFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EffectsFile {
+    dedupe: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct OutboxFile {
+    relay_every_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -178,6 +262,13 @@ struct KeyFile {
     in_flight: Option<Spanned<toml::Value>>,
     replay_marker: Option<String>,
     retention_ms: Option<u64>,
+    store: Option<Spanned<String>>,
+    store_latency_ms: Option<Spanned<Vec<u64>>>,
+    lease_ms: Option<Spanned<u64>>,
+    #[serde(default)]
+    fencing: bool,
+    replay: Option<Spanned<toml::Value>>,
+    claim_conflict: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -220,6 +311,7 @@ impl Model {
                 "save-response" => Step::SaveResponse,
                 "await" => Step::Await,
                 "effect" => Step::Effect,
+                "outbox" => Step::Outbox,
                 p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => Step::Point(p[1..].to_string()),
                 other => {
                     return Err(err(
@@ -270,12 +362,13 @@ impl Model {
             return Err(err(f.program.span(), "program ends inside a transaction; expected a `commit`".into()));
         }
 
-        let mut on_error = OnError { rollback: false };
+        let mut on_error = OnError { rollback: false, release_claim: false };
         for e in &f.on_error {
             match e.get_ref().as_str() {
                 "rollback" => on_error.rollback = true,
+                "release-claim" => on_error.release_claim = true,
                 other => {
-                    return Err(err(e.span(), format!("unknown on_error action `{other}`; expected: rollback")));
+                    return Err(err(e.span(), format!("unknown on_error action `{other}`; expected rollback or release-claim")));
                 }
             }
         }
@@ -319,7 +412,50 @@ impl Model {
                         _ => return Err(err(v.span(), "in_flight: expected 409, 425 or \"wait\"".into())),
                     },
                 };
+                let store = match k.store.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                    None | Some(("sqlite", _)) => KeyStore::Sqlite,
+                    Some(("cache", _)) => KeyStore::Cache,
+                    Some(("memory", _)) => KeyStore::Memory,
+                    Some((other, span)) => return Err(err(span, format!("unknown key store `{other}`; expected sqlite, cache or memory"))),
+                };
+                let store_latency_ms = match &k.store_latency_ms {
+                    None => (1, 3),
+                    Some(l) => match l.get_ref().as_slice() {
+                        [lo, hi] if lo <= hi && *hi <= 60_000 => (*lo, *hi),
+                        _ => return Err(err(l.span(), "key.store_latency_ms: expected [low, high] with low <= high <= 60000".into())),
+                    },
+                };
+                let lease_ms = match &k.lease_ms {
+                    None => None,
+                    Some(l) if *l.get_ref() >= 1 => Some(*l.get_ref()),
+                    Some(l) => return Err(err(l.span(), "key.lease_ms: expected at least 1".into())),
+                };
+                let replay = match &k.replay {
+                    None => Replay::Stored,
+                    Some(v) => match v.get_ref() {
+                        toml::Value::String(s) if s == "stored" => Replay::Stored,
+                        toml::Value::Integer(409) => Replay::Status(409),
+                        _ => return Err(err(v.span(), "key.replay: expected \"stored\" or 409".into())),
+                    },
+                };
+                let claim_conflict = match k.claim_conflict.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                    None | Some(("lookup", _)) => ClaimConflict::Lookup,
+                    Some(("error", _)) => ClaimConflict::Error,
+                    Some((other, span)) => return Err(err(span, format!("unknown claim_conflict `{other}`; expected lookup or error"))),
+                };
+                if store == KeyStore::Cache && k.retention_ms.is_none() {
+                    return Err(err(
+                        k.store.as_ref().map(|s| s.span()).unwrap_or(0..0),
+                        "key.store = \"cache\" needs key.retention_ms (the cache's TTL)".into(),
+                    ));
+                }
                 Some(KeyPolicy {
+                    store,
+                    store_latency_ms,
+                    lease_ms,
+                    fencing: k.fencing,
+                    replay,
+                    claim_conflict,
                     required: k.required,
                     max_len: k.max_len,
                     scope_user,
@@ -361,6 +497,18 @@ impl Model {
                 _ => return Err(err(l.span(), "driver.statement_ms: expected [low, high] with low <= high <= 60000".into())),
             },
         };
+        let effect_dedupe = match f.effects.dedupe.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+            None | Some(("none", _)) => EffectDedupe::None,
+            Some(("key", _)) => EffectDedupe::Key,
+            Some(("payload", _)) => EffectDedupe::Payload,
+            Some(("row", _)) => EffectDedupe::Row,
+            Some((other, span)) => return Err(err(span, format!("unknown effects.dedupe `{other}`; expected none, key, payload or row"))),
+        };
+        let relay_every_ms = match &f.outbox.relay_every_ms {
+            None => 50,
+            Some(r) if *r.get_ref() >= 1 => *r.get_ref(),
+            Some(r) => return Err(err(r.span(), "outbox.relay_every_ms: expected at least 1".into())),
+        };
         let default_name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Model {
             name: f.name.unwrap_or(default_name),
@@ -372,6 +520,8 @@ impl Model {
             store_outcomes,
             driver: Driver { awaits, latency_ms, statement_ms },
             wait_budget_ms: f.wait_budget_ms.unwrap_or(5000),
+            effect_dedupe,
+            relay_every_ms,
         })
     }
 

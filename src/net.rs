@@ -31,6 +31,8 @@ pub(crate) struct EffectMsg {
     pub reply_to: SocketAddr,
     pub intent: String,
     pub label: String,
+    /// The receiver ignores a second delivery with the same key (None: never deduplicated).
+    pub dedupe: Option<String>,
 }
 
 /// Draw one fault decision from the seed. Rates of 0 draw nothing, so adding a fault kind to

@@ -31,6 +31,7 @@ pub const NAMES: &[(&str, &str)] = &[
     ("scope-leak", "a success naming another user's row (a stored reply crossed users)"),
     ("replay-mismatch", "successes for one (user, operation, key) with different status or body"),
     ("payload-mismatch-executed", "a different payload executed under a used key"),
+    ("lost-effect", "the client saw a success but the intent's external effect never happened"),
     ("unacknowledged-effect", "an effect happened but the client never saw a success and stopped trying"),
     ("stuck-key", "a key still in progress at quiescence"),
     ("unfinished-intent", "no attempt chain of the intent ended with a final outcome (2xx or 4xx) within its retry budget"),
@@ -47,6 +48,9 @@ pub struct Evidence<'a> {
     pub effect_log: &'a [(String, u64)],
     /// Intents of keys still in progress at the end.
     pub stuck: &'a [(String, String)],
+    /// Every acknowledged intent should have produced an effect (the model performs one, or
+    /// the sim injects one at a point of the model for every request).
+    pub effects_expected: bool,
 }
 
 fn is_success(a: &AttemptOutcome) -> bool {
@@ -149,6 +153,14 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
                 }),
                 Some(_) => {}
             }
+        }
+        if ev.effects_expected && effects.is_empty() && acknowledged && finished && r.bounds_hit.is_empty() {
+            out.push(Violation {
+                name: "lost-effect",
+                intent: intent.to_string(),
+                detail: "a success reached the client; no effect was delivered".into(),
+                permitted: false,
+            });
         }
         if !effects.is_empty() && !acknowledged && finished {
             out.push(Violation {

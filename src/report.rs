@@ -70,6 +70,8 @@ pub struct RunReport {
     /// External effects delivered to the receiver, per intent.
     pub effects: BTreeMap<String, u64>,
     pub effects_total: u64,
+    /// Deliveries the receiver got, before deduplication.
+    pub deliveries: u64,
     pub checks: Vec<Check>,
     /// Invariant violations found by the oracle (bugs and policy-permitted ones).
     pub violations: Vec<crate::oracle::Violation>,

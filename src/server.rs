@@ -14,10 +14,11 @@ use madsim::net::Endpoint;
 use madsim::rand::Rng;
 use madsim::runtime::Handle;
 use madsim::time::{sleep, timeout};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use crate::http::{self, Order, Response};
-use crate::model::{Awaits, Fingerprint, InFlight, Step, StoreOutcomes};
+use crate::keystore::Record;
+use crate::model::{Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, Replay, Step, StoreOutcomes};
 use crate::net::{self, EffectMsg, Envelope};
 use crate::scenario::InjectAction;
 use crate::store;
@@ -26,8 +27,12 @@ use crate::world::{self, World};
 /// The main task of server process `idx` (re-run on restart).
 pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
     let node = format!("server-{}", idx + 1);
-    // A (re)started process has a fresh event loop: nobody holds it.
-    world.lock().loops[idx] = (None, Vec::new());
+    // A (re)started process has a fresh event loop and empty memory.
+    {
+        let mut st = world.lock();
+        st.loops[idx] = (None, Vec::new());
+        st.mem.memory[idx].clear();
+    }
     let conn = match store::open(&world.db_uri) {
         Ok(c) => Rc::new(c),
         Err(e) => {
@@ -42,6 +47,9 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
             return;
         }
     };
+    if world.model.program.contains(&Step::Outbox) {
+        madsim::task::spawn_local(crate::relay::relay_main(world.clone(), idx, conn.clone()));
+    }
     loop {
         let Ok((payload, _from)) = ep.recv_from_raw(world::REQ_TAG).await else { return };
         let Ok(env) = payload.downcast::<Envelope>() else { continue };
@@ -73,7 +81,7 @@ async fn handle(world: Arc<World>, idx: usize, conn: Rc<Connection>, ep: Arc<End
         idx,
         conn,
         label: env.label.clone(),
-        req: env.req,
+        req: Some(env.req),
         intent: env.http.header("X-Intent").unwrap_or("").to_string(),
         order: None,
         key: None,
@@ -81,6 +89,7 @@ async fn handle(world: Arc<World>, idx: usize, conn: Rc<Connection>, ep: Arc<End
         row_id: None,
         response: None,
         claimed: false,
+        effect_dedupe_key: None,
         completed: false,
         drop_reply: false,
     };
@@ -98,14 +107,14 @@ async fn handle(world: Arc<World>, idx: usize, conn: Rc<Connection>, ep: Arc<End
 }
 
 /// The scope of a key: (user, operation, key), with unscoped fields stored as "".
-struct ScopedKey {
-    user: String,
-    operation: String,
-    key: String,
+pub(crate) struct ScopedKey {
+    pub user: String,
+    pub operation: String,
+    pub key: String,
 }
 
 /// Why a request failed.
-enum Failure {
+pub(crate) enum Failure {
     /// The database stayed locked past the wait budget → 503.
     Busy,
     /// Anything else → 500.
@@ -114,39 +123,34 @@ enum Failure {
     Bound,
 }
 
-/// A stored key record.
-struct Record {
-    fingerprint: String,
-    status: Option<i64>,
-    response: Option<String>,
-    state: String,
-}
-
-enum Flow {
+pub(crate) enum Flow {
     Next,
     Finish(Response),
 }
 
-/// The execution of one request by a step program.
-struct Exec {
+/// The execution of one request by a step program (or of the outbox relay).
+pub(crate) struct Exec {
     /// Unique per execution (a duplicated request gets two): the event loop's holder.
-    id: u64,
-    world: Arc<World>,
-    node: String,
-    idx: usize,
-    conn: Rc<Connection>,
-    label: String,
-    req: usize,
-    intent: String,
-    order: Option<Order>,
-    key: Option<ScopedKey>,
-    fingerprint: String,
-    row_id: Option<i64>,
-    response: Option<Response>,
-    claimed: bool,
+    pub(crate) id: u64,
+    pub(crate) world: Arc<World>,
+    pub(crate) node: String,
+    pub(crate) idx: usize,
+    pub(crate) conn: Rc<Connection>,
+    pub(crate) label: String,
+    /// Index of the sim request this executes (None: the relay).
+    pub(crate) req: Option<usize>,
+    pub(crate) intent: String,
+    pub(crate) order: Option<Order>,
+    pub(crate) key: Option<ScopedKey>,
+    pub(crate) fingerprint: String,
+    pub(crate) row_id: Option<i64>,
+    pub(crate) response: Option<Response>,
+    pub(crate) claimed: bool,
+    /// Dedupe key of the effect being delivered (set by the relay from the outbox row).
+    pub(crate) effect_dedupe_key: Option<String>,
     /// This request recorded its outcome under its claim.
-    completed: bool,
-    drop_reply: bool,
+    pub(crate) completed: bool,
+    pub(crate) drop_reply: bool,
 }
 
 impl Drop for Exec {
@@ -156,6 +160,29 @@ impl Drop for Exec {
 }
 
 impl Exec {
+    /// An execution context for the outbox relay of process `idx` (no request).
+    pub(crate) fn relay(world: Arc<World>, idx: usize, conn: Rc<Connection>) -> Exec {
+        Exec {
+            id: world.next_tag(),
+            node: format!("server-{}", idx + 1),
+            world,
+            idx,
+            conn,
+            label: "relay".into(),
+            req: None,
+            intent: String::new(),
+            order: None,
+            key: None,
+            fingerprint: String::new(),
+            row_id: None,
+            response: None,
+            claimed: false,
+            effect_dedupe_key: None,
+            completed: false,
+            drop_reply: false,
+        }
+    }
+
     /// Is this a synchronous driver whose statements take time (and so block the process)?
     fn blocking_driver(&self) -> bool {
         let d = &self.world.model.driver;
@@ -164,7 +191,7 @@ impl Exec {
 
     /// Take the process's event loop (synchronous driver): other requests of this process
     /// wait until it is released; other processes run.
-    async fn acquire_loop(&self) {
+    pub(crate) async fn acquire_loop(&self) {
         let (idx, me) = (self.idx, self.id);
         std::future::poll_fn(|cx| {
             let mut st = self.world.lock();
@@ -184,7 +211,7 @@ impl Exec {
         .await
     }
 
-    fn release_loop(&self) {
+    pub(crate) fn release_loop(&self) {
         let wakers = {
             let mut st = self.world.lock();
             let l = &mut st.loops[self.idx];
@@ -204,7 +231,7 @@ impl Exec {
         self.row_id.is_some() && (200..300).contains(&resp.status)
     }
 
-    fn event(&self, text: impl Into<String>) {
+    pub(crate) fn event(&self, text: impl Into<String>) {
         self.world.event(&self.node, format!("{}: {}", self.label, text.into()));
     }
 
@@ -291,7 +318,7 @@ impl Exec {
     }
 
     /// Run one SQL statement, waiting out a locked database in simulated time up to the budget.
-    async fn sql<T>(&self, what: &str, f: impl Fn(&Connection) -> rusqlite::Result<T>) -> Result<T, Failure> {
+    pub(crate) async fn sql<T>(&self, what: &str, f: impl Fn(&Connection) -> rusqlite::Result<T>) -> Result<T, Failure> {
         let blocking = self.blocking_driver();
         if blocking {
             self.acquire_loop().await;
@@ -360,7 +387,7 @@ impl Exec {
                 if self.key.is_none() {
                     return Ok(Flow::Next);
                 }
-                let rec = self.lookup().await?;
+                let rec = self.ks_lookup().await?;
                 match rec {
                     None => {
                         self.event("lookup: miss");
@@ -370,27 +397,28 @@ impl Exec {
                 }
             }
             Step::Claim => {
-                let Some(k) = &self.key else { return Ok(Flow::Next) };
-                let (user, op, key) = (k.user.clone(), k.operation.clone(), k.key.clone());
-                let (fp, intent, now) = (self.fingerprint.clone(), self.intent.clone(), self.world.now_us() / 1000);
-                let r = self
-                    .sql("claim", |c| {
-                        c.prepare_cached(
-                            "INSERT INTO keys(user, operation, key, fingerprint, status, response, state, created_ms, intent)
-                             VALUES (?1, ?2, ?3, ?4, NULL, NULL, 'in-progress', ?5, ?6)",
-                        )?
-                        .execute(params![user, op, key, fp, now as i64, intent])
-                        .map(|_| true)
-                        .or_else(|e| if store::is_constraint(&e) { Ok(false) } else { Err(e) })
-                    })
-                    .await?;
-                if r {
+                if self.key.is_none() {
+                    return Ok(Flow::Next);
+                }
+                if self.ks_claim().await? {
                     self.claimed = true;
                     self.event("claim: key claimed (in-progress)");
                     return Ok(Flow::Next);
                 }
-                match self.lookup().await? {
+                let kp = self.world.model.key.clone().expect("key policy");
+                if kp.claim_conflict == ClaimConflict::Error {
+                    self.event("claim: unique constraint failed");
+                    return Err(Failure::Error("UNIQUE constraint failed: keys".into()));
+                }
+                match self.ks_lookup().await? {
                     Some(rec) => {
+                        let now = self.world.now_us() / 1000;
+                        let expired = rec.state == "in-progress" && rec.lease_until_ms.is_some_and(|l| l <= now);
+                        if expired && rec.fingerprint == self.fingerprint && self.ks_takeover(&rec).await? {
+                            self.claimed = true;
+                            self.event("claim: took over a claim whose lease expired");
+                            return Ok(Flow::Next);
+                        }
                         self.event("claim: key already claimed");
                         self.on_hit(rec).await
                     }
@@ -427,21 +455,33 @@ impl Exec {
                 self.effect().await?;
                 Ok(Flow::Next)
             }
+            Step::Outbox => {
+                let (intent, dedupe, now) = (self.intent.clone(), self.effect_key(), (self.world.now_us() / 1000) as i64);
+                let id = self
+                    .sql("outbox", |c| {
+                        c.prepare_cached("INSERT INTO outbox(intent, dedupe, created_ms) VALUES (?1, ?2, ?3)")?
+                            .execute(params![intent, dedupe, now])?;
+                        Ok(c.last_insert_rowid())
+                    })
+                    .await?;
+                self.event(format!("outbox: message {id} queued"));
+                Ok(Flow::Next)
+            }
             Step::Point(p) => self.point(p).await,
         }
     }
 
-    async fn lookup(&self) -> Result<Option<Record>, Failure> {
-        let k = self.key.as_ref().expect("key present");
-        let (user, op, key) = (k.user.clone(), k.operation.clone(), k.key.clone());
-        self.sql("lookup", |c| {
-            c.prepare_cached("SELECT fingerprint, status, response, state FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3")?
-                .query_row(params![user, op, key], |r| {
-                    Ok(Record { fingerprint: r.get(0)?, status: r.get(1)?, response: r.get(2)?, state: r.get(3)? })
-                })
-                .optional()
-        })
-        .await
+    /// The key the effect receiver deduplicates this request's effect by (model's choice).
+    fn effect_key(&self) -> Option<String> {
+        match self.world.model.effect_dedupe {
+            EffectDedupe::None => None,
+            EffectDedupe::Key => self.key.as_ref().map(|k| format!("key:{}/{}/{}", k.user, k.operation, k.key)),
+            EffectDedupe::Payload => self
+                .order
+                .as_ref()
+                .map(|o| format!("payload:{}", http::sha256_hex(format!("{}|{}|{}", o.user, o.operation, o.canonical()).as_bytes()))),
+            EffectDedupe::Row => self.row_id.map(|id| format!("row:{id}")),
+        }
     }
 
     /// A stored record was found: replay, mismatch, or in flight.
@@ -469,7 +509,7 @@ impl Exec {
                         }
                         sleep(Duration::from_millis(10)).await;
                         waited += 10;
-                        match self.lookup().await? {
+                        match self.ks_lookup().await? {
                             Some(r) if r.state == "done" => {
                                 rec = r;
                                 break;
@@ -481,6 +521,10 @@ impl Exec {
                 }
             }
         }
+        if let Replay::Status(s) = kp.replay {
+            self.event(format!("lookup: hit on a completed request → {s}"));
+            return Ok(Flow::Finish(Response::error(s, "request with this Idempotency-Key already processed")));
+        }
         let status = rec.status.unwrap_or(500) as u16;
         self.event(format!("lookup: hit → replay {status}"));
         let mut resp = Response::new(status, rec.response.unwrap_or_default());
@@ -490,44 +534,39 @@ impl Exec {
 
     /// Record (status, body) under the key: complete our claim, or insert a new record.
     async fn save(&mut self, status: u16, body: &str) -> Result<(), Failure> {
-        let Some(k) = &self.key else { return Ok(()) };
-        let (user, op, key) = (k.user.clone(), k.operation.clone(), k.key.clone());
-        let (fp, intent, now) = (self.fingerprint.clone(), self.intent.clone(), self.world.now_us() / 1000);
-        let body = body.to_string();
+        if self.key.is_none() {
+            return Ok(());
+        }
         if self.claimed {
-            let n = self
-                .sql("save-response", |c| {
-                    c.prepare_cached(
-                        "UPDATE keys SET status = ?4, response = ?5, state = 'done' WHERE user = ?1 AND operation = ?2 AND key = ?3",
-                    )?
-                    .execute(params![user, op, key, status, body])
-                })
-                .await?;
-            self.event(format!("save-response: claim completed with {status} ({n} record)"));
+            let n = self.ks_complete(status, body).await?;
+            if n == 0 {
+                self.event("save-response: the claim is no longer ours (fenced)");
+                return Err(Failure::Error("stale owner: completion rejected by the fencing token".into()));
+            }
+            self.event(format!("save-response: claim completed with {status}"));
             self.completed = true;
         } else {
-            self.sql("save-response", |c| {
-                c.prepare_cached(
-                    "INSERT INTO keys(user, operation, key, fingerprint, status, response, state, created_ms, intent)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'done', ?7, ?8)",
-                )?
-                .execute(params![user, op, key, fp, status, body, now as i64, intent])
-            })
-            .await?;
+            self.ks_insert_done(status, body).await?;
             self.event(format!("save-response: stored {status}"));
         }
         Ok(())
     }
 
     /// Call the effect receiver for this intent and wait for its acknowledgement.
-    async fn effect(&self) -> Result<(), Failure> {
+    pub(crate) async fn effect(&self) -> Result<(), Failure> {
         self.release_loop(); // a network call yields the event loop
         let ep = Endpoint::bind(std::net::SocketAddr::new(world::server_addr(self.idx).ip(), 0))
             .await
             .map_err(|e| Failure::Error(format!("effect: {e}")))?;
         let tag = self.world.next_tag();
         self.event("effect: calling the receiver");
-        let msg = EffectMsg { reply_tag: tag, reply_to: ep.local_addr().expect("bound"), intent: self.intent.clone(), label: self.label.clone() };
+        let msg = EffectMsg {
+            reply_tag: tag,
+            reply_to: ep.local_addr().expect("bound"),
+            intent: self.intent.clone(),
+            label: self.label.clone(),
+            dedupe: self.effect_dedupe_key.clone().or_else(|| self.effect_key()),
+        };
         let _ = ep.send_to_raw(world::receiver_addr(), world::EFFECT_TAG, Box::new(msg)).await;
         // Long enough for a round trip at the world's worst latency.
         let wait = Duration::from_millis(1000 + 2 * self.world.sim.world.latency_ms.1);
@@ -541,11 +580,11 @@ impl Exec {
     }
 
     /// A named point: run the sim's injections for it, in file order.
-    async fn point(&mut self, point: &str) -> Result<Flow, Failure> {
+    pub(crate) async fn point(&mut self, point: &str) -> Result<Flow, Failure> {
         let sim = self.world.sim.clone();
-        let req_id = &sim.requests[self.req].id;
+        let req_id = self.req.map(|r| sim.requests[r].id.as_str());
         for (i, inj) in sim.injects.iter().enumerate() {
-            if inj.point != point || inj.request.as_ref().is_some_and(|r| r != req_id) {
+            if inj.point != point || inj.request.as_ref().is_some_and(|r| Some(r.as_str()) != req_id) {
                 continue;
             }
             {
@@ -571,7 +610,7 @@ impl Exec {
     }
 
     /// Kill this process now; the control node restarts it after `restart_ms`.
-    async fn crash(&self, restart_ms: u64) {
+    pub(crate) async fn crash(&self, restart_ms: u64) {
         if std::mem::replace(&mut self.world.lock().crashing[self.idx], true) {
             // Another request of this process already crashed it; it is going down.
             std::future::pending::<()>().await;
@@ -610,25 +649,42 @@ impl Exec {
         };
         if model.store_outcomes == StoreOutcomes::All && self.claimed && !self.completed {
             let _ = self.save(resp.status, &resp.body.clone()).await;
+        } else if model.on_error.release_claim && self.claimed && !self.completed {
+            if let Ok(n) = self.ks_release().await {
+                self.event(format!("release-claim: {n} claim deleted"));
+            }
         }
         resp
     }
 }
 
-/// The external effect receiver (e-mail, payment): counts every delivery per intent.
+/// The external effect receiver (e-mail, payment): counts deliveries, and effects per intent
+/// after deduplicating by the delivery's key when the model sends one.
 pub(crate) async fn receiver_main(world: Arc<World>) {
     let Ok(ep) = Endpoint::bind(world::receiver_addr()).await else { return };
     loop {
         let Ok((payload, _)) = ep.recv_from_raw(world::EFFECT_TAG).await else { return };
         let Ok(msg) = payload.downcast::<EffectMsg>() else { continue };
-        {
+        let fresh = {
             let t = world.now_us() / 1000;
             let mut st = world.lock();
-            *st.effects.entry(msg.intent.clone()).or_insert(0) += 1;
-            st.effects_total += 1;
-            st.effect_log.push((msg.intent.clone(), t));
+            st.deliveries += 1;
+            let fresh = match &msg.dedupe {
+                Some(k) => st.dedupe_seen.insert(k.clone()),
+                None => true,
+            };
+            if fresh {
+                *st.effects.entry(msg.intent.clone()).or_insert(0) += 1;
+                st.effects_total += 1;
+                st.effect_log.push((msg.intent.clone(), t));
+            }
+            fresh
+        };
+        if fresh {
+            world.event("receiver", format!("effect for intent {} (from {})", msg.intent, msg.label));
+        } else {
+            world.event("receiver", format!("duplicate delivery for intent {} ignored (from {})", msg.intent, msg.label));
         }
-        world.event("receiver", format!("effect for intent {} (from {})", msg.intent, msg.label));
         let _ = ep.send_to_raw(msg.reply_to, msg.reply_tag, Box::new(())).await;
     }
 }

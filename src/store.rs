@@ -34,8 +34,17 @@ CREATE TABLE keys(
   response TEXT,
   state TEXT NOT NULL,
   created_ms INTEGER NOT NULL,
+  lease_until_ms INTEGER,
+  token INTEGER,
   intent TEXT NOT NULL,
   PRIMARY KEY (user, operation, key)
+);
+CREATE TABLE outbox(
+  id INTEGER PRIMARY KEY,
+  intent TEXT NOT NULL,
+  dedupe TEXT,
+  created_ms INTEGER NOT NULL,
+  sent INTEGER NOT NULL DEFAULT 0
 );
 ";
 

@@ -58,6 +58,12 @@ pub(crate) struct State {
     pub effect_log: Vec<(String, u64)>,
     /// (intent, ms) of every key deleted by the collector or a delete-keys action.
     pub collected: Vec<(String, u64)>,
+    /// The cache and per-process memory key stores.
+    pub mem: crate::keystore::MemStores,
+    /// Every delivery the effect receiver got (before deduplication).
+    pub deliveries: u64,
+    /// Dedupe keys the receiver has seen.
+    pub dedupe_seen: std::collections::BTreeSet<String>,
     /// Per process: which request holds its event loop (synchronous driver), and who waits.
     pub loops: Vec<(Option<u64>, Vec<std::task::Waker>)>,
     /// Per process: a crash is under way (the process is going down, restart pending).
@@ -83,6 +89,9 @@ impl State {
             collected: vec![],
             crashing: vec![],
             loops: vec![],
+            mem: Default::default(),
+            deliveries: 0,
+            dedupe_seen: Default::default(),
             done: vec![],
         }
     }
@@ -258,6 +267,7 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
             world.lock().inject_fired = vec![0; world.sim.injects.len()];
             world.lock().crashing = vec![false; world.sim.world.processes];
             world.lock().loops = (0..world.sim.world.processes).map(|_| (None, Vec::new())).collect();
+            world.lock().mem.memory = vec![Default::default(); world.sim.world.processes];
             supervise(world.clone()).await;
             world
         }
@@ -267,11 +277,32 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
     drop(rt);
     // The control node's handle lives in the world; drop it so no task keeps the world alive.
     world.control.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let (rows, keys) = {
+    let (rows, mut keys) = {
         let observer = world.observer.lock().unwrap_or_else(|p| p.into_inner());
         (store::read_rows(&observer)?, store::read_keys(&observer)?)
     };
     let state = std::mem::replace(&mut *world.lock(), State::empty());
+    // Keys held outside SQLite (a TTL cache, process memory) as the checker sees them. Memory
+    // of processes is what they hold at the end (a restart has emptied it).
+    let retention = world.model.key.as_ref().and_then(|k| k.retention_ms);
+    let end_ms = state.history.last().map(|e| e.t_us / 1000).unwrap_or(0);
+    let mem_keys = state
+        .mem
+        .cache
+        .iter()
+        .filter(|(_, r)| retention.is_none_or(|ttl| r.created_ms + ttl > end_ms))
+        .chain(state.mem.memory.iter().flat_map(|m| m.iter()));
+    for ((user, operation, key), r) in mem_keys {
+        keys.push(store::KeyRecord {
+            user: user.clone(),
+            operation: operation.clone(),
+            key: key.clone(),
+            status: r.status,
+            response: r.response.clone(),
+            state: r.state.clone(),
+            intent: r.intent.clone(),
+        });
+    }
     let history = History { events: state.history };
     let end_ms = history.events.last().map(|e| e.t_us as f64 / 1000.0).unwrap_or(0.0);
 
@@ -285,6 +316,7 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
         rows,
         effects: state.effects,
         effects_total: state.effects_total,
+        deliveries: state.deliveries,
         checks: vec![],
         violations: vec![],
         warnings: warnings(&world.sim, &world.model),
@@ -296,12 +328,22 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
         trace_hash: format!("{:016x}", history.hash()),
     };
     report.checks = checker::check_expectations(&world.sim, &report);
-    let stuck: Vec<(String, String)> =
-        keys.iter().filter(|k| k.state != "done").map(|k| (k.intent.clone(), k.key.clone())).collect();
+    // An in-progress key under a lease can be taken over once the lease expires: not stuck.
+    let leased = world.model.key.as_ref().is_some_and(|k| k.lease_ms.is_some());
+    let stuck: Vec<(String, String)> = keys
+        .iter()
+        .filter(|k| k.state != "done" && !leased)
+        .map(|k| (k.intent.clone(), k.key.clone()))
+        .collect();
     report.violations = oracle::violations(
         &world.sim,
         &report,
-        &oracle::Evidence { collected: &state.collected, effect_log: &state.effect_log, stuck: &stuck },
+        &oracle::Evidence {
+            collected: &state.collected,
+            effect_log: &state.effect_log,
+            stuck: &stuck,
+            effects_expected: effects_expected(&world.sim, &world.model),
+        },
     );
     report.per_intent = oracle::per_intent(&world.sim, &report);
     report.ambiguous_intents = report
@@ -310,6 +352,19 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
         .filter(|v| v.name == "unfinished-intent")
         .count() as u64;
     Ok(RunOutput { report, history: opts.keep_history.then_some(history) })
+}
+
+/// Should every acknowledged intent have an effect? Yes when the model performs effects, or
+/// when the sim injects an unconditional effect at a point of the model for every request.
+fn effects_expected(sim: &Sim, model: &Model) -> bool {
+    model.has_effects()
+        || sim.injects.iter().any(|i| {
+            matches!(i.action, crate::scenario::InjectAction::Effect)
+                && i.request.is_none()
+                && i.rate >= 1.0
+                && i.times.is_none()
+                && model.points().contains(&i.point.as_str())
+        })
 }
 
 /// What in the sim cannot take effect with this model.
@@ -418,7 +473,8 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         let busy = {
             let st = world.lock();
             st.handlers_in_flight + st.actions_running
-        };
+        } as u64
+            + outbox_pending(&world);
         if busy == 0 {
             break;
         }
@@ -429,6 +485,15 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         sleep(Duration::from_millis(10)).await;
     }
     world.event("control", "quiescent");
+}
+
+/// Outbox rows not yet delivered (0 when the model has no outbox or the table is locked).
+fn outbox_pending(world: &World) -> u64 {
+    if !world.model.program.contains(&crate::model::Step::Outbox) {
+        return 0;
+    }
+    let c = world.observer.lock().unwrap_or_else(|p| p.into_inner());
+    c.query_row("SELECT COUNT(*) FROM outbox WHERE sent = 0", [], |r| r.get::<_, i64>(0)).map(|n| n as u64).unwrap_or(1)
 }
 
 /// Run a world action on the control node.

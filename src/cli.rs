@@ -83,6 +83,10 @@ pub enum Command {
         jobs: Option<usize>,
         #[arg(long)]
         json: bool,
+        /// Print the "which design survives which fault" table as Markdown: one row per model,
+        /// one column per sim, each cell the violations found and on what share of seeds.
+        #[arg(long, conflicts_with = "json")]
+        markdown: bool,
     },
 }
 
@@ -112,7 +116,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Sweep { sim, model, seeds, jobs, per_seed, check_determinism, json }) => {
             sweep_cmd(&sim, &model, seeds, jobs, per_seed, check_determinism, json)
         }
-        Some(Command::Matrix { sims, models, seeds, jobs, json }) => {
+        Some(Command::Matrix { sims, models, seeds, jobs, json, markdown }) => {
             let seeds = seed_arg(seeds)?;
             let (sims, models) = load_matrix_inputs(&sims, &models)?;
             let jobs = jobs.unwrap_or_else(sweep::default_jobs);
@@ -123,6 +127,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             eprintln!("{runs} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s", runs as f64 / secs.max(1e-9));
             if json {
                 println!("{}", matrix_json(&models, &cells));
+            } else if markdown {
+                print!("{}", survival_markdown(&sims, &models, &cells));
             } else {
                 print!("{}", matrix_table(&sims, &models, &cells));
             }
@@ -357,10 +363,64 @@ fn run_one(sim: &str, model: &str, seed: u64, trace: bool, json: bool) -> anyhow
     Ok(if r.passed() { EXIT_OK } else { EXIT_FAILED })
 }
 
+/// Short names for table cells.
+fn short(name: &str) -> &str {
+    match name {
+        "duplicate-row" => "dup-row",
+        "duplicate-effect" => "dup-effect",
+        "payload-mismatch-executed" => "payload-executed",
+        "unacknowledged-effect" => "unacked-effect",
+        "unfinished-intent" => "unfinished",
+        "expired-duplicate-row" => "expired-row",
+        "expired-duplicate-effect" => "expired-effect",
+        "expired-replay-mismatch" => "expired-replay",
+        other => other,
+    }
+}
+
+/// Models × sims as Markdown: `✓` when no violation was found on any seed, else each
+/// violation (short name) with the share of seeds it occurred on; policy-permitted ones in
+/// italics.
+pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
+    let mut out = String::new();
+    out.push_str("| design |");
+    for s in sims {
+        let _ = write!(out, " {} |", s.name);
+    }
+    out.push_str("\n|---|");
+    for _ in sims {
+        out.push_str("---|");
+    }
+    out.push('\n');
+    for (mi, m) in models.iter().enumerate() {
+        let _ = write!(out, "| **{}** |", m.name);
+        for si in 0..sims.len() {
+            let c = &cells[si * models.len() + mi];
+            let mut names: Vec<(&String, &sweep::ViolationStat)> = c.violations.iter().collect();
+            names.sort_by_key(|(n, _)| crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX));
+            let parts: Vec<String> = names
+                .iter()
+                .map(|(n, v)| {
+                    let pct = (100.0 * v.seeds as f64 / c.runs.max(1) as f64).round();
+                    if v.permitted { format!("*{} {pct}%*", short(n)) } else { format!("{} {pct}%", short(n)) }
+                })
+                .collect();
+            let text = if parts.is_empty() { "✓".to_string() } else { parts.join("<br>") };
+            let _ = write!(out, " {text} |");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The pass/fail table, like the published results table, with per-variant totals and then
 /// one line per failing cell ending with its replay command.
 pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
     let mut out = String::new();
+    if !sims.iter().any(|s| s.has_expectations()) {
+        out.push_str("(these sims state no expectations: the oracle's findings are the result)\n");
+        return out + &violation_lines(cells);
+    }
     let width = sims.iter().map(|s| s.name.len()).max().unwrap_or(4).max(5) + 2;
     let colw = models.iter().map(|m| m.name.len()).max().unwrap_or(8).max(12) + 2;
     let _ = write!(out, "{:<width$}", "case");
@@ -388,14 +448,7 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
         let _ = write!(out, "{:<colw$}", format!("{}/{}", t.passed, t.total));
     }
     out.push('\n');
-    let violating: Vec<&Cell> = cells.iter().filter(|c| c.violations.values().any(|v| !v.permitted)).collect();
-    if !violating.is_empty() {
-        out.push_str("\nviolations found by the oracle (seeds with each / seeds run):\n");
-        for c in violating {
-            let list: Vec<String> = c.violating().map(|(n, v)| format!("{n} {}/{}", v.seeds, c.runs)).collect();
-            let _ = writeln!(out, "  {} × {}: {}", c.model, c.sim, list.join(", "));
-        }
-    }
+    out.push_str(&violation_lines(cells));
     let failing: Vec<&Cell> = cells.iter().filter(|c| !c.passed).collect();
     if !failing.is_empty() {
         out.push_str("\nfailures (first failing seed of each cell):\n");
@@ -416,6 +469,30 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
                 c.first_failed_seed.unwrap_or_default(),
                 c.replay_command().unwrap_or_default()
             );
+        }
+    }
+    out
+}
+
+/// One line per cell with violations: names, seeds with each, first seed's replay command.
+fn violation_lines(cells: &[Cell]) -> String {
+    let mut out = String::new();
+    let violating: Vec<&Cell> = cells.iter().filter(|c| !c.violations.is_empty()).collect();
+    if violating.is_empty() {
+        out.push_str("\nno violations found by the oracle on any seed\n");
+        return out;
+    }
+    out.push_str("\nviolations found by the oracle (seeds with each / seeds run; * = policy-permitted):\n");
+    for c in violating {
+        let list: Vec<String> = c
+            .violations
+            .iter()
+            .map(|(n, v)| format!("{n}{} {}/{}", if v.permitted { "*" } else { "" }, v.seeds, c.runs))
+            .collect();
+        let first = c.violations.values().filter(|v| !v.permitted).map(|v| v.first_seed).min();
+        let _ = writeln!(out, "  {} × {}: {}", c.model, c.sim, list.join(", "));
+        if let Some(seed) = first {
+            let _ = writeln!(out, "    replay: {}", sweep::replay_command(&c.sim_path, &c.model_cli, seed));
         }
     }
     out

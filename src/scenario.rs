@@ -782,6 +782,16 @@ impl Sim {
         })
     }
 
+    /// Does the sim state any expectation (else only the oracle judges it)?
+    pub fn has_expectations(&self) -> bool {
+        let e = &self.expect;
+        e.rows.is_some()
+            || e.keys.is_some()
+            || e.effects.is_some()
+            || e.row_qty.is_some()
+            || self.requests.iter().any(|r| r.expect != RequestExpect::default())
+    }
+
     /// Index of a request by id.
     pub fn request_index(&self, id: &str) -> Option<usize> {
         self.requests.iter().position(|r| r.id == id)

@@ -374,6 +374,7 @@ pub fn warnings(sim: &Sim, model: &Model) -> Vec<String> {
         .injects
         .iter()
         .filter(|i| !points.contains(&i.point.as_str()))
+        .filter(|i| !(i.point == "relay-after-send" && model.program.contains(&crate::model::Step::Outbox)))
         .map(|i| format!("inject `{}` at @{} never fires: model {} has no such point", i.action.name(), i.point, model.name))
         .collect();
     if sim.faults.gc_every_ms.is_some() && model.key.as_ref().and_then(|k| k.retention_ms).is_none() {

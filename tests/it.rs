@@ -254,16 +254,73 @@ fn all_models() -> Vec<Arc<Model>> {
 }
 
 /// Sweep aggregates (violation counts, row and effect histograms) of every shipped model ×
-/// every fault sim over a fixed seed range.
+/// every fault and catalogue sim over a fixed seed range.
 #[test]
-fn fault_sims_sweep_snapshots() {
-    let sims = catalog::sims_at(root().join("sims/faults").to_str().unwrap()).unwrap();
-    assert!(sims.len() >= 8);
-    let models = all_models();
-    let cells = sweep::run_matrix(&sims, &models, Some(0..40), 2).unwrap();
-    for c in &cells {
-        snapshot(&format!("faults__{}__{}", c.sim, c.model), &cell_text(c));
+fn fault_and_catalogue_sims_sweep_snapshots() {
+    for dir in ["faults", "catalogue"] {
+        let sims = catalog::sims_at(root().join("sims").join(dir).to_str().unwrap()).unwrap();
+        assert!(sims.len() >= 6);
+        let models = all_models();
+        assert!(models.len() >= 15);
+        let cells = sweep::run_matrix(&sims, &models, Some(0..20), 2).unwrap();
+        for c in &cells {
+            snapshot(&format!("{dir}__{}__{}", c.sim, c.model), &cell_text(c));
+        }
     }
+}
+
+/// The catalogue's documented failures, found by simulation.
+#[test]
+fn catalogue_designs_fail_where_the_literature_says() {
+    let run = |sim_rel: &str, m: &str| sweep::run_matrix(&[sim(sim_rel)], &[model(m)], Some(0..30), 2).unwrap().remove(0);
+    let has = |c: &Cell, v: &str| c.violations.get(v).is_some_and(|x| x.seeds > 0);
+    // claim-first without a lease: a failure leaves the key stuck in progress.
+    let c = run("sims/catalogue/transient-failure.toml", "claim-first");
+    assert!(has(&c, "stuck-key") && has(&c, "unfinished-intent"), "{:?}", c.violations);
+    // Stripe v1 pins a transient 500 to the key.
+    let c = run("sims/catalogue/transient-failure.toml", "stripe-v1");
+    assert!(has(&c, "unfinished-intent") && !has(&c, "duplicate-row"), "{:?}", c.violations);
+    // A lease taken over after a long pause executes twice; fencing keeps the record right.
+    let lease = run("sims/catalogue/pause-past-lease.toml", "lease");
+    let fenced = run("sims/catalogue/pause-past-lease.toml", "lease-fencing");
+    assert!(has(&lease, "duplicate-row") && has(&lease, "replay-mismatch"), "{:?}", lease.violations);
+    assert!(has(&fenced, "duplicate-row") && !has(&fenced, "replay-mismatch"), "{:?}", fenced.violations);
+    // The outbox delivers twice after a relay crash unless the receiver deduplicates.
+    assert!(has(&run("sims/catalogue/relay-crash.toml", "outbox"), "duplicate-effect"));
+    assert!(run("sims/catalogue/relay-crash.toml", "outbox-dedupe").violations.is_empty());
+    // An await inside a transaction on a shared connection: another request's ROLLBACK undoes
+    // the original's row while its stored reply survives.
+    assert!(has(&run("sims/catalogue/pause-past-lease.toml", "transactional-async"), "lost-success"));
+    // Payload-derived effect dedupe merges two real intents.
+    assert!(has(&run("sims/catalogue/equal-payload-intents.toml", "no-key-dedupe-receiver"), "lost-effect"));
+    // In-memory inbox forgets across restarts; the database inbox does not.
+    assert!(has(&run("sims/catalogue/webhook-redelivery.toml", "inbox-memory"), "duplicate-row"));
+    assert!(run("sims/catalogue/webhook-redelivery.toml", "inbox").violations.is_empty());
+}
+
+/// A model written outside the repository runs as is, and its replay command names its path.
+#[test]
+fn model_outside_the_repository_runs_by_path() {
+    let dir = std::env::temp_dir().join(format!("idemsim-ext-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("my-variant.toml");
+    std::fs::write(&f, "name = \"my-variant\"\nprogram = [\"begin\", \"insert-row\", \"commit\"]\n").unwrap();
+    let (code, out, err) = idemsim(&["run", "01-same-key-same-content", "--model", f.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.trim_end().ends_with(&format!("--model {} --seed 0 --trace", f.display())), "{out}");
+}
+
+#[test]
+fn bad_model_fields_name_what_is_allowed() {
+    let parse = |src: &str| Model::parse(Path::new("m.toml"), src).unwrap_err().to_string();
+    let e = parse("program = [\"claim\", \"insert-row\"]\n[key]\nstore = \"redis\"\n");
+    assert_eq!(e, "m.toml:3:9: unknown key store `redis`; expected sqlite, cache or memory");
+    let e = parse("program = [\"claim\", \"insert-row\"]\n[key]\nstore = \"cache\"\n");
+    assert!(e.contains("needs key.retention_ms"), "{e}");
+    let e = parse("program = [\"insert-row\"]\non_error = [\"retry\"]\n");
+    assert_eq!(e, "m.toml:2:13: unknown on_error action `retry`; expected rollback or release-claim");
+    let e = parse("program = [\"insert-row\"]\n[effects]\ndedupe = \"magic\"\n");
+    assert!(e.starts_with("m.toml:3:10: unknown effects.dedupe `magic`"), "{e}");
 }
 
 /// The oracle tells designs apart: the check-first race duplicates rows under duplicated

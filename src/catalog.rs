@@ -106,9 +106,13 @@ pub fn all_models() -> Result<Vec<Arc<Model>>, InputError> {
     all_model_paths().iter().map(|p| Model::load(p).map(Arc::new)).collect()
 }
 
+/// The reference article's three variants, in its order.
+pub const REFERENCE_MODELS: [&str; 3] = ["no-key", "check-first", "transactional"];
+
 /// The three reference variants of the article, in the article's order, then the others.
 pub fn ordered_models(mut models: Vec<Arc<Model>>) -> Vec<Arc<Model>> {
-    const FIRST: [&str; 3] = ["no-key", "check-first", "transactional"];
-    models.sort_by_key(|m| (FIRST.iter().position(|f| *f == m.name).unwrap_or(FIRST.len()), m.name.clone()));
+    models.sort_by_key(|m| {
+        (REFERENCE_MODELS.iter().position(|f| *f == m.name).unwrap_or(REFERENCE_MODELS.len()), m.name.clone())
+    });
     models
 }

@@ -204,7 +204,7 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
         let first = &list[0];
         if let Some(other) = list.iter().find(|x| x.1.status != first.1.status || x.1.body != first.1.body) {
             let intents: Vec<&str> = list.iter().map(|x| x.0).collect();
-            let permitted = any_collected_before(&intents, other.1.sent_ms.max(first.1.sent_ms));
+            let permitted = any_collected_before(&intents, other.1.done_ms.max(first.1.done_ms));
             out.push(Violation {
                 name: if permitted { "expired-replay-mismatch" } else { "replay-mismatch" },
                 intent: other.0.to_string(),

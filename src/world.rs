@@ -547,6 +547,20 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
                     Err(_) => break,
                 }
             }
+            // Keys held outside SQLite (TTL cache, process memory) are wiped too.
+            {
+                let now = world.now_us() / 1000;
+                let mut st = world.lock();
+                let st = &mut *st;
+                let mut wiped: Vec<String> = st.mem.cache.values().map(|r| r.intent.clone()).collect();
+                st.mem.cache.clear();
+                for m in &mut st.mem.memory {
+                    wiped.extend(m.values().map(|r| r.intent.clone()));
+                    m.clear();
+                }
+                n += wiped.len();
+                st.collected.extend(wiped.into_iter().map(|i| (i, now)));
+            }
             world.event("control", format!("{id}: deleted {n} stored key(s)"));
         }
     }

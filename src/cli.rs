@@ -195,7 +195,10 @@ fn sweep_cmd(
     } else {
         print!("{}", sweep_text(&sim, &model, cell, jobs));
     }
-    let bad = cell.violating().next().is_some() || !cell.nondeterministic_seeds.is_empty() || cell.bounded_runs > 0;
+    let bad = cell.violating().next().is_some()
+        || !cell.nondeterministic_seeds.is_empty()
+        || cell.bounded_runs > 0
+        || !cell.passed;
     Ok(if bad { EXIT_FAILED } else { EXIT_OK })
 }
 
@@ -205,6 +208,9 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     let _ = writeln!(out, "idemsim sweep: sim {} · model {} · seeds {} · {jobs} job(s)", sim.name, model.name, c.seeds);
     let _ = writeln!(out, "  faults: {}", sim.faults.describe());
     let _ = writeln!(out, "  model: {}", model.program_text());
+    for w in crate::world::warnings(sim, model) {
+        let _ = writeln!(out, "  warning: {w}");
+    }
     let runs = c.runs;
     let (lo, hi) = sweep::wilson(c.violating_seeds, runs);
     let _ = writeln!(
@@ -225,7 +231,7 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         names.sort_by_key(|(n, _)| crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX));
         for (name, v) in names {
             let (lo, hi) = sweep::wilson(v.seeds, runs);
-            let label = if v.permitted { format!("{name} (permitted)") } else { name.to_string() };
+            let label = if v.permitted { format!("{name}*") } else { name.to_string() };
             let _ = writeln!(
                 out,
                 "{label:<28} {:>6} {:>7.1}%  {:>6.1}%–{:>6.1}%  {:>10}\n    replay: {}",
@@ -237,6 +243,9 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
                 sweep::replay_command(&c.sim_path, &c.model_cli, v.first_seed)
             );
         }
+    }
+    if c.violations.values().any(|v| v.permitted) {
+        let _ = writeln!(out, "  * policy-permitted: caused only by a retry after the key's documented retention");
     }
     let hist = |h: &std::collections::BTreeMap<u64, u64>| h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ");
     let _ = writeln!(out, "\nrows per intent     {}", hist(&c.rows_per_intent));
@@ -525,9 +534,10 @@ fn violation_lines(cells: &[Cell]) -> String {
     }
     out.push_str("\nviolations found by the oracle (seeds with each / seeds run; * = policy-permitted):\n");
     for c in violating {
-        let list: Vec<String> = c
-            .violations
-            .iter()
+        let mut names: Vec<(&String, &sweep::ViolationStat)> = c.violations.iter().collect();
+        names.sort_by_key(|(n, _)| crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX));
+        let list: Vec<String> = names
+            .into_iter()
             .map(|(n, v)| format!("{n}{} {}/{}", if v.permitted { "*" } else { "" }, v.seeds, c.runs))
             .collect();
         let first = c.violations.values().filter(|v| !v.permitted).map(|v| v.first_seed).min();

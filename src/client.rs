@@ -37,11 +37,14 @@ pub(crate) async fn run_request(world: Arc<World>, req: usize) {
         let _ = c.await;
     }
     if spec.expect.needs_probe() {
-        if let Some((rows, keys)) = world.probe().await {
-            world.event("control", format!("after {}: {rows} row(s), {keys} stored key(s)", spec.id));
-            let mut st = world.lock();
-            st.outcomes[req].rows_after = Some(rows);
-            st.outcomes[req].keys_after = Some(keys);
+        match world.probe().await {
+            Some((rows, keys)) => {
+                world.event("control", format!("after {}: {rows} row(s), {keys} stored key(s)", spec.id));
+                let mut st = world.lock();
+                st.outcomes[req].rows_after = Some(rows);
+                st.outcomes[req].keys_after = Some(keys);
+            }
+            None => world.event("control", format!("after {}: probe gave up (database locked for 1000 ms)", spec.id)),
         }
     }
     world.lock().outcomes[req].finished = true;

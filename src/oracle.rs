@@ -34,7 +34,7 @@ pub const NAMES: &[(&str, &str)] = &[
     ("lost-effect", "the client saw a success but the intent's external effect never happened"),
     ("unacknowledged-effect", "an effect happened but the client never saw a success and stopped trying"),
     ("stuck-key", "a key still in progress at quiescence"),
-    ("unfinished-intent", "no attempt chain of the intent ended with a final outcome (2xx or 4xx) within its retry budget"),
+    ("unfinished-intent", "no attempt chain of the intent ended with a final outcome (2xx, or 400/401/403/404/412/422) within its retry budget"),
     ("expired-duplicate-row", "policy-permitted: a second row after the intent's key was collected"),
     ("expired-duplicate-effect", "policy-permitted: a second effect after the intent's key was collected"),
     ("expired-replay-mismatch", "policy-permitted: a different reply after the key was collected"),

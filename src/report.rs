@@ -77,7 +77,7 @@ pub struct RunReport {
     pub violations: Vec<crate::oracle::Violation>,
     /// Rows and effects per intent, in intent order.
     pub per_intent: Vec<(u64, u64)>,
-    /// Intents whose client never saw a final outcome (transport failure or 5xx last).
+    /// Intents whose client never saw a final outcome (the `unfinished-intent` violations).
     pub ambiguous_intents: u64,
     /// Things in the sim that cannot take effect with this model (e.g. an injection at a point
     /// the model's program lacks).

@@ -93,6 +93,8 @@ impl RequestExpect {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestSpec {
     pub id: String,
+    /// The id as written in the file (`id-3` of `intents = 5` has group `id`).
+    pub group: String,
     /// The logical operation this request belongs to (default: its id).
     pub intent: String,
     /// None: no user header (401).
@@ -272,6 +274,9 @@ impl Faults {
 
 pub const DEFAULT_SEEDS: Range<u64> = 0..100;
 
+/// Bound on requests in one sim (after `intents` expansion): each is a client node.
+pub const MAX_REQUESTS: usize = 10_000;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SimFile {
@@ -403,6 +408,10 @@ struct ExpectFile {
     keys: Option<u64>,
     effects: Option<u64>,
     row_qty: Option<Vec<i64>>,
+}
+
+fn actions_ids_clash(actions: &[ActionFile], id: &str) -> bool {
+    actions.iter().any(|a| a.id.get_ref() == id)
 }
 
 /// Parse `A..B` (half-open) into a seed range.
@@ -590,6 +599,7 @@ impl Sim {
             let first = requests.len();
             requests.push(RequestSpec {
                 id: r.id.get_ref().clone(),
+                group: r.id.get_ref().clone(),
                 intent: r.intent.clone().unwrap_or_else(|| r.id.get_ref().clone()),
                 user: match r.user.as_deref() {
                     None => Some("u1".into()),
@@ -626,6 +636,15 @@ impl Sim {
                 expanded.push((base.id.clone(), format!("{}-{intents}", base.id)));
             }
             let _ = first;
+        }
+        for (i, q) in requests.iter().enumerate() {
+            if requests[..i].iter().any(|o| o.id == q.id) || actions_ids_clash(&f.actions, &q.id) {
+                let span = f.requests.iter().find(|r| *r.id.get_ref() == q.group).map(|r| r.id.span()).unwrap_or(0..0);
+                return Err(err(span, format!("id `{}` is used twice (after expanding `intents`)", q.id)));
+            }
+        }
+        if requests.len() > MAX_REQUESTS {
+            return Err(InputError::file(path, format!("{} requests after expanding `intents`; at most {MAX_REQUESTS}", requests.len())));
         }
         // Point `after` and expectation references at the last of an expanded request.
         let rename = |n: &String| expanded.iter().find(|(a, _)| a == n).map(|(_, b)| b.clone()).unwrap_or_else(|| n.clone());

@@ -540,8 +540,13 @@ impl Exec {
         if self.claimed {
             let n = self.ks_complete(status, body).await?;
             if n == 0 {
-                self.event("save-response: the claim is no longer ours (fenced)");
-                return Err(Failure::Error("stale owner: completion rejected by the fencing token".into()));
+                let why = if self.world.model.key.as_ref().is_some_and(|k| k.fencing) {
+                    "the claim is gone or no longer ours (fencing token)"
+                } else {
+                    "the claim record is gone"
+                };
+                self.event(format!("save-response: {why}"));
+                return Err(Failure::Error(format!("save-response: {why}")));
             }
             self.event(format!("save-response: claim completed with {status}"));
             self.completed = true;
@@ -582,9 +587,15 @@ impl Exec {
     /// A named point: run the sim's injections for it, in file order.
     pub(crate) async fn point(&mut self, point: &str) -> Result<Flow, Failure> {
         let sim = self.world.sim.clone();
-        let req_id = self.req.map(|r| sim.requests[r].id.as_str());
+        let req = self.req.map(|r| &sim.requests[r]);
         for (i, inj) in sim.injects.iter().enumerate() {
-            if inj.point != point || inj.request.as_ref().is_some_and(|r| Some(r.as_str()) != req_id) {
+            // `request` names a request as written in the file: all its intents, copies, attempts.
+            let mine = match (&inj.request, req) {
+                (None, _) => true,
+                (Some(r), Some(q)) => *r == q.group || *r == q.id,
+                (Some(_), None) => false,
+            };
+            if inj.point != point || !mine || inj.rate <= 0.0 {
                 continue;
             }
             {

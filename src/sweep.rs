@@ -314,7 +314,8 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
 /// One JSON line per seed, for researchers' own analysis.
 pub fn per_seed_line(r: &SeedResult, sim: &str, model: &str) -> String {
     let rep = &r.report;
-    let permitted: Vec<&str> = rep.violations.iter().filter(|v| v.permitted).map(|v| v.name).collect();
+    let mut permitted: Vec<&str> = rep.violations.iter().filter(|v| v.permitted).map(|v| v.name).collect();
+    permitted.dedup();
     serde_json::json!({
         "sim": sim,
         "model": model,

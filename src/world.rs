@@ -531,20 +531,29 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
         }
         ActionKind::DeleteKeys => {
             let mut n = 0;
-            let intents: Vec<String> = conn
-                .prepare("SELECT intent FROM keys")
-                .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
-                .unwrap_or_default();
-            for _ in 0..10_000 {
-                match conn.execute("DELETE FROM keys", []) {
-                    Ok(k) => {
-                        n = k;
+            // Read the intents and delete in one transaction, retrying while the database is
+            // locked, so that every collected key is known to the oracle.
+            for _ in 0..100_000 {
+                let r = (|| -> rusqlite::Result<Vec<String>> {
+                    let tx = conn.unchecked_transaction()?;
+                    let intents: Vec<String> =
+                        tx.prepare("SELECT intent FROM keys")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+                    tx.execute("DELETE FROM keys", [])?;
+                    tx.commit()?;
+                    Ok(intents)
+                })();
+                match r {
+                    Ok(intents) => {
+                        n = intents.len();
                         let now = world.now_us() / 1000;
-                        world.lock().collected.extend(intents.iter().map(|i| (i.clone(), now)));
+                        world.lock().collected.extend(intents.into_iter().map(|i| (i, now)));
                         break;
                     }
                     Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
-                    Err(_) => break,
+                    Err(e) => {
+                        world.event("control", format!("{id}: cannot delete keys: {e}"));
+                        break;
+                    }
                 }
             }
             // Keys held outside SQLite (TTL cache, process memory) are wiped too.

@@ -412,3 +412,48 @@ fn bad_fault_rates_and_names_are_located() {
     let e = parse("[[request]]\nid = \"a\"\n[[request]]\nid = \"b\"\nafter = \"a\"\n[[action]]\nid = \"l\"\nkind = \"hold-lock\"\nuntil = \"l\"\n");
     assert!(e.contains("waits for itself"), "{e}");
 }
+
+/// A model whose key scope leaves out the user lets one user's stored reply reach another:
+/// the oracle names it.
+#[test]
+fn scope_leak_is_named() {
+    let m = Arc::new(
+        Model::parse(
+            Path::new("unscoped.toml"),
+            "program = [\"begin\", \"lookup\", \"insert-row\", \"save-response\", \"commit\"]\n[key]\nscope = [\"operation\"]\n",
+        )
+        .unwrap(),
+    );
+    let s = Arc::new(
+        Sim::parse(Path::new("two-users.toml"), "[[request]]\nid = \"alice\"\nuser = \"alice\"\nkey = \"k1\"\n[[request]]\nid = \"bob\"\nuser = \"bob\"\nkey = \"k1\"\nafter = \"alice\"\n")
+            .unwrap(),
+    );
+    let out = world::run(&s, &m, 1, RunOptions::default()).unwrap();
+    let names: Vec<&str> = out.report.violations.iter().map(|v| v.name).collect();
+    assert!(names.contains(&"scope-leak"), "{names:?}");
+}
+
+/// A run that cannot finish within its simulated-time bound reports the bound; it does not hang.
+#[test]
+fn hitting_a_bound_is_reported_not_a_hang() {
+    let s = Arc::new(
+        Sim::parse(
+            Path::new("bounded.toml"),
+            "[world]\ntime_limit_ms = 2000\nwait_budget_ms = 600000\n[[action]]\nid = \"lock\"\nkind = \"hold-lock\"\nfor_ms = 3600000\n[[request]]\nid = \"a\"\nkey = \"k1\"\ndelay_ms = 5\ntimeout_ms = 900000\n",
+        )
+        .unwrap(),
+    );
+    let out = world::run(&s, &model("transactional"), 0, RunOptions::default()).unwrap();
+    assert!(!out.report.passed());
+    assert!(out.report.bounds_hit.iter().any(|b| b.starts_with("time-limit")), "{:?}", out.report.bounds_hit);
+    assert!(out.report.end_ms <= 2_100.0, "{}", out.report.end_ms);
+}
+
+/// A partitioned process: its clients time out, the retries reach the other process.
+#[test]
+fn partition_cuts_a_process_off() {
+    let out = world::run(&sim("sims/faults/partition.toml"), &model("transactional"), 3, RunOptions { keep_history: true }).unwrap();
+    let trace = out.history.unwrap().render();
+    assert!(trace.contains("server-1 partitioned") && trace.contains("server-1 reconnected"), "{trace}");
+    assert!(out.report.violations.is_empty(), "{:?}", out.report.violations);
+}

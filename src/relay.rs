@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use madsim::time::sleep;
-use rusqlite::{Connection, params};
+use rusqlite::params;
 
 use crate::net;
 use crate::server::{Exec, Flow};
 use crate::world::World;
 
-pub(crate) async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Connection>) {
+pub(crate) async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<crate::store::Pooled>) {
     let every = Duration::from_millis(world.model.relay_every_ms);
     loop {
         sleep(every).await;

@@ -33,7 +33,7 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         st.loops[idx] = (None, Vec::new());
         st.mem.memory[idx].clear();
     }
-    let conn = match store::open(&world.db_uri) {
+    let conn = match store::checkout(&world.db_uri) {
         Ok(c) => Rc::new(c),
         Err(e) => {
             world.event(&node, format!("cannot open the database: {e}"));
@@ -72,7 +72,7 @@ impl Drop for InFlightGuard {
     }
 }
 
-async fn handle(world: Arc<World>, idx: usize, conn: Rc<Connection>, ep: Arc<Endpoint>, env: Envelope, _g: InFlightGuard) {
+async fn handle(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>, ep: Arc<Endpoint>, env: Envelope, _g: InFlightGuard) {
     let node = format!("server-{}", idx + 1);
     let mut ex = Exec {
         id: world.next_tag(),
@@ -135,7 +135,7 @@ pub(crate) struct Exec {
     pub(crate) world: Arc<World>,
     pub(crate) node: String,
     pub(crate) idx: usize,
-    pub(crate) conn: Rc<Connection>,
+    pub(crate) conn: Rc<store::Pooled>,
     pub(crate) label: String,
     /// Index of the sim request this executes (None: the relay).
     pub(crate) req: Option<usize>,
@@ -161,7 +161,7 @@ impl Drop for Exec {
 
 impl Exec {
     /// An execution context for the outbox relay of process `idx` (no request).
-    pub(crate) fn relay(world: Arc<World>, idx: usize, conn: Rc<Connection>) -> Exec {
+    pub(crate) fn relay(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>) -> Exec {
         Exec {
             id: world.next_tag(),
             node: format!("server-{}", idx + 1),
@@ -294,7 +294,7 @@ impl Exec {
                 Ok(Flow::Finish(resp)) => {
                     if !self.conn.is_autocommit() {
                         // A lookup hit inside a transaction: commit the (read-only) transaction.
-                        if let Err(f) = self.sql("COMMIT", |c| c.execute_batch("COMMIT")).await {
+                        if let Err(f) = self.sql("COMMIT", |c| store::exec_cached(c, "COMMIT")).await {
                             return self.fail(f).await;
                         }
                         self.event("COMMIT (nothing written)");
@@ -374,12 +374,12 @@ impl Exec {
                 Ok(Flow::Next)
             }
             Step::Begin => {
-                self.sql("begin", |c| c.execute_batch("BEGIN IMMEDIATE")).await?;
+                self.sql("begin", |c| store::exec_cached(c, "BEGIN IMMEDIATE")).await?;
                 self.event("BEGIN IMMEDIATE");
                 Ok(Flow::Next)
             }
             Step::Commit => {
-                self.sql("commit", |c| c.execute_batch("COMMIT")).await?;
+                self.sql("commit", |c| store::exec_cached(c, "COMMIT")).await?;
                 self.event("COMMIT");
                 Ok(Flow::Next)
             }
@@ -647,7 +647,7 @@ impl Exec {
     async fn fail(&mut self, f: Failure) -> Response {
         let model = self.world.model.clone();
         if model.on_error.rollback && !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+            let _ = store::exec_cached(&self.conn, "ROLLBACK");
             self.event("ROLLBACK");
         }
         let resp = match f {

@@ -85,6 +85,107 @@ pub fn new_database() -> rusqlite::Result<(String, Connection)> {
     Ok((uri, conn))
 }
 
+/// Run a statement without parameters through the connection's statement cache (BEGIN,
+/// COMMIT, ROLLBACK are parsed once per connection, not on every call).
+pub fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+/// Per worker thread: one run database, reused run after run (emptied at the start of each),
+/// its observer connection, and spare connections for server processes. Opening a connection
+/// and creating the schema cost more than the rest of a small run; a reused connection also
+/// keeps its prepared statements.
+struct Pool {
+    uri: String,
+    observer: Connection,
+    spare: Vec<Connection>,
+}
+
+thread_local! {
+    static POOL: std::cell::RefCell<Option<Pool>> = const { std::cell::RefCell::new(None) };
+}
+
+const MAX_SPARE: usize = 64;
+
+/// An empty database for the next run on this thread; returns its URI.
+pub fn fresh_run_database() -> rusqlite::Result<String> {
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if let Some(pool) = p.as_ref() {
+            let wiped = exec_cached(&pool.observer, "DELETE FROM rows")
+                .and_then(|_| exec_cached(&pool.observer, "DELETE FROM keys"))
+                .and_then(|_| exec_cached(&pool.observer, "DELETE FROM outbox"));
+            if wiped.is_ok() {
+                return Ok(pool.uri.clone());
+            }
+            // Something still holds a lock (it should not): start over with a new database.
+        }
+        let (uri, observer) = new_database()?;
+        *p = Some(Pool { uri: uri.clone(), observer, spare: Vec::new() });
+        Ok(uri)
+    })
+}
+
+/// Run `f` with this thread's observer connection (the one that keeps the database alive).
+pub fn with_observer<T>(f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    POOL.with(|p| match p.borrow().as_ref() {
+        Some(pool) => f(&pool.observer),
+        None => Err(rusqlite::Error::InvalidPath("no run database on this thread".into())),
+    })
+}
+
+/// A connection checked out of this thread's pool. Dropping it is a crash or a clean stop:
+/// an open transaction is rolled back (as when a real connection closes), then the
+/// connection goes back to the pool.
+pub struct Pooled {
+    conn: Option<Connection>,
+    uri: String,
+}
+
+impl std::ops::Deref for Pooled {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("present until drop")
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        if !conn.is_autocommit() {
+            let _ = exec_cached(&conn, "ROLLBACK");
+        }
+        if !conn.is_autocommit() {
+            return; // could not roll back: close it instead
+        }
+        let _ = POOL.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                if let Some(pool) = p.as_mut() {
+                    if pool.uri == self.uri && pool.spare.len() < MAX_SPARE {
+                        pool.spare.push(conn);
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// A connection to the run database `uri`, from this thread's pool when it has one.
+pub fn checkout(uri: &str) -> rusqlite::Result<Pooled> {
+    let reused = POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        match p.as_mut() {
+            Some(pool) if pool.uri == uri => pool.spare.pop(),
+            _ => None,
+        }
+    });
+    let conn = match reused {
+        Some(c) => c,
+        None => open(uri)?,
+    };
+    Ok(Pooled { conn: Some(conn), uri: uri.to_string() })
+}
+
 pub fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(
         e,

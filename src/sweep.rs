@@ -238,13 +238,16 @@ pub fn run_cells(
     let bar = progress_bar(opts.progress, total);
     let next = AtomicU64::new(0);
     let jobs = opts.jobs.max(1).min(total.max(1) as usize);
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<SeedResult, RunError>>(1024);
+    // Workers send results in batches: one channel message (and thread wake-up) per batch.
+    const BATCH: usize = 32;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<SeedResult>, RunError>>(64);
     std::thread::scope(|s| {
         for _ in 0..jobs {
             let tx = tx.clone();
             let next = &next;
             let job = &job;
             s.spawn(move || {
+                let mut batch = Vec::with_capacity(BATCH);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((cell, sim, model, seed)) = job(i) else { break };
@@ -256,20 +259,30 @@ pub fn run_cells(
                         }
                         Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
                     });
-                    let failed = res.is_err();
-                    if tx.send(res).is_err() || failed {
-                        break;
+                    match res {
+                        Ok(r) => batch.push(r),
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
                     }
+                    if batch.len() == BATCH && tx.send(Ok(std::mem::take(&mut batch))).is_err() {
+                        return;
+                    }
+                }
+                if !batch.is_empty() {
+                    let _ = tx.send(Ok(batch));
                 }
             });
         }
         drop(tx);
         for res in rx {
-            let r = res?;
-            cells[r.cell].add(&r);
-            each(&r);
-            if let Some(b) = &bar {
-                b.inc(1);
+            for r in res? {
+                cells[r.cell].add(&r);
+                each(&r);
+                if let Some(b) = &bar {
+                    b.inc(1);
+                }
             }
         }
         Ok::<(), RunError>(())

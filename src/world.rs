@@ -105,8 +105,6 @@ pub(crate) struct World {
     pub wait_budget_ms: u64,
     pub start: Instant,
     pub state: Mutex<State>,
-    /// The observer's connection: keeps the database alive, answers probes.
-    pub observer: Mutex<Connection>,
     pub control: Mutex<Option<NodeHandle>>,
     pub server_nodes: Mutex<Vec<NodeId>>,
     /// Ids of requests then actions (the index into `State::done`).
@@ -197,8 +195,7 @@ impl World {
     pub async fn probe(&self) -> Option<(u64, u64)> {
         for _ in 0..1000 {
             let r = {
-                let c = self.observer.lock().unwrap_or_else(|p| p.into_inner());
-                store::count(&c, "rows").and_then(|r| store::count(&c, "keys").map(|k| (r, k)))
+                store::with_observer(|c| store::count(c, "rows").and_then(|r| store::count(c, "keys").map(|k| (r, k))))
             };
             match r {
                 Ok(v) => return Some(v),
@@ -226,7 +223,7 @@ impl World {
 
 /// Run one seed of one sim against one model.
 pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> Result<RunOutput, RunError> {
-    let (db_uri, observer) = store::new_database()?;
+    let db_uri = store::fresh_run_database()?;
     let mut cfg = madsim::Config::default();
     let (lo, hi) = sim.world.latency_ms;
     cfg.net.send_latency = Duration::from_millis(lo)..Duration::from_millis(hi);
@@ -259,7 +256,6 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
                 db_uri,
                 start: Instant::now(),
                 state: Mutex::new(State { outcomes, done, ..State::empty() }),
-                observer: Mutex::new(observer),
                 control: Mutex::new(None),
                 server_nodes: Mutex::new(vec![]),
                 names,
@@ -278,8 +274,7 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
     // The control node's handle lives in the world; drop it so no task keeps the world alive.
     world.control.lock().unwrap_or_else(|p| p.into_inner()).take();
     let (rows, mut keys) = {
-        let observer = world.observer.lock().unwrap_or_else(|p| p.into_inner());
-        (store::read_rows(&observer)?, store::read_keys(&observer)?)
+        (store::with_observer(store::read_rows)?, store::with_observer(store::read_keys)?)
     };
     let state = std::mem::replace(&mut *world.lock(), State::empty());
     // Keys held outside SQLite (a TTL cache, process memory) as the checker sees them. Memory
@@ -493,8 +488,9 @@ fn outbox_pending(world: &World) -> u64 {
     if !world.model.program.contains(&crate::model::Step::Outbox) {
         return 0;
     }
-    let c = world.observer.lock().unwrap_or_else(|p| p.into_inner());
-    c.query_row("SELECT COUNT(*) FROM outbox WHERE sent = 0", [], |r| r.get::<_, i64>(0)).map(|n| n as u64).unwrap_or(1)
+    store::with_observer(|c| c.query_row("SELECT COUNT(*) FROM outbox WHERE sent = 0", [], |r| r.get::<_, i64>(0)))
+        .map(|n| n as u64)
+        .unwrap_or(1)
 }
 
 /// Run a world action on the control node.
@@ -505,7 +501,7 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
         sleep(Duration::from_millis(spec.delay_ms)).await;
     }
     let id = spec.id.clone();
-    let conn = match store::open(&world.db_uri) {
+    let conn = match store::checkout(&world.db_uri) {
         Ok(c) => c,
         Err(e) => {
             world.event("control", format!("{id}: cannot open database: {e}"));
@@ -523,7 +519,7 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
                 if let Some(ms) = for_ms {
                     sleep(Duration::from_millis(ms)).await;
                 }
-                let _ = conn.execute_batch("COMMIT");
+                let _ = store::exec_cached(&conn, "COMMIT");
                 world.event("control", format!("{id}: write lock released"));
             } else {
                 world.event("control", format!("{id}: could not take the write lock"));
@@ -578,7 +574,7 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
 
 /// The key collector: every `every` ms, delete keys older than `retention` ms.
 async fn collector(world: Arc<World>, every: u64, retention: u64) {
-    let Ok(conn) = store::open(&world.db_uri) else { return };
+    let Ok(conn) = store::checkout(&world.db_uri) else { return };
     loop {
         sleep(Duration::from_millis(every)).await;
         let now = world.now_us() / 1000;
@@ -613,7 +609,7 @@ fn finish_action(world: &World, id: &str) {
 
 async fn wait_statement(conn: &Connection, sql: &str) -> bool {
     for _ in 0..100_000 {
-        match conn.execute_batch(sql) {
+        match store::exec_cached(conn, sql) {
             Ok(()) => return true,
             Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
             Err(_) => return false,

@@ -166,11 +166,11 @@ fn sweep_cmd(
     let mut pending: std::collections::BTreeMap<u64, String> = Default::default();
     let mut next_seed = range.start;
     let mut io_err: Option<std::io::Error> = None;
-    let opts = sweep::SweepOptions { jobs, check_determinism, progress: true };
+    let opts = sweep::SweepOptions { jobs, check_determinism, progress: true, per_seed: per_seed.is_some() };
     let started = std::time::Instant::now(); // wall clock: stderr only, never in a report
-    let cells = sweep::run_cells(std::slice::from_ref(&sim), std::slice::from_ref(&model), Some(range.clone()), &opts, |r| {
+    let cells = sweep::run_cells(std::slice::from_ref(&sim), std::slice::from_ref(&model), Some(range.clone()), &opts, |seed, line| {
         if let Some(f) = file.as_mut() {
-            pending.insert(r.seed, sweep::per_seed_line(r, &sim.name, &model.name));
+            pending.insert(seed, line.to_string());
             while let Some(line) = pending.remove(&next_seed) {
                 if let Err(e) = writeln!(f, "{line}") {
                     io_err.get_or_insert(e);

@@ -130,6 +130,42 @@ impl Cell {
         }
     }
 
+    /// Fold another partial aggregate of the same cell into this one (commutative).
+    fn merge(&mut self, o: Cell) {
+        self.runs += o.runs;
+        self.passed &= o.passed;
+        self.failed_seeds += o.failed_seeds;
+        if let Some(s) = o.first_failed_seed {
+            if self.first_failed_seed.is_none_or(|m| s < m) {
+                self.first_failed_seed = Some(s);
+                self.first_failure = o.first_failure;
+            }
+        }
+        let add = |a: &mut BTreeMap<u64, u64>, b: BTreeMap<u64, u64>| {
+            for (k, v) in b {
+                *a.entry(k).or_insert(0) += v;
+            }
+        };
+        add(&mut self.rows, o.rows);
+        add(&mut self.effects, o.effects);
+        add(&mut self.rows_per_intent, o.rows_per_intent);
+        add(&mut self.effects_per_intent, o.effects_per_intent);
+        for (k, v) in o.statuses {
+            *self.statuses.entry(k).or_insert(0) += v;
+        }
+        for (k, v) in o.violations {
+            let e = self.violations.entry(k).or_insert(ViolationStat { seeds: 0, occurrences: 0, first_seed: v.first_seed, permitted: v.permitted });
+            e.seeds += v.seeds;
+            e.occurrences += v.occurrences;
+            e.first_seed = e.first_seed.min(v.first_seed);
+        }
+        self.bounded_runs += o.bounded_runs;
+        self.ambiguous_intents += o.ambiguous_intents;
+        self.violating_seeds += o.violating_seeds;
+        self.nondeterministic_seeds.extend(o.nondeterministic_seeds);
+        self.nondeterministic_seeds.sort_unstable();
+    }
+
     /// The command that replays this cell's first failure.
     pub fn replay_command(&self) -> Option<String> {
         self.first_failed_seed.map(|s| replay_command(&self.sim_path, &self.model_cli, s))
@@ -200,18 +236,29 @@ pub struct SweepOptions {
     pub check_determinism: bool,
     /// Show a progress bar on stderr (only when it is a terminal).
     pub progress: bool,
+    /// Produce one JSON line per seed (see [`per_seed_line`]) for the `each` callback.
+    pub per_seed: bool,
+}
+
+/// What a worker sends the collecting thread.
+enum Msg {
+    /// Seeds finished since the last message, with their per-seed lines when asked for.
+    Progress(u64, Vec<(u64, String)>),
+    /// The worker's aggregates, when it has no more work.
+    Done(Vec<Option<Cell>>),
 }
 
 /// Run every (sim, model) cell over its seeds (`seeds`, or the sim's own range) on
-/// `opts.jobs` threads. `each` sees every seed's result on the calling thread, in completion
-/// order (use it for per-seed output; aggregates do not depend on that order). Cells come
-/// back sim-major, in the order given.
+/// `opts.jobs` threads. Each worker aggregates its own seeds (reports are freed on the thread
+/// that made them) and the aggregates are merged at the end: the merge is commutative, so any
+/// number of workers gives the same cells. With `opts.per_seed`, `each` receives every seed's
+/// JSON line on the calling thread, in completion order. Cells come back sim-major.
 pub fn run_cells(
     sims: &[Arc<Sim>],
     models: &[Arc<Model>],
     seeds: Option<Range<u64>>,
     opts: &SweepOptions,
-    mut each: impl FnMut(&SeedResult),
+    mut each: impl FnMut(u64, &str),
 ) -> Result<Vec<Cell>, RunError> {
     let mut cells = Vec::new();
     let mut work: Vec<(usize, Arc<Sim>, Arc<Model>, Range<u64>)> = Vec::new();
@@ -238,16 +285,18 @@ pub fn run_cells(
     let bar = progress_bar(opts.progress, total);
     let next = AtomicU64::new(0);
     let jobs = opts.jobs.max(1).min(total.max(1) as usize);
-    // Workers send results in batches: one channel message (and thread wake-up) per batch.
-    const BATCH: usize = 32;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<SeedResult>, RunError>>(64);
+    const BATCH: u64 = 32;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Msg, RunError>>(64);
+    let template = cells.clone();
+    let template = &template;
     std::thread::scope(|s| {
         for _ in 0..jobs {
             let tx = tx.clone();
             let next = &next;
             let job = &job;
             s.spawn(move || {
-                let mut batch = Vec::with_capacity(BATCH);
+                let mut mine: Vec<Option<Cell>> = vec![None; template.len()];
+                let (mut done, mut lines) = (0u64, Vec::new());
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((cell, sim, model, seed)) = job(i) else { break };
@@ -259,29 +308,46 @@ pub fn run_cells(
                         }
                         Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
                     });
-                    match res {
-                        Ok(r) => batch.push(r),
+                    let r = match res {
+                        Ok(r) => r,
                         Err(e) => {
                             let _ = tx.send(Err(e));
                             return;
                         }
+                    };
+                    if opts.per_seed {
+                        lines.push((seed, per_seed_line(&r, &sim.name, &model.name)));
                     }
-                    if batch.len() == BATCH && tx.send(Ok(std::mem::take(&mut batch))).is_err() {
-                        return;
+                    mine[cell].get_or_insert_with(|| template[cell].clone()).add(&r);
+                    done += 1;
+                    if done == BATCH {
+                        if tx.send(Ok(Msg::Progress(done, std::mem::take(&mut lines)))).is_err() {
+                            return;
+                        }
+                        done = 0;
                     }
                 }
-                if !batch.is_empty() {
-                    let _ = tx.send(Ok(batch));
-                }
+                let _ = tx.send(Ok(Msg::Progress(done, lines)));
+                let _ = tx.send(Ok(Msg::Done(mine)));
             });
         }
         drop(tx);
-        for res in rx {
-            for r in res? {
-                cells[r.cell].add(&r);
-                each(&r);
-                if let Some(b) = &bar {
-                    b.inc(1);
+        for msg in rx {
+            match msg? {
+                Msg::Progress(n, lines) => {
+                    for (seed, line) in &lines {
+                        each(*seed, line);
+                    }
+                    if let Some(b) = &bar {
+                        b.inc(n);
+                    }
+                }
+                Msg::Done(partial) => {
+                    for (i, c) in partial.into_iter().enumerate() {
+                        if let Some(c) = c {
+                            cells[i].merge(c);
+                        }
+                    }
                 }
             }
         }
@@ -308,7 +374,7 @@ fn progress_bar(wanted: bool, total: u64) -> Option<indicatif::ProgressBar> {
 
 /// The matrix without per-seed output.
 pub fn run_matrix(sims: &[Arc<Sim>], models: &[Arc<Model>], seeds: Option<Range<u64>>, jobs: usize) -> Result<Vec<Cell>, RunError> {
-    run_cells(sims, models, seeds, &SweepOptions { jobs, ..Default::default() }, |_| {})
+    run_cells(sims, models, seeds, &SweepOptions { jobs, ..Default::default() }, |_, _| {})
 }
 
 /// The Wilson score interval for k successes in n trials at 95 % confidence.

@@ -352,8 +352,8 @@ fn oracle_names_the_expected_violations() {
 fn determinism_over_200_seeds_with_crashes() {
     for rel in ["sims/faults/crash-two-processes.toml", "sims/faults/crash-between-steps.toml"] {
         let s = sim(rel);
-        let opts = sweep::SweepOptions { jobs: 2, check_determinism: true, progress: false };
-        let cells = sweep::run_cells(&[s], &[model("check-first"), model("transactional")], Some(0..200), &opts, |_| {}).unwrap();
+        let opts = sweep::SweepOptions { jobs: 2, check_determinism: true, ..Default::default() };
+        let cells = sweep::run_cells(&[s], &[model("check-first"), model("transactional")], Some(0..200), &opts, |_, _| {}).unwrap();
         for c in &cells {
             assert_eq!(c.runs, 200);
             assert!(c.nondeterministic_seeds.is_empty(), "{rel} × {}: {:?}", c.model, c.nondeterministic_seeds);

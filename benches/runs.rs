@@ -9,6 +9,10 @@ use idemsim::model::Model;
 use idemsim::scenario::Sim;
 use idemsim::world::{self, RunOptions};
 
+// The same allocator as the binary, so the numbers match what `idemsim` does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn load(sim: &str, model: &str) -> (Arc<Sim>, Arc<Model>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     (

@@ -179,11 +179,10 @@ fn sweep_cmd(
             }
         }
     })?;
-    if let Some(mut f) = file {
-        if let Err(e) = f.flush() {
+    if let Some(mut f) = file
+        && let Err(e) = f.flush() {
             io_err.get_or_insert(e);
         }
-    }
     if let Some(e) = io_err {
         anyhow::bail!("writing --per-seed file: {e}");
     }
@@ -227,9 +226,7 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         let _ = writeln!(out, "\nno violations on any seed");
     } else {
         let _ = writeln!(out, "\n{:<28} {:>6} {:>8}  {:<17} {:>10}", "violation", "seeds", "rate", "95% CI", "first seed");
-        let mut names: Vec<(&String, &sweep::ViolationStat)> = c.violations.iter().collect();
-        names.sort_by_key(|(n, _)| crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX));
-        for (name, v) in names {
+        for (name, v) in c.violations_in_order() {
             let (lo, hi) = sweep::wilson(v.seeds, runs);
             let label = if v.permitted { format!("{name}*") } else { name.to_string() };
             let _ = writeln!(
@@ -260,7 +257,10 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     out
 }
 
-fn load_matrix_inputs(sims: &[String], models: &[String]) -> Result<(Vec<Arc<Sim>>, Vec<Arc<Model>>), InputError> {
+/// The sims and models a matrix runs over.
+type MatrixInputs = (Vec<Arc<Sim>>, Vec<Arc<Model>>);
+
+fn load_matrix_inputs(sims: &[String], models: &[String]) -> Result<MatrixInputs, InputError> {
     let sims = if sims.is_empty() { vec!["article".to_string()] } else { sims.to_vec() };
     let mut all_sims = Vec::new();
     for s in &sims {
@@ -446,9 +446,8 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
         let _ = write!(out, "| **{}** |", m.name);
         for si in 0..sims.len() {
             let c = &cells[si * models.len() + mi];
-            let mut names: Vec<(&String, &sweep::ViolationStat)> = c.violations.iter().collect();
-            names.sort_by_key(|(n, _)| crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX));
-            let parts: Vec<String> = names
+            let parts: Vec<String> = c
+                .violations_in_order()
                 .iter()
                 .map(|(n, v)| {
                     let pct = (100.0 * v.seeds as f64 / c.runs.max(1) as f64).round();
@@ -534,9 +533,8 @@ fn violation_lines(cells: &[Cell]) -> String {
     }
     out.push_str("\nviolations found by the oracle (seeds with each / seeds run; * = policy-permitted):\n");
     for c in violating {
-        let mut names: Vec<(&String, &sweep::ViolationStat)> = c.violations.iter().collect();
-        names.sort_by_key(|(n, _)| crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX));
-        let list: Vec<String> = names
+        let list: Vec<String> = c
+            .violations_in_order()
             .into_iter()
             .map(|(n, v)| format!("{n}{} {}/{}", if v.permitted { "*" } else { "" }, v.seeds, c.runs))
             .collect();

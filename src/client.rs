@@ -143,12 +143,11 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
         if policy.jitter && backoff > 0 {
             backoff = madsim::rand::thread_rng().gen_range(backoff / 2..=backoff);
         }
-        if let Some(h) = policy.horizon_ms {
-            if world.now_ms() + backoff as f64 - first_sent > h as f64 {
+        if let Some(h) = policy.horizon_ms
+            && world.now_ms() + backoff as f64 - first_sent > h as f64 {
                 world.event(&node, format!("{label}: retry horizon of {h} ms reached, giving up"));
                 return;
             }
-        }
         sleep(Duration::from_millis(backoff.max(1))).await;
     }
 }

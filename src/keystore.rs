@@ -160,20 +160,20 @@ impl Exec {
             KeyStore::Cache => {
                 self.cache_trip().await; // SET key value NX EX ttl
                 Ok(self.with_map(|m| {
-                    if m.contains_key(&scope) {
-                        false
-                    } else {
-                        m.insert(scope, rec);
+                    if let std::collections::btree_map::Entry::Vacant(e) = m.entry(scope) {
+                        e.insert(rec);
                         true
+                    } else {
+                        false
                     }
                 }))
             }
             KeyStore::Memory => Ok(self.with_map(|m| {
-                if m.contains_key(&scope) {
-                    false
-                } else {
-                    m.insert(scope, rec);
+                if let std::collections::btree_map::Entry::Vacant(e) = m.entry(scope) {
+                    e.insert(rec);
                     true
+                } else {
+                    false
                 }
             })),
         }

@@ -172,8 +172,8 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
         }
         // Finished when some attempt chain of the intent (a request's copy, after its retries)
         // ended with a final outcome: the client then knows what happened.
-        if finished && r.bounds_hit.is_empty() && !finals.is_empty() && !finals.iter().any(|a| is_final(a)) {
-            if let Some(a) = finals.iter().max_by(|a, b| a.done_ms.total_cmp(&b.done_ms)) {
+        if finished && r.bounds_hit.is_empty() && !finals.is_empty() && !finals.iter().any(|a| is_final(a))
+            && let Some(a) = finals.iter().max_by(|a, b| a.done_ms.total_cmp(&b.done_ms)) {
                 out.push(Violation {
                     name: "unfinished-intent",
                     intent: intent.to_string(),
@@ -184,7 +184,6 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
                     permitted: false,
                 });
             }
-        }
     }
 
     // Per scoped key: replay equality and fingerprint enforcement.
@@ -213,8 +212,8 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
             });
         }
         let fresh: Vec<_> = list.iter().filter(|x| !x.1.replayed).collect();
-        if let Some(f0) = fresh.first() {
-            if let Some(other) = fresh.iter().find(|x| x.2 != f0.2) {
+        if let Some(f0) = fresh.first()
+            && let Some(other) = fresh.iter().find(|x| x.2 != f0.2) {
                 out.push(Violation {
                     name: "payload-mismatch-executed",
                     intent: other.0.to_string(),
@@ -222,7 +221,6 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
                     permitted: false,
                 });
             }
-        }
     }
 
     for (intent, key) in ev.stuck {

@@ -20,7 +20,7 @@ pub(crate) async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<crate::st
     let every = Duration::from_millis(world.model.relay_every_ms);
     loop {
         sleep(every).await;
-        let mut ex = Exec::relay(world.clone(), idx, conn.clone());
+        let mut ex = Exec::new(world.clone(), idx, conn.clone(), "relay".into(), None, String::new());
         let Ok(batch) = ex
             .sql("relay", |c| {
                 c.prepare_cached("SELECT id, intent, dedupe FROM outbox WHERE sent = 0 ORDER BY id LIMIT 16")?

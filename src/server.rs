@@ -73,26 +73,8 @@ impl Drop for InFlightGuard {
 }
 
 async fn handle(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>, ep: Arc<Endpoint>, env: Envelope, _g: InFlightGuard) {
-    let node = format!("server-{}", idx + 1);
-    let mut ex = Exec {
-        id: world.next_tag(),
-        world: world.clone(),
-        node,
-        idx,
-        conn,
-        label: env.label.clone(),
-        req: Some(env.req),
-        intent: env.http.header("X-Intent").unwrap_or("").to_string(),
-        order: None,
-        key: None,
-        fingerprint: String::new(),
-        row_id: None,
-        response: None,
-        claimed: false,
-        effect_dedupe_key: None,
-        completed: false,
-        drop_reply: false,
-    };
+    let intent = env.http.header("X-Intent").unwrap_or("").to_string();
+    let mut ex = Exec::new(world.clone(), idx, conn, env.label.clone(), Some(env.req), intent);
     let resp = ex.serve(&env).await;
     if !ex.drop_reply && ex.fresh_success(&resp) && net::drop_after_commit(&world) {
         world.event(&ex.node, format!("{}: fault: reply lost after commit", ex.label));
@@ -160,17 +142,17 @@ impl Drop for Exec {
 }
 
 impl Exec {
-    /// An execution context for the outbox relay of process `idx` (no request).
-    pub(crate) fn relay(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>) -> Exec {
+    /// A fresh execution on process `idx` (`req` None: the outbox relay).
+    pub(crate) fn new(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>, label: String, req: Option<usize>, intent: String) -> Exec {
         Exec {
             id: world.next_tag(),
             node: format!("server-{}", idx + 1),
             world,
             idx,
             conn,
-            label: "relay".into(),
-            req: None,
-            intent: String::new(),
+            label,
+            req,
+            intent,
             order: None,
             key: None,
             fingerprint: String::new(),
@@ -273,14 +255,14 @@ impl Exec {
 
         let model = self.world.model.clone();
         for step in &model.program {
-            {
+            let over = {
                 let mut st = self.world.lock();
                 st.steps += 1;
-                if st.steps > self.world.sim.world.max_steps {
-                    drop(st);
-                    self.world.bound_hit(format!("max-steps: more than {} server steps", self.world.sim.world.max_steps));
-                    return self.fail(Failure::Bound).await;
-                }
+                st.steps > self.world.sim.world.max_steps
+            };
+            if over {
+                self.world.bound_hit(format!("max-steps: more than {} server steps", self.world.sim.world.max_steps));
+                return self.fail(Failure::Bound).await;
             }
             if net::crash_now(&self.world) {
                 self.event(format!("fault: crash before {}", step.name()));
@@ -660,11 +642,10 @@ impl Exec {
         };
         if model.store_outcomes == StoreOutcomes::All && self.claimed && !self.completed {
             let _ = self.save(resp.status, &resp.body.clone()).await;
-        } else if model.on_error.release_claim && self.claimed && !self.completed {
-            if let Ok(n) = self.ks_release().await {
+        } else if model.on_error.release_claim && self.claimed && !self.completed
+            && let Ok(n) = self.ks_release().await {
                 self.event(format!("release-claim: {n} claim deleted"));
             }
-        }
         resp
     }
 }

@@ -159,13 +159,11 @@ impl Drop for Pooled {
             return; // could not roll back: close it instead
         }
         let _ = POOL.try_with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut() {
-                if let Some(pool) = p.as_mut() {
-                    if pool.uri == self.uri && pool.spare.len() < MAX_SPARE {
+            if let Ok(mut p) = p.try_borrow_mut()
+                && let Some(pool) = p.as_mut()
+                    && pool.uri == self.uri && pool.spare.len() < MAX_SPARE {
                         pool.spare.push(conn);
                     }
-                }
-            }
         });
     }
 }

@@ -135,12 +135,11 @@ impl Cell {
         self.runs += o.runs;
         self.passed &= o.passed;
         self.failed_seeds += o.failed_seeds;
-        if let Some(s) = o.first_failed_seed {
-            if self.first_failed_seed.is_none_or(|m| s < m) {
+        if let Some(s) = o.first_failed_seed
+            && self.first_failed_seed.is_none_or(|m| s < m) {
                 self.first_failed_seed = Some(s);
                 self.first_failure = o.first_failure;
             }
-        }
         let add = |a: &mut BTreeMap<u64, u64>, b: BTreeMap<u64, u64>| {
             for (k, v) in b {
                 *a.entry(k).or_insert(0) += v;
@@ -189,6 +188,13 @@ pub struct ViolationStat {
 }
 
 impl Cell {
+    /// The violations found, in the order of [`crate::oracle::NAMES`].
+    pub fn violations_in_order(&self) -> Vec<(&String, &ViolationStat)> {
+        let mut v: Vec<(&String, &ViolationStat)> = self.violations.iter().collect();
+        v.sort_by_key(|(n, _)| crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX));
+        v
+    }
+
     /// Seeds with at least one violation that is not policy-permitted.
     pub fn violating(&self) -> impl Iterator<Item = (&String, &ViolationStat)> {
         self.violations.iter().filter(|(_, v)| !v.permitted)
@@ -261,7 +267,9 @@ pub fn run_cells(
     mut each: impl FnMut(u64, &str),
 ) -> Result<Vec<Cell>, RunError> {
     let mut cells = Vec::new();
-    let mut work: Vec<(usize, Arc<Sim>, Arc<Model>, Range<u64>)> = Vec::new();
+    // (cell index, sim, model, seeds) per cell.
+    type Work = (usize, Arc<Sim>, Arc<Model>, Range<u64>);
+    let mut work: Vec<Work> = Vec::new();
     for sim in sims {
         let range = seeds.clone().unwrap_or_else(|| sim.seeds.clone());
         for model in models {

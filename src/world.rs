@@ -470,7 +470,7 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
             let st = world.lock();
             st.handlers_in_flight + st.actions_running
         } as u64
-            + outbox_pending(&world);
+            + outbox_pending(world);
         if busy == 0 {
             break;
         }

@@ -68,8 +68,12 @@ pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
             out.push(Check {
                 what: format!("{}: every copy got the same id", spec.id),
                 held: if same { all_same } else { real > 1 },
-                expected: if same { "1 distinct id".into() } else { "more than 1 distinct id".into() },
-                actual: format!("{} distinct: {}", ids.len(), ids.join(", ")),
+                expected: if same { "1 distinct id, on every copy".into() } else { "more than 1 distinct id".into() },
+                actual: {
+                    let real: Vec<&String> = ids.iter().filter(|i| *i != "none").collect();
+                    let none = if ids.len() > real.len() { " (and copies without an id)" } else { "" };
+                    format!("{} distinct id(s): {}{none}", real.len(), real.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+                },
             });
         }
         if let Some(n) = e.rows_after {

@@ -1,6 +1,7 @@
 //! The `idemsim` command line: parse → load and check inputs → run → print. Exit codes (the
-//! one place they are defined): 0 every expectation held (and the bare demo, once printed),
-//! 1 some expectation failed, 2 bad input or usage.
+//! one place they are defined): 0 all held (and the bare demo, once printed); 1 an expectation
+//! failed (`run`, `matrix`, `sweep`), or, for `sweep` only, a violation that is not
+//! policy-permitted, a nondeterministic seed or a bound was found; 2 bad input or usage.
 
 use std::fmt::Write as _;
 use std::sync::Arc;

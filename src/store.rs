@@ -1,7 +1,8 @@
 //! The real SQLite database the server processes share.
 //!
-//! One run = one named in-memory database (`memdb` VFS), kept alive by the world's observer
-//! connection; every server process opens its own connection to it, so locking between
+//! Each worker thread has one named in-memory database (`memdb` VFS), kept alive by its
+//! observer connection and emptied at the start of every run. Every server process (and
+//! action, and collector) gets its own connection from the thread's pool, so locking between
 //! processes is SQLite's own. `busy_timeout` is 0 everywhere: a locked database is waited out in
 //! *simulated* time by the caller (see `server::Exec::sql`). Dropping a connection with an open
 //! transaction rolls it back, which is how a crashed process loses its work.
@@ -75,7 +76,7 @@ pub fn open(uri: &str) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// A fresh database for one run: its URI and the connection that keeps it alive.
+/// A new database: its URI and the connection that keeps it alive (the pool's observer).
 /// The name is unique per process (never part of any trace or report).
 pub fn new_database() -> rusqlite::Result<(String, Connection)> {
     let n = DB_COUNTER.fetch_add(1, Ordering::Relaxed);

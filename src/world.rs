@@ -268,7 +268,8 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
             world
         }
     });
-    // Dropping the runtime drops every node's tasks: connections close, open transactions roll
+    // Dropping the runtime drops every node's tasks: connections go back to the pool after
+    // their open transactions roll
     // back, exactly as if every process stopped. Then the observer reads the final state.
     drop(rt);
     // The control node's handle lives in the world; drop it so no task keeps the world alive.
@@ -384,7 +385,8 @@ async fn supervise(world: Arc<World>) {
     let h = Handle::current();
     let mut nodes: Vec<NodeId> = Vec::new();
     supervise_nodes(&world, &h, &mut nodes).await;
-    // Stop every node: its tasks are dropped at the executor's next pass (connections close,
+    // Stop every node: its tasks are dropped at the executor's next pass (connections roll back
+    // and return to the pool,
     // open transactions roll back). Without this, madsim leaves waiting tasks alive forever
     // (the runtime has no Drop that cancels them) and every run would leak its world.
     for id in nodes {
@@ -526,9 +528,10 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
             }
         }
         ActionKind::DeleteKeys => {
-            let mut n = 0;
             // Read the intents and delete in one transaction, retrying while the database is
             // locked, so that every collected key is known to the oracle.
+            let mut deleted: Option<usize> = None;
+            let mut why = "database still locked after 100 s of simulated time".to_string();
             for _ in 0..100_000 {
                 let r = (|| -> rusqlite::Result<Vec<String>> {
                     let tx = conn.unchecked_transaction()?;
@@ -540,33 +543,46 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
                 })();
                 match r {
                     Ok(intents) => {
-                        n = intents.len();
+                        deleted = Some(intents.len());
                         let now = world.now_us() / 1000;
                         world.lock().collected.extend(intents.into_iter().map(|i| (i, now)));
                         break;
                     }
                     Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
                     Err(e) => {
-                        world.event("control", format!("{id}: cannot delete keys: {e}"));
+                        why = e.to_string();
                         break;
                     }
                 }
             }
-            // Keys held outside SQLite (TTL cache, process memory) are wiped too.
-            {
-                let now = world.now_us() / 1000;
-                let mut st = world.lock();
-                let st = &mut *st;
-                let mut wiped: Vec<String> = st.mem.cache.values().map(|r| r.intent.clone()).collect();
-                st.mem.cache.clear();
-                for m in &mut st.mem.memory {
-                    wiped.extend(m.values().map(|r| r.intent.clone()));
-                    m.clear();
+            match deleted {
+                None => world.event("control", format!("{id}: cannot delete keys: {why}")),
+                Some(mut n) => {
+                    // Keys held outside SQLite (TTL cache, process memory) are wiped too; cache
+                    // records already past their TTL are gone and do not count.
+                    let now = world.now_us() / 1000;
+                    let ttl = world.model.key.as_ref().and_then(|k| k.retention_ms);
+                    {
+                        let mut st = world.lock();
+                        let st = &mut *st;
+                        let mut wiped: Vec<String> = st
+                            .mem
+                            .cache
+                            .values()
+                            .filter(|r| ttl.is_none_or(|t| r.created_ms + t > now))
+                            .map(|r| r.intent.clone())
+                            .collect();
+                        st.mem.cache.clear();
+                        for m in &mut st.mem.memory {
+                            wiped.extend(m.values().map(|r| r.intent.clone()));
+                            m.clear();
+                        }
+                        n += wiped.len();
+                        st.collected.extend(wiped.into_iter().map(|i| (i, now)));
+                    }
+                    world.event("control", format!("{id}: deleted {n} stored key(s)"));
                 }
-                n += wiped.len();
-                st.collected.extend(wiped.into_iter().map(|i| (i, now)));
             }
-            world.event("control", format!("{id}: deleted {n} stored key(s)"));
         }
     }
     finish_action(&world, &id);

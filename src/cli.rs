@@ -42,6 +42,9 @@ pub enum Command {
         /// Print the event timeline.
         #[arg(long)]
         trace: bool,
+        /// Print the run as a Mermaid sequence diagram (and nothing else).
+        #[arg(long, conflicts_with_all = ["json", "trace"])]
+        mermaid: bool,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -113,7 +116,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         None => demo(),
         Some(Command::List) => list(),
-        Some(Command::Run { sim, model, seed, trace, json }) => run_one(&sim, &model, seed, trace, json),
+        Some(Command::Run { sim, model, seed, trace, mermaid, json }) => run_one(&sim, &model, seed, trace, mermaid, json),
         Some(Command::Sweep { sim, model, seeds, jobs, per_seed, check_determinism, json }) => {
             sweep_cmd(&sim, &model, seeds, jobs, per_seed, check_determinism, json)
         }
@@ -338,11 +341,15 @@ fn list() -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
-fn run_one(sim: &str, model: &str, seed: u64, trace: bool, json: bool) -> anyhow::Result<i32> {
+fn run_one(sim: &str, model: &str, seed: u64, trace: bool, mermaid: bool, json: bool) -> anyhow::Result<i32> {
     let sim = catalog::sim(sim)?;
     let model = catalog::model(model)?;
-    let out = world::run(&sim, &model, seed, RunOptions { keep_history: trace })?;
+    let out = world::run(&sim, &model, seed, RunOptions { keep_history: trace || mermaid })?;
     let r = &out.report;
+    if mermaid {
+        print!("{}", out.history.as_ref().map(|h| h.mermaid()).unwrap_or_default());
+        return Ok(if r.passed() { EXIT_OK } else { EXIT_FAILED });
+    }
     let replay = sweep::replay_command(&catalog::display_path(&sim.path), &model.cli_name(), seed);
     if json {
         println!("{}", serde_json::to_string_pretty(r)?);

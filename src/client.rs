@@ -76,15 +76,10 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
         let http = Request { method: spec.method.clone(), path: spec.path.clone(), headers, body: body.into_bytes() };
         let process = world.route(req, copy);
         let tag = world.next_tag();
-        world.event(
+        world.message(
             &node,
-            format!(
-                "{label}: {} {} key={} → server-{}",
-                http.method,
-                http.path,
-                key.as_deref().unwrap_or("-"),
-                process + 1
-            ),
+            &format!("server-{}", process + 1),
+            format!("{label}: {} {} key={}", http.method, http.path, key.as_deref().unwrap_or("-")),
         );
         let sent_ms = world.now_ms();
         let env = Envelope {
@@ -92,6 +87,7 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             reply_to: ep.local_addr().expect("bound"),
             req,
             label: label.clone(),
+            client_node: node.clone(),
             http,
         };
         net::send_request(&world, &node, &ep, world::server_addr(process), env).await;

@@ -9,6 +9,8 @@ pub struct Event {
     pub t_us: u64,
     pub node: String,
     pub text: String,
+    /// A message sent from `node` to this node (a request, a reply, an effect call).
+    pub to: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,7 +23,46 @@ impl History {
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(self.events.len() * 64);
         for e in &self.events {
-            let _ = writeln!(out, "{:>8}.{:03}ms  {:<12} {}", e.t_us / 1000, e.t_us % 1000, e.node, e.text);
+            let _ = write!(out, "{:>8}.{:03}ms  {:<12} {}", e.t_us / 1000, e.t_us % 1000, e.node, e.text);
+            if let Some(to) = &e.to {
+                let _ = write!(out, " → {to}");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The run as a Mermaid sequence diagram: messages as arrows, everything else as notes over
+    /// the node it happened on. Client-side receipts are left out (the reply arrow shows them).
+    pub fn mermaid(&self) -> String {
+        let mut nodes: Vec<&str> = Vec::new();
+        for e in &self.events {
+            for n in std::iter::once(e.node.as_str()).chain(e.to.as_deref()) {
+                if !nodes.contains(&n) {
+                    nodes.push(n);
+                }
+            }
+        }
+        // Clients first, then servers, then the rest, each in order of appearance.
+        let rank = |n: &str| if n.starts_with("client-") { 0 } else if n.starts_with("server-") { 1 } else { 2 };
+        nodes.sort_by_key(|n| rank(n));
+        let id = |n: &str| format!("P{}", nodes.iter().position(|m| *m == n).unwrap_or(0));
+        let clean = |t: &str| t.replace(';', ",").replace('#', "no.").replace('\n', " ");
+        let mut out = String::from("sequenceDiagram\n");
+        for n in &nodes {
+            let _ = writeln!(out, "    participant {} as {n}", id(n));
+        }
+        for e in &self.events {
+            let t = format!("{}.{:03} ms", e.t_us / 1000, e.t_us % 1000);
+            match &e.to {
+                Some(to) => {
+                    let _ = writeln!(out, "    {}->>{}: {} ({t})", id(&e.node), id(to), clean(&e.text));
+                }
+                None if e.node.starts_with("client-") && e.text.contains(": ← ") => {}
+                None => {
+                    let _ = writeln!(out, "    Note over {}: {} ({t})", id(&e.node), clean(&e.text));
+                }
+            }
         }
         out
     }
@@ -34,6 +75,10 @@ impl History {
             h.write(e.node.as_bytes());
             h.write(&[0]);
             h.write(e.text.as_bytes());
+            h.write(&[0]);
+            if let Some(to) = &e.to {
+                h.write(to.as_bytes());
+            }
             h.write(&[0]);
         }
         h.0
@@ -64,11 +109,17 @@ mod tests {
 
     #[test]
     fn hash_sees_every_field() {
-        let e = |t, n: &str, x: &str| Event { t_us: t, node: n.into(), text: x.into() };
+        let e = |t, n: &str, x: &str| Event { t_us: t, node: n.into(), text: x.into(), to: None };
         let a = History { events: vec![e(1, "a", "x")] };
         assert_ne!(a.hash(), History { events: vec![e(2, "a", "x")] }.hash());
         assert_ne!(a.hash(), History { events: vec![e(1, "b", "x")] }.hash());
         assert_ne!(a.hash(), History { events: vec![e(1, "a", "y")] }.hash());
         assert_eq!(a.render(), "       0.001ms  a            x\n");
+        let m = History { events: vec![Event { to: Some("server-1".into()), ..e(1, "client-a", "POST; #1") }] };
+        assert_ne!(m.hash(), History { events: vec![e(1, "client-a", "POST; #1")] }.hash());
+        assert_eq!(
+            m.mermaid(),
+            "sequenceDiagram\n    participant P0 as client-a\n    participant P1 as server-1\n    P0->>P1: POST, no.1 (0.001 ms)\n"
+        );
     }
 }

@@ -21,6 +21,8 @@ pub(crate) struct Envelope {
     /// Index of the request in the sim, copy, attempt (1-based): for injections and labels.
     pub req: usize,
     pub label: String,
+    /// The client node's name (for the trace and sequence diagrams).
+    pub client_node: String,
     pub http: Request,
 }
 

@@ -84,7 +84,7 @@ async fn handle(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>, ep: Arc<
         world.event(&ex.node, format!("{}: connection dropped, {} never sent", ex.label, resp.status));
         return;
     }
-    world.event(&ex.node, format!("{}: reply {}", ex.label, resp.status));
+    world.message(&ex.node, &env.client_node, format!("{}: reply {} {}", ex.label, resp.status, resp.body));
     net::send_reply(&world, &ex.node, &ex.label, &ep, env.reply_to, env.reply_tag, resp).await;
 }
 
@@ -546,7 +546,7 @@ impl Exec {
             .await
             .map_err(|e| Failure::Error(format!("effect: {e}")))?;
         let tag = self.world.next_tag();
-        self.event("effect: calling the receiver");
+        self.world.message(&self.node, "receiver", format!("{}: effect for intent {}", self.label, self.intent));
         let msg = EffectMsg {
             reply_tag: tag,
             reply_to: ep.local_addr().expect("bound"),

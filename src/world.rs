@@ -138,7 +138,13 @@ impl World {
     /// Record an event in the history.
     pub fn event(&self, node: &str, text: impl Into<String>) {
         let t_us = self.now_us();
-        self.lock().history.push(Event { t_us, node: node.to_string(), text: text.into() });
+        self.lock().history.push(Event { t_us, node: node.to_string(), text: text.into(), to: None });
+    }
+
+    /// Record a message sent from `node` to `to` (drawn as an arrow in sequence diagrams).
+    pub fn message(&self, node: &str, to: &str, text: impl Into<String>) {
+        let t_us = self.now_us();
+        self.lock().history.push(Event { t_us, node: node.to_string(), text: text.into(), to: Some(to.to_string()) });
     }
 
     pub fn bound_hit(&self, what: String) {

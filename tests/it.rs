@@ -457,3 +457,13 @@ fn partition_cuts_a_process_off() {
     assert!(trace.contains("server-1 partitioned") && trace.contains("server-1 reconnected"), "{trace}");
     assert!(out.report.violations.is_empty(), "{:?}", out.report.violations);
 }
+
+/// The teaching demo: the check-first race as a sequence diagram, held as a snapshot.
+#[test]
+fn check_first_race_sequence_diagram() {
+    let out = world::run(&sim("sims/teaching/check-first-race.toml"), &model("check-first"), 1, RunOptions { keep_history: true }).unwrap();
+    assert!(!out.report.passed());
+    let names: Vec<&str> = out.report.violations.iter().map(|v| v.name).collect();
+    assert_eq!(names, ["duplicate-row"]);
+    snapshot("teaching__check-first-race__check-first__seed-1.mermaid", &out.history.unwrap().mermaid());
+}

@@ -20,7 +20,12 @@ pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_INPUT: i32 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "idemsim", version, about = "Deterministic simulation testbed for idempotency protocols.\n\nWith no command: the reference experiment (every model × every sim in sims/article/).")]
+#[command(
+    name = "idemsim",
+    version,
+    about = "Deterministic simulation testbed for idempotency protocols.\n\nWith no command: the reference experiment (every model × every sim in sims/article/).",
+    after_help = "Exit codes: 0 all held; 1 an expectation failed (run, matrix, sweep) or, for sweep, a violation, a nondeterministic seed or a bound was found; 2 bad input or usage.\nModels and sims are looked up by name under models/ and sims/, or given as file paths."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -68,10 +73,11 @@ pub enum Command {
         /// Run each seed twice and fail on any trace difference.
         #[arg(long = "check-determinism")]
         check_determinism: bool,
+        /// Print the aggregate as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Run models × sims × seeds and print the pass/fail table.
+    /// Run models × sims × seeds: pass/fail of expectations and the oracle's violations.
     Matrix {
         /// Sim files or folders (default: sims/article).
         #[arg(long = "sims")]
@@ -85,6 +91,7 @@ pub enum Command {
         /// Worker threads (default: all cores; the result is the same for any value).
         #[arg(long)]
         jobs: Option<usize>,
+        /// Print `cells` and `totals` as JSON.
         #[arg(long)]
         json: bool,
         /// Print the "which design survives which fault" table as Markdown: one row per model,

@@ -222,31 +222,28 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         let _ = writeln!(out, "  warning: {w}");
     }
     let runs = c.runs;
-    let (lo, hi) = sweep::wilson(c.violating_seeds, runs);
+    // A share of seeds in percent, with its Wilson 95 % interval.
+    let pct = |k: u64| {
+        let (lo, hi) = sweep::wilson(k, runs);
+        (100.0 * k as f64 / runs.max(1) as f64, 100.0 * lo, 100.0 * hi)
+    };
+    let (p, lo, hi) = pct(c.violating_seeds);
     let _ = writeln!(
         out,
-        "\n{runs} runs · seeds with a violation: {} ({:.1}%, 95% CI {:.1}%–{:.1}%) · bounds hit: {} · ambiguous intents: {}",
-        c.violating_seeds,
-        100.0 * c.violating_seeds as f64 / runs.max(1) as f64,
-        100.0 * lo,
-        100.0 * hi,
-        c.bounded_runs,
-        c.ambiguous_intents
+        "\n{runs} runs · seeds with a violation: {} ({p:.1}%, 95% CI {lo:.1}%–{hi:.1}%) · bounds hit: {} · ambiguous intents: {}",
+        c.violating_seeds, c.bounded_runs, c.ambiguous_intents
     );
     if c.violations.is_empty() {
         let _ = writeln!(out, "\nno violations on any seed");
     } else {
         let _ = writeln!(out, "\n{:<28} {:>6} {:>8}  {:<17} {:>10}", "violation", "seeds", "rate", "95% CI", "first seed");
         for (name, v) in c.violations_in_order() {
-            let (lo, hi) = sweep::wilson(v.seeds, runs);
+            let (p, lo, hi) = pct(v.seeds);
             let label = if v.permitted { format!("{name}*") } else { name.to_string() };
             let _ = writeln!(
                 out,
-                "{label:<28} {:>6} {:>7.1}%  {:>6.1}%–{:>6.1}%  {:>10}\n    replay: {}",
+                "{label:<28} {:>6} {p:>7.1}%  {lo:>6.1}%–{hi:>6.1}%  {:>10}\n    replay: {}",
                 v.seeds,
-                100.0 * v.seeds as f64 / runs.max(1) as f64,
-                100.0 * lo,
-                100.0 * hi,
                 v.first_seed,
                 sweep::replay_command(&c.sim_path, &c.model_cli, v.first_seed)
             );

@@ -113,9 +113,16 @@ pub fn fresh_run_database() -> rusqlite::Result<String> {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
         if let Some(pool) = p.as_ref() {
-            let wiped = exec_cached(&pool.observer, "DELETE FROM rows")
-                .and_then(|_| exec_cached(&pool.observer, "DELETE FROM keys"))
-                .and_then(|_| exec_cached(&pool.observer, "DELETE FROM outbox"));
+            // One transaction for the three deletes: one journal, one lock cycle.
+            let o = &pool.observer;
+            let wiped = exec_cached(o, "BEGIN IMMEDIATE")
+                .and_then(|_| exec_cached(o, "DELETE FROM rows"))
+                .and_then(|_| exec_cached(o, "DELETE FROM keys"))
+                .and_then(|_| exec_cached(o, "DELETE FROM outbox"))
+                .and_then(|_| exec_cached(o, "COMMIT"));
+            if wiped.is_err() && !o.is_autocommit() {
+                let _ = exec_cached(o, "ROLLBACK");
+            }
             if wiped.is_ok() {
                 return Ok(pool.uri.clone());
             }

@@ -17,11 +17,10 @@ use madsim::time::{sleep, timeout};
 use rusqlite::{Connection, params};
 
 use crate::http::{self, Order, Response};
-use crate::keystore::Record;
 use crate::model::{Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, Replay, Step, StoreOutcomes};
 use crate::net::{self, EffectMsg, Envelope};
 use crate::scenario::InjectAction;
-use crate::store;
+use crate::store::{self, Record};
 use crate::world::{self, World};
 
 /// The main task of server process `idx` (re-run on restart).
@@ -88,13 +87,6 @@ async fn handle(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>, ep: Arc<
     net::send_reply(&world, &ex.node, &ex.label, &ep, env.reply_to, env.reply_tag, resp).await;
 }
 
-/// The scope of a key: (user, operation, key), with unscoped fields stored as "".
-pub(crate) struct ScopedKey {
-    pub user: String,
-    pub operation: String,
-    pub key: String,
-}
-
 /// Why a request failed.
 pub(crate) enum Failure {
     /// The database stayed locked past the wait budget → 503.
@@ -123,7 +115,8 @@ pub(crate) struct Exec {
     pub(crate) req: Option<usize>,
     pub(crate) intent: String,
     pub(crate) order: Option<Order>,
-    pub(crate) key: Option<ScopedKey>,
+    /// The request's key in its scope (None: no key, or the variant never reads it).
+    pub(crate) key: Option<store::Scope>,
     pub(crate) fingerprint: String,
     pub(crate) row_id: Option<i64>,
     pub(crate) response: Option<Response>,
@@ -238,11 +231,11 @@ impl Exec {
                     return Response::error(400, "Idempotency-Key too long");
                 }
                 Some(k) => {
-                    self.key = Some(ScopedKey {
-                        user: if kp.scope_user { order.user.clone() } else { String::new() },
-                        operation: if kp.scope_operation { order.operation.to_string() } else { String::new() },
-                        key: k.to_string(),
-                    });
+                    self.key = Some((
+                        if kp.scope_user { order.user.clone() } else { String::new() },
+                        if kp.scope_operation { order.operation.to_string() } else { String::new() },
+                        k.to_string(),
+                    ));
                     self.fingerprint = match kp.fingerprint {
                         Fingerprint::Validated => http::sha256_hex(order.canonical().as_bytes()),
                         Fingerprint::Raw => http::sha256_hex(&env.http.body),
@@ -457,7 +450,7 @@ impl Exec {
     fn effect_key(&self) -> Option<String> {
         match self.world.model.effect_dedupe {
             EffectDedupe::None => None,
-            EffectDedupe::Key => self.key.as_ref().map(|k| format!("key:{}/{}/{}", k.user, k.operation, k.key)),
+            EffectDedupe::Key => self.key.as_ref().map(|(user, op, key)| format!("key:{user}/{op}/{key}")),
             EffectDedupe::Payload => self
                 .order
                 .as_ref()
@@ -666,8 +659,6 @@ pub(crate) async fn receiver_main(world: Arc<World>) {
                 None => true,
             };
             if fresh {
-                *st.effects.entry(msg.intent.clone()).or_insert(0) += 1;
-                st.effects_total += 1;
                 st.effect_log.push((msg.intent.clone(), t));
             }
             fresh

@@ -216,16 +216,38 @@ pub struct RowRecord {
     pub created_ms: i64,
 }
 
-/// A stored key as the checker sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KeyRecord {
-    pub user: String,
-    pub operation: String,
-    pub key: String,
+/// (user, operation, key), with unscoped fields stored as "".
+pub type Scope = (String, String, String);
+
+/// A key record, wherever it is stored (the `keys` table, a TTL cache, process memory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub fingerprint: String,
     pub status: Option<i64>,
     pub response: Option<String>,
+    /// `in-progress` or `done`.
     pub state: String,
+    pub created_ms: u64,
+    pub lease_until_ms: Option<u64>,
+    pub token: Option<u64>,
     pub intent: String,
+}
+
+/// The columns [`record_from_row`] reads, in its order.
+pub const RECORD_COLUMNS: &str = "fingerprint, status, response, state, created_ms, lease_until_ms, token, intent";
+
+/// A [`Record`] from a row selected with [`RECORD_COLUMNS`] starting at column `at`.
+pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<Record> {
+    Ok(Record {
+        fingerprint: r.get(at)?,
+        status: r.get(at + 1)?,
+        response: r.get(at + 2)?,
+        state: r.get(at + 3)?,
+        created_ms: r.get::<_, i64>(at + 4)? as u64,
+        lease_until_ms: r.get::<_, Option<i64>>(at + 5)?.map(|v| v as u64),
+        token: r.get::<_, Option<i64>>(at + 6)?.map(|v| v as u64),
+        intent: r.get(at + 7)?,
+    })
 }
 
 pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
@@ -236,21 +258,11 @@ pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
     rows.collect()
 }
 
-pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<KeyRecord>> {
-    let mut st = conn.prepare_cached(
-        "SELECT user, operation, key, status, response, state, intent FROM keys ORDER BY user, operation, key",
-    )?;
-    let rows = st.query_map([], |r| {
-        Ok(KeyRecord {
-            user: r.get(0)?,
-            operation: r.get(1)?,
-            key: r.get(2)?,
-            status: r.get(3)?,
-            response: r.get(4)?,
-            state: r.get(5)?,
-            intent: r.get(6)?,
-        })
-    })?;
+/// Every stored key with its record, in scope order.
+pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<(Scope, Record)>> {
+    let sql = format!("SELECT user, operation, key, {RECORD_COLUMNS} FROM keys ORDER BY user, operation, key");
+    let mut st = conn.prepare_cached(&sql)?;
+    let rows = st.query_map([], |r| Ok(((r.get(0)?, r.get(1)?, r.get(2)?), record_from_row(r, 3)?)))?;
     rows.collect()
 }
 

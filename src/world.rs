@@ -17,7 +17,7 @@ use crate::history::{Event, History};
 use crate::model::Model;
 use crate::report::{AttemptOutcome, RequestReport, RunReport};
 use crate::scenario::{ActionKind, Sim};
-use crate::store;
+use crate::store::{self, Record};
 
 /// Options of one run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -47,14 +47,13 @@ pub(crate) struct State {
     pub history: Vec<Event>,
     pub inject_fired: Vec<u32>,
     pub outcomes: Vec<RequestReport>,
-    pub effects: std::collections::BTreeMap<String, u64>,
-    pub effects_total: u64,
     pub steps: u64,
     pub handlers_in_flight: u32,
     pub actions_running: u32,
     pub bounds_hit: Vec<String>,
     pub next_tag: u64,
-    /// (intent, ms) of every effect delivery, in order.
+    /// (intent, ms) of every effect the receiver counted (after dedupe), in order: effects
+    /// per intent and in total are derived from it.
     pub effect_log: Vec<(String, u64)>,
     /// (intent, ms) of every key deleted by the collector or a delete-keys action.
     pub collected: Vec<(String, u64)>,
@@ -78,8 +77,6 @@ impl State {
             history: Vec::with_capacity(64),
             inject_fired: vec![],
             outcomes: vec![],
-            effects: Default::default(),
-            effects_total: 0,
             steps: 0,
             handlers_in_flight: 0,
             actions_running: 0,
@@ -199,17 +196,9 @@ impl World {
 
     /// Count rows and keys now, as the observer (retrying in simulated time while locked).
     pub async fn probe(&self) -> Option<(u64, u64)> {
-        for _ in 0..1000 {
-            let r = {
-                store::with_observer(|c| store::count(c, "rows").and_then(|r| store::count(c, "keys").map(|k| (r, k))))
-            };
-            match r {
-                Ok(v) => return Some(v),
-                Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
-                Err(_) => return None,
-            }
-        }
-        None
+        retry_busy(1000, || store::with_observer(|c| Ok((store::count(c, "rows")?, store::count(c, "keys")?))))
+            .await
+            .ok()
     }
 
     /// Which server process a copy's attempt goes to.
@@ -255,58 +244,54 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
         let sim = sim.clone();
         let model = model.clone();
         async move {
+            let processes = sim.world.processes;
+            let state = State {
+                outcomes,
+                done,
+                inject_fired: vec![0; sim.injects.len()],
+                crashing: vec![false; processes],
+                loops: (0..processes).map(|_| (None, Vec::new())).collect(),
+                mem: crate::keystore::MemStores { cache: Default::default(), memory: vec![Default::default(); processes] },
+                ..State::empty()
+            };
             let world = Arc::new(World {
                 wait_budget_ms: sim.world.wait_budget_ms.unwrap_or(model.wait_budget_ms),
                 sim,
                 model,
                 db_uri,
                 start: Instant::now(),
-                state: Mutex::new(State { outcomes, done, ..State::empty() }),
+                state: Mutex::new(state),
                 control: Mutex::new(None),
                 server_nodes: Mutex::new(vec![]),
                 names,
             });
-            world.lock().inject_fired = vec![0; world.sim.injects.len()];
-            world.lock().crashing = vec![false; world.sim.world.processes];
-            world.lock().loops = (0..world.sim.world.processes).map(|_| (None, Vec::new())).collect();
-            world.lock().mem.memory = vec![Default::default(); world.sim.world.processes];
             supervise(world.clone()).await;
             world
         }
     });
-    // Dropping the runtime drops every node's tasks: connections go back to the pool after
-    // their open transactions roll
-    // back, exactly as if every process stopped. Then the observer reads the final state.
+    // Every node was killed at the end of `supervise`, and dropping the runtime drops what is
+    // left: connections have rolled back and gone back to the pool, as if every process
+    // stopped. Then the observer reads the final state.
     drop(rt);
     // The control node's handle lives in the world; drop it so no task keeps the world alive.
     world.control.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let (rows, mut keys) = {
-        (store::with_observer(store::read_rows)?, store::with_observer(store::read_keys)?)
-    };
+    let rows = store::with_observer(store::read_rows)?;
+    let mut keys = store::with_observer(store::read_keys)?;
     let state = std::mem::replace(&mut *world.lock(), State::empty());
-    // Keys held outside SQLite (a TTL cache, process memory) as the checker sees them. Memory
-    // of processes is what they hold at the end (a restart has emptied it).
-    let retention = world.model.key.as_ref().and_then(|k| k.retention_ms);
-    let end_ms = state.history.last().map(|e| e.t_us / 1000).unwrap_or(0);
-    let mem_keys = state
-        .mem
-        .cache
-        .iter()
-        .filter(|(_, r)| retention.is_none_or(|ttl| r.created_ms + ttl > end_ms))
-        .chain(state.mem.memory.iter().flat_map(|m| m.iter()));
-    for ((user, operation, key), r) in mem_keys {
-        keys.push(store::KeyRecord {
-            user: user.clone(),
-            operation: operation.clone(),
-            key: key.clone(),
-            status: r.status,
-            response: r.response.clone(),
-            state: r.state.clone(),
-            intent: r.intent.clone(),
-        });
-    }
     let history = History { events: state.history };
-    let end_ms = history.events.last().map(|e| e.t_us as f64 / 1000.0).unwrap_or(0.0);
+    let end_us = history.events.last().map(|e| e.t_us).unwrap_or(0);
+    // Keys held outside SQLite (a TTL cache, process memory) as the checker sees them: cache
+    // records still alive at the end, and what each process's memory holds (a restart has
+    // emptied it).
+    let ttl = world.model.key.as_ref().and_then(|k| k.retention_ms);
+    let live = |r: &Record| ttl.is_none_or(|ttl| r.created_ms + ttl > end_us / 1000);
+    keys.extend(state.mem.cache.into_iter().filter(|(_, r)| live(r)));
+    keys.extend(state.mem.memory.into_iter().flatten());
+    // Effects per intent, from the receiver's log.
+    let mut effects = std::collections::BTreeMap::new();
+    for (intent, _) in &state.effect_log {
+        *effects.entry(intent.clone()).or_insert(0) += 1;
+    }
 
     let mut report = RunReport {
         seed,
@@ -314,10 +299,10 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
         model: world.model.name.clone(),
         requests: state.outcomes,
         keys: keys.len() as u64,
-        keys_in_progress: keys.iter().filter(|k| k.state != "done").count() as u64,
+        keys_in_progress: keys.iter().filter(|(_, r)| r.state != "done").count() as u64,
         rows,
-        effects: state.effects,
-        effects_total: state.effects_total,
+        effects_total: state.effect_log.len() as u64,
+        effects,
         deliveries: state.deliveries,
         checks: vec![],
         violations: vec![],
@@ -325,7 +310,7 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
         per_intent: vec![],
         ambiguous_intents: 0,
         bounds_hit: state.bounds_hit,
-        end_ms,
+        end_ms: end_us as f64 / 1000.0,
         events: history.events.len(),
         trace_hash: format!("{:016x}", history.hash()),
     };
@@ -334,8 +319,8 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
     let leased = world.model.key.as_ref().is_some_and(|k| k.lease_ms.is_some());
     let stuck: Vec<(String, String)> = keys
         .iter()
-        .filter(|k| k.state != "done" && !leased)
-        .map(|k| (k.intent.clone(), k.key.clone()))
+        .filter(|(_, r)| r.state != "done" && !leased)
+        .map(|((_, _, key), r)| (r.intent.clone(), key.clone()))
         .collect();
     report.violations = oracle::violations(
         &world.sim,
@@ -391,10 +376,9 @@ async fn supervise(world: Arc<World>) {
     let h = Handle::current();
     let mut nodes: Vec<NodeId> = Vec::new();
     supervise_nodes(&world, &h, &mut nodes).await;
-    // Stop every node: its tasks are dropped at the executor's next pass (connections roll back
-    // and return to the pool,
-    // open transactions roll back). Without this, madsim leaves waiting tasks alive forever
-    // (the runtime has no Drop that cancels them) and every run would leak its world.
+    // Stop every node: its tasks are dropped at the executor's next pass (open transactions roll
+    // back, connections return to the pool). Without this, madsim leaves waiting tasks alive
+    // forever (the runtime has no Drop that cancels them) and every run would leak its world.
     for id in nodes {
         h.kill(id);
     }
@@ -536,34 +520,15 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
         ActionKind::DeleteKeys => {
             // Read the intents and delete in one transaction, retrying while the database is
             // locked, so that every collected key is known to the oracle.
-            let mut deleted: Option<usize> = None;
-            let mut why = "database still locked after 100 s of simulated time".to_string();
-            for _ in 0..100_000 {
-                let r = (|| -> rusqlite::Result<Vec<String>> {
-                    let tx = conn.unchecked_transaction()?;
-                    let intents: Vec<String> =
-                        tx.prepare("SELECT intent FROM keys")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-                    tx.execute("DELETE FROM keys", [])?;
-                    tx.commit()?;
-                    Ok(intents)
-                })();
-                match r {
-                    Ok(intents) => {
-                        deleted = Some(intents.len());
-                        let now = world.now_us() / 1000;
-                        world.lock().collected.extend(intents.into_iter().map(|i| (i, now)));
-                        break;
-                    }
-                    Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
-                    Err(e) => {
-                        why = e.to_string();
-                        break;
-                    }
-                }
-            }
+            let deleted = retry_busy(100_000, || collect_keys(&conn, None)).await.map(|intents| {
+                let now = world.now_us() / 1000;
+                let n = intents.len();
+                world.lock().collected.extend(intents.into_iter().map(|i| (i, now)));
+                n
+            });
             match deleted {
-                None => world.event("control", format!("{id}: cannot delete keys: {why}")),
-                Some(mut n) => {
+                Err(e) => world.event("control", format!("{id}: cannot delete keys: {e}")),
+                Ok(mut n) => {
                     // Keys held outside SQLite (TTL cache, process memory) are wiped too; cache
                     // records already past their TTL are gone and do not count.
                     let now = world.now_us() / 1000;
@@ -601,17 +566,7 @@ async fn collector(world: Arc<World>, every: u64, retention: u64) {
         sleep(Duration::from_millis(every)).await;
         let now = world.now_us() / 1000;
         let Some(cutoff) = now.checked_sub(retention) else { continue };
-        let r = (|| -> rusqlite::Result<Vec<String>> {
-            let tx = conn.unchecked_transaction()?;
-            let intents: Vec<String> = tx
-                .prepare_cached("SELECT intent FROM keys WHERE created_ms <= ?1 ORDER BY user, operation, key")?
-                .query_map([cutoff as i64], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            tx.execute("DELETE FROM keys WHERE created_ms <= ?1", [cutoff as i64])?;
-            tx.commit()?;
-            Ok(intents)
-        })();
-        match r {
+        match collect_keys(&conn, Some(cutoff)) {
             Ok(intents) if !intents.is_empty() => {
                 world.event("control", format!("gc: deleted {} key(s) older than {retention} ms", intents.len()));
                 let mut st = world.lock();
@@ -630,14 +585,35 @@ fn finish_action(world: &World, id: &str) {
 }
 
 async fn wait_statement(conn: &Connection, sql: &str) -> bool {
-    for _ in 0..100_000 {
-        match store::exec_cached(conn, sql) {
-            Ok(()) => return true,
+    retry_busy(100_000, || store::exec_cached(conn, sql)).await.is_ok()
+}
+
+/// Run `f` until it is not refused for a locked database, 1 ms of simulated time apart, at
+/// most `tries` times (then the last busy error).
+async fn retry_busy<T>(tries: u32, mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let mut r = f();
+    for _ in 1..tries {
+        match r {
             Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
-            Err(_) => return false,
+            _ => break,
         }
+        r = f();
     }
-    false
+    r
+}
+
+/// Delete the stored keys created at or before `cutoff` (all of them: None) in one
+/// transaction; returns their intents, so that the oracle knows every collected key.
+fn collect_keys(conn: &Connection, cutoff: Option<u64>) -> rusqlite::Result<Vec<String>> {
+    let cutoff = cutoff.map_or(i64::MAX, |c| c as i64);
+    let tx = conn.unchecked_transaction()?;
+    let intents = tx
+        .prepare_cached("SELECT intent FROM keys WHERE created_ms <= ?1 ORDER BY user, operation, key")?
+        .query_map([cutoff], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    tx.execute("DELETE FROM keys WHERE created_ms <= ?1", [cutoff])?;
+    tx.commit()?;
+    Ok(intents)
 }
 
 /// Record a finished attempt.

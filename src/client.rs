@@ -97,35 +97,19 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             _ => None,
         };
         let marker = world.model.key.as_ref().map(|k| k.replay_marker.as_str()).unwrap_or("Idempotent-Replayed");
-        let outcome = match &reply {
-            Some(r) => {
-                let replayed = r.header(marker).is_some();
-                world.event(
-                    &node,
-                    format!("{label}: ← {} {}{}", r.status, r.body, if replayed { " (replayed)" } else { "" }),
-                );
-                AttemptOutcome {
-                    outcome: "reply",
-                    status: Some(r.status),
-                    replayed,
-                    body: Some(r.body.clone()),
-                    key: key.clone(),
-                    sent_ms,
-                    done_ms: world.now_ms(),
-                }
-            }
-            None => {
-                world.event(&node, format!("{label}: transport failure (no reply within {} ms)", timeout_d.as_millis()));
-                AttemptOutcome {
-                    outcome: "transport-failure",
-                    status: None,
-                    replayed: false,
-                    body: None,
-                    key: key.clone(),
-                    sent_ms,
-                    done_ms: world.now_ms(),
-                }
-            }
+        let replayed = reply.as_ref().is_some_and(|r| r.header(marker).is_some());
+        match &reply {
+            Some(r) => world.event(&node, format!("{label}: ← {} {}{}", r.status, r.body, if replayed { " (replayed)" } else { "" })),
+            None => world.event(&node, format!("{label}: transport failure (no reply within {} ms)", timeout_d.as_millis())),
+        }
+        let outcome = AttemptOutcome {
+            outcome: if reply.is_some() { "reply" } else { "transport-failure" },
+            status: reply.as_ref().map(|r| r.status),
+            replayed,
+            body: reply.map(|r| r.body),
+            key: key.clone(),
+            sent_ms,
+            done_ms: world.now_ms(),
         };
         let retry = match outcome.status {
             None => policy.on.transport,

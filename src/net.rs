@@ -39,7 +39,7 @@ pub(crate) struct EffectMsg {
 
 /// Draw one fault decision from the seed. Rates of 0 draw nothing, so adding a fault kind to
 /// a sim does not perturb the schedules of sims without it.
-fn hit(rate: f64) -> bool {
+pub(crate) fn hit(rate: f64) -> bool {
     rate > 0.0 && (rate >= 1.0 || madsim::rand::thread_rng().gen_bool(rate))
 }
 

@@ -570,16 +570,11 @@ impl Exec {
                 (Some(r), Some(q)) => *r == q.group || *r == q.id,
                 (Some(_), None) => false,
             };
-            if inj.point != point || !mine || inj.rate <= 0.0 {
+            if inj.point != point || !mine {
                 continue;
             }
-            {
-                let st = self.world.lock();
-                if inj.times.is_some_and(|t| st.inject_fired[i] >= t) {
-                    continue;
-                }
-            }
-            if inj.rate < 1.0 && !madsim::rand::thread_rng().gen_bool(inj.rate) {
+            let spent = inj.times.is_some_and(|t| self.world.lock().inject_fired[i] >= t);
+            if spent || !net::hit(inj.rate) {
                 continue;
             }
             self.world.lock().inject_fired[i] += 1;

@@ -61,10 +61,7 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
         let key = spec.key.as_ref().map(|k| {
             if policy.new_key_per_attempt && attempt > 1 { format!("{k}-{attempt}") } else { k.clone() }
         });
-        let body = match (&policy.retry_body, attempt) {
-            (Some(b), n) if n > 1 => b.clone(),
-            _ => spec.body.clone(),
-        };
+        let body = spec.body_for(attempt).to_string();
         let mut headers = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
         if let Some(u) = &spec.user {
             headers.push((http::USER_HEADER.to_string(), u.clone()));

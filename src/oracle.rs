@@ -77,13 +77,7 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
         ev.collected.iter().any(|(i, t)| intents.contains(&i.as_str()) && (*t as f64) <= to)
     };
 
-    // Intents in order of first appearance.
-    let mut intents: Vec<&str> = Vec::new();
-    for q in &sim.requests {
-        if !intents.contains(&q.intent.as_str()) {
-            intents.push(&q.intent);
-        }
-    }
+    let intents = sim.intents();
     let rows_by_id: BTreeMap<i64, &crate::store::RowRecord> = r.rows.iter().map(|x| (x.id, x)).collect();
 
     for intent in &intents {
@@ -186,16 +180,14 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
             }
     }
 
-    // Per scoped key: replay equality and fingerprint enforcement.
-    type Scope = (String, String, String);
-    let mut by_key: BTreeMap<Scope, Vec<(&str, &AttemptOutcome, String)>> = BTreeMap::new();
+    // Per (user, path, key): replay equality and fingerprint enforcement.
+    let mut by_key: BTreeMap<crate::store::Scope, Vec<(&str, &AttemptOutcome, String)>> = BTreeMap::new();
     for (qi, q) in sim.requests.iter().enumerate() {
         for c in &r.requests[qi].copies {
             for (n, a) in c.iter().enumerate() {
                 let (Some(k), true) = (&a.key, is_success(a)) else { continue };
-                let body = if n > 0 { q.policy.retry_body.as_deref().unwrap_or(&q.body) } else { &q.body };
                 let scope = (q.user.clone().unwrap_or_default(), q.path.clone(), k.clone());
-                by_key.entry(scope).or_default().push((&q.intent, a, canonical(body)));
+                by_key.entry(scope).or_default().push((&q.intent, a, canonical(q.body_for(n as u32 + 1))));
             }
         }
     }
@@ -233,19 +225,8 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
 
 /// Rows and effects per intent, for histograms.
 pub fn per_intent(sim: &Sim, r: &RunReport) -> Vec<(u64, u64)> {
-    let mut intents: Vec<&str> = Vec::new();
-    for q in &sim.requests {
-        if !intents.contains(&q.intent.as_str()) {
-            intents.push(&q.intent);
-        }
-    }
-    intents
+    sim.intents()
         .iter()
-        .map(|i| {
-            (
-                r.rows.iter().filter(|x| x.intent == *i).count() as u64,
-                r.effects.get(*i).copied().unwrap_or(0),
-            )
-        })
+        .map(|i| (r.rows.iter().filter(|x| x.intent == *i).count() as u64, r.effects.get(*i).copied().unwrap_or(0)))
         .collect()
 }

@@ -84,6 +84,16 @@ pub struct RequestExpect {
     pub keys_after: Option<u64>,
 }
 
+impl RequestSpec {
+    /// The body attempt `attempt` (1-based) sends: the retry body, if any, after the first.
+    pub fn body_for(&self, attempt: u32) -> &str {
+        match &self.policy.retry_body {
+            Some(b) if attempt > 1 => b,
+            _ => &self.body,
+        }
+    }
+}
+
 impl RequestExpect {
     pub fn needs_probe(&self) -> bool {
         self.rows_after.is_some() || self.keys_after.is_some()
@@ -809,6 +819,17 @@ impl Sim {
             || e.effects.is_some()
             || e.row_qty.is_some()
             || self.requests.iter().any(|r| r.expect != RequestExpect::default())
+    }
+
+    /// The intents of the sim, in order of first appearance.
+    pub fn intents(&self) -> Vec<&str> {
+        let mut intents: Vec<&str> = Vec::new();
+        for q in &self.requests {
+            if !intents.contains(&q.intent.as_str()) {
+                intents.push(&q.intent);
+            }
+        }
+        intents
     }
 
     /// Index of a request by id.

@@ -111,9 +111,7 @@ impl Cell {
         self.runs += 1;
         *self.rows.entry(r.rows.len() as u64).or_insert(0) += 1;
         *self.effects.entry(r.effects_total).or_insert(0) += 1;
-        for (k, v) in r.status_histogram() {
-            *self.statuses.entry(k).or_insert(0) += v;
-        }
+        sum_into(&mut self.statuses, r.status_histogram());
         if !r.bounds_hit.is_empty() {
             self.bounded_runs += 1;
         }
@@ -140,18 +138,11 @@ impl Cell {
                 self.first_failed_seed = Some(s);
                 self.first_failure = o.first_failure;
             }
-        let add = |a: &mut BTreeMap<u64, u64>, b: BTreeMap<u64, u64>| {
-            for (k, v) in b {
-                *a.entry(k).or_insert(0) += v;
-            }
-        };
-        add(&mut self.rows, o.rows);
-        add(&mut self.effects, o.effects);
-        add(&mut self.rows_per_intent, o.rows_per_intent);
-        add(&mut self.effects_per_intent, o.effects_per_intent);
-        for (k, v) in o.statuses {
-            *self.statuses.entry(k).or_insert(0) += v;
-        }
+        sum_into(&mut self.rows, o.rows);
+        sum_into(&mut self.effects, o.effects);
+        sum_into(&mut self.rows_per_intent, o.rows_per_intent);
+        sum_into(&mut self.effects_per_intent, o.effects_per_intent);
+        sum_into(&mut self.statuses, o.statuses);
         for (k, v) in o.violations {
             let e = self.violations.entry(k).or_insert(ViolationStat { seeds: 0, occurrences: 0, first_seed: v.first_seed, permitted: v.permitted });
             e.seeds += v.seeds;
@@ -168,6 +159,13 @@ impl Cell {
     /// The command that replays this cell's first failure.
     pub fn replay_command(&self) -> Option<String> {
         self.first_failed_seed.map(|s| replay_command(&self.sim_path, &self.model_cli, s))
+    }
+}
+
+/// Add the counts of `b` to those of `a`.
+fn sum_into<K: Ord>(a: &mut BTreeMap<K, u64>, b: BTreeMap<K, u64>) {
+    for (k, v) in b {
+        *a.entry(k).or_insert(0) += v;
     }
 }
 

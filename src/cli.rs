@@ -290,7 +290,7 @@ fn demo() -> anyhow::Result<i32> {
         (0..models.len()).partition(|&i| catalog::REFERENCE_MODELS.contains(&models[i].name.as_str()));
     let pick = |idx: &[usize]| -> (Vec<Arc<Model>>, Vec<Cell>) {
         let ms: Vec<Arc<Model>> = idx.iter().map(|&i| models[i].clone()).collect();
-        let cs = (0..sims.len()).flat_map(|si| idx.iter().map(move |&mi| (si, mi))).map(|(si, mi)| cells[si * models.len() + mi].clone()).collect();
+        let cs = (0..sims.len()).flat_map(|si| idx.iter().map(move |&mi| (si, mi))).map(|(si, mi)| sweep::cell(&cells, models.len(), si, mi).clone()).collect();
         (ms, cs)
     };
     println!("idemsim: the reference experiment: every sim in sims/article/ × every model, over each sim's seed range.");
@@ -323,7 +323,7 @@ pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -
         let _ = write!(out, "{:<width$}", m.name);
         let mut passed = 0;
         for si in 0..sims.len() {
-            let c = &cells[si * models.len() + mi];
+            let c = sweep::cell(cells, models.len(), si, mi);
             passed += c.passed as usize;
             let _ = write!(out, "{:>3}", if c.passed { "✓" } else { "✗" });
         }
@@ -457,7 +457,7 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
     for (mi, m) in models.iter().enumerate() {
         let _ = write!(out, "| **{}** |", m.name);
         for si in 0..sims.len() {
-            let c = &cells[si * models.len() + mi];
+            let c = sweep::cell(cells, models.len(), si, mi);
             let parts: Vec<String> = c
                 .violations_in_order()
                 .iter()
@@ -492,7 +492,7 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
     for (si, s) in sims.iter().enumerate() {
         let _ = write!(out, "{:<width$}", s.name);
         for (mi, _) in models.iter().enumerate() {
-            let c = &cells[si * models.len() + mi];
+            let c = sweep::cell(cells, models.len(), si, mi);
             let text = if c.passed {
                 "pass".to_string()
             } else if c.failed_seeds == c.runs {

@@ -199,6 +199,11 @@ impl Cell {
     }
 }
 
+/// The cell of sim `si` × model `mi` in the sim-major order [`run_cells`] returns.
+pub fn cell(cells: &[Cell], models: usize, si: usize, mi: usize) -> &Cell {
+    &cells[si * models + mi]
+}
+
 /// Per-model totals: cells passed out of cells.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Total {

@@ -41,6 +41,26 @@ impl InputError {
     }
 }
 
+/// A `[low, high]` range of milliseconds from a file: `default` when absent, else it must
+/// satisfy `ok(low, high)`; otherwise an error at the value saying `field: expected <expected>`.
+pub fn ms_range(
+    file: &Path,
+    src: &str,
+    field: &str,
+    value: &Option<toml::Spanned<Vec<u64>>>,
+    default: (u64, u64),
+    ok: impl Fn(u64, u64) -> bool,
+    expected: &str,
+) -> Result<(u64, u64), InputError> {
+    match value {
+        None => Ok(default),
+        Some(v) => match v.get_ref().as_slice() {
+            [lo, hi] if ok(*lo, *hi) => Ok((*lo, *hi)),
+            _ => Err(InputError::span(file, src, v.span(), format!("{field}: expected {expected}"))),
+        },
+    }
+}
+
 /// 1-based line and column (in characters) of a byte offset.
 pub fn line_col(src: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(src.len());

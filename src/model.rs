@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::InputError;
+use crate::error::{InputError, ms_range};
 
 /// One step of a server program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -418,13 +418,7 @@ impl Model {
                     Some(("memory", _)) => KeyStore::Memory,
                     Some((other, span)) => return Err(err(span, format!("unknown key store `{other}`; expected sqlite, cache or memory"))),
                 };
-                let store_latency_ms = match &k.store_latency_ms {
-                    None => (1, 3),
-                    Some(l) => match l.get_ref().as_slice() {
-                        [lo, hi] if lo <= hi && *hi <= 60_000 => (*lo, *hi),
-                        _ => return Err(err(l.span(), "key.store_latency_ms: expected [low, high] with low <= high <= 60000".into())),
-                    },
-                };
+                let store_latency_ms = ms_range(path, src, "key.store_latency_ms", &k.store_latency_ms, (1, 3), |lo, hi| lo <= hi && hi <= 60_000, "[low, high] with low <= high <= 60000")?;
                 let lease_ms = match &k.lease_ms {
                     None => None,
                     Some(l) if *l.get_ref() >= 1 => Some(*l.get_ref()),
@@ -482,21 +476,9 @@ impl Model {
                 return Err(err(span, format!("unknown driver.awaits `{other}`; expected explicit or every-statement")));
             }
         };
-        let latency_ms = match &f.driver.latency_ms {
-            None => (1, 5),
-            Some(l) => match l.get_ref().as_slice() {
-                [lo, hi] if lo <= hi && *hi <= 60_000 => (*lo, *hi),
-                _ => return Err(err(l.span(), "driver.latency_ms: expected [low, high] with low <= high <= 60000".into())),
-            },
-        };
+        let latency_ms = ms_range(path, src, "driver.latency_ms", &f.driver.latency_ms, (1, 5), |lo, hi| lo <= hi && hi <= 60_000, "[low, high] with low <= high <= 60000")?;
 
-        let statement_ms = match &f.driver.statement_ms {
-            None => (0, 0),
-            Some(l) => match l.get_ref().as_slice() {
-                [lo, hi] if lo <= hi && *hi <= 60_000 => (*lo, *hi),
-                _ => return Err(err(l.span(), "driver.statement_ms: expected [low, high] with low <= high <= 60000".into())),
-            },
-        };
+        let statement_ms = ms_range(path, src, "driver.statement_ms", &f.driver.statement_ms, (0, 0), |lo, hi| lo <= hi && hi <= 60_000, "[low, high] with low <= high <= 60000")?;
         let effect_dedupe = match f.effects.dedupe.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
             None | Some(("none", _)) => EffectDedupe::None,
             Some(("key", _)) => EffectDedupe::Key,

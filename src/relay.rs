@@ -12,7 +12,6 @@ use std::time::Duration;
 use madsim::time::sleep;
 use rusqlite::params;
 
-use crate::net;
 use crate::server::{Exec, Flow};
 use crate::world::World;
 
@@ -35,10 +34,7 @@ pub(crate) async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<crate::st
             ex.intent = intent;
             ex.label = format!("relay#{id}");
             ex.effect_dedupe_key = dedupe;
-            if net::crash_now(&world) {
-                ex.event("fault: crash before send".to_string());
-                ex.crash(world.sim.faults.restart_ms).await;
-            }
+            ex.maybe_crash("before send").await;
             if ex.effect().await.is_err() {
                 break; // not acknowledged: try again next pass
             }
@@ -46,10 +42,7 @@ pub(crate) async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<crate::st
                 Ok(Flow::Next) => {}
                 _ => break,
             }
-            if net::crash_now(&world) {
-                ex.event("fault: crash between send and mark".to_string());
-                ex.crash(world.sim.faults.restart_ms).await;
-            }
+            ex.maybe_crash("between send and mark").await;
             if ex.sql("relay", |c| c.prepare_cached("UPDATE outbox SET sent = 1 WHERE id = ?1")?.execute(params![id])).await.is_ok() {
                 ex.event(format!("outbox: message {id} marked sent"));
             }

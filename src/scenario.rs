@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::InputError;
+use crate::error::{InputError, ms_range};
 use crate::model::is_kebab;
 
 /// Which server process a request (copy) goes to.
@@ -460,13 +460,7 @@ impl Sim {
             Some(p) if (1..=16).contains(p.get_ref()) => *p.get_ref(),
             Some(p) => return Err(err(p.span(), "world.processes: expected 1..=16".into())),
         };
-        let latency_ms = match &f.world.latency_ms {
-            None => (1, 10),
-            Some(l) => match l.get_ref().as_slice() {
-                [lo, hi] if 1 <= *lo && lo < hi && *hi <= 60_000 => (*lo, *hi),
-                _ => return Err(err(l.span(), "world.latency_ms: expected [low, high] with 1 <= low < high <= 60000".into())),
-            },
-        };
+        let latency_ms = ms_range(path, src, "world.latency_ms", &f.world.latency_ms, (1, 10), |lo, hi| 1 <= lo && lo < hi && hi <= 60_000, "[low, high] with 1 <= low < high <= 60000")?;
         let client_timeout_ms = match &f.world.client_timeout_ms {
             None => 30_000,
             Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
@@ -762,13 +756,7 @@ impl Sim {
             }
         };
         let ff = &f.faults;
-        let delay_ms = match &ff.delay_ms {
-            None => (10, 500),
-            Some(l) => match l.get_ref().as_slice() {
-                [lo, hi] if lo <= hi && *hi <= 3_600_000 => (*lo, *hi),
-                _ => return Err(err(l.span(), "faults.delay_ms: expected [low, high] with low <= high".into())),
-            },
-        };
+        let delay_ms = ms_range(path, src, "faults.delay_ms", &ff.delay_ms, (10, 500), |lo, hi| lo <= hi && hi <= 3_600_000, "[low, high] with low <= high")?;
         let mut partitions = Vec::new();
         for p in &f.partitions {
             if !(1..=processes).contains(p.process.get_ref()) {

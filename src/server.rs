@@ -257,10 +257,7 @@ impl Exec {
                 self.world.bound_hit(format!("max-steps: more than {} server steps", self.world.sim.world.max_steps));
                 return self.fail(Failure::Bound).await;
             }
-            if net::crash_now(&self.world) {
-                self.event(format!("fault: crash before {}", step.name()));
-                self.crash(self.world.sim.faults.restart_ms).await;
-            }
+            self.maybe_crash(&format!("before {}", step.name())).await;
             if model.driver.awaits == Awaits::EveryStatement && step.is_statement() {
                 self.driver_latency().await;
             }
@@ -588,6 +585,14 @@ impl Exec {
             }
         }
         Ok(Flow::Next)
+    }
+
+    /// The random crash fault at a step boundary: with `faults.crash`'s probability, crash here.
+    pub(crate) async fn maybe_crash(&self, where_: &str) {
+        if net::crash_now(&self.world) {
+            self.event(format!("fault: crash {where_}"));
+            self.crash(self.world.sim.faults.restart_ms).await;
+        }
     }
 
     /// Kill this process now; the control node restarts it after `restart_ms`.

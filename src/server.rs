@@ -3,8 +3,9 @@
 //! is implemented once here. Also the external effect receiver.
 //!
 //! Interleaving happens only at awaits: `await` steps, driver latency under
-//! `awaits = "every-statement"`, waiting out a locked database, effects and injected pauses.
-//! A synchronous rusqlite call runs to completion within one poll.
+//! `awaits = "every-statement"`, statement time (`statement_ms`), waiting out a locked
+//! database, cache round trips, effects and injected pauses. A synchronous rusqlite call runs
+//! to completion within one poll.
 
 use std::rc::Rc;
 use std::sync::Arc;

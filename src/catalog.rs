@@ -53,8 +53,14 @@ pub fn model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
     if by_name.is_file() {
         return Model::load(&by_name).map(Arc::new);
     }
-    let known: Vec<String> = all_model_paths().iter().filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned())).collect();
-    Err(InputError::file(p, format!("no such model file or name; known models: {}", known.join(", "))))
+    let known: Vec<String> = all_model_paths()
+        .iter()
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    Err(InputError::file(
+        p,
+        format!("no such model file or name; known models: {}", known.join(", ")),
+    ))
 }
 
 /// A sim by file path, or by name (file stem, or path under `sims/` without `.toml`).
@@ -68,14 +74,19 @@ pub fn sim(name_or_path: &str) -> Result<Arc<Sim>, InputError> {
     if direct.is_file() {
         return Sim::load(&direct).map(Arc::new);
     }
-    let matches: Vec<PathBuf> =
-        files_under(&sims).into_iter().filter(|f| f.file_stem().is_some_and(|s| s == name_or_path)).collect();
+    let matches: Vec<PathBuf> = files_under(&sims)
+        .into_iter()
+        .filter(|f| f.file_stem().is_some_and(|s| s == name_or_path))
+        .collect();
     match matches.as_slice() {
         [one] => Sim::load(one).map(Arc::new),
         [] => Err(InputError::file(p, "no such sim file or name (see `idemsim list`)")),
         many => Err(InputError::file(
             p,
-            format!("ambiguous sim name; candidates: {}", many.iter().map(|m| display_path(m)).collect::<Vec<_>>().join(", ")),
+            format!(
+                "ambiguous sim name; candidates: {}",
+                many.iter().map(|m| display_path(m)).collect::<Vec<_>>().join(", ")
+            ),
         )),
     }
 }
@@ -112,7 +123,10 @@ pub const REFERENCE_MODELS: [&str; 3] = ["no-key", "check-first", "transactional
 /// The three reference variants of the article, in the article's order, then the others.
 pub fn ordered_models(mut models: Vec<Arc<Model>>) -> Vec<Arc<Model>> {
     models.sort_by_key(|m| {
-        (REFERENCE_MODELS.iter().position(|f| *f == m.name).unwrap_or(REFERENCE_MODELS.len()), m.name.clone())
+        (
+            REFERENCE_MODELS.iter().position(|f| *f == m.name).unwrap_or(REFERENCE_MODELS.len()),
+            m.name.clone(),
+        )
     });
     models
 }

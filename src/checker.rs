@@ -26,7 +26,12 @@ pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
                 continue;
             };
             if let Some(s) = e.status {
-                check(&mut out, format!("{who}.status"), s.to_string(), opt(a.status).replace("none", "transport-failure"));
+                check(
+                    &mut out,
+                    format!("{who}.status"),
+                    s.to_string(),
+                    opt(a.status).replace("none", "transport-failure"),
+                );
             }
             if let Some(o) = &e.outcome {
                 check(&mut out, format!("{who}.outcome"), o.clone(), a.outcome.to_string());
@@ -68,11 +73,20 @@ pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
             out.push(Check {
                 what: format!("{}: every copy got the same id", spec.id),
                 held: if same { all_same } else { real > 1 },
-                expected: if same { "1 distinct id, on every copy".into() } else { "more than 1 distinct id".into() },
+                expected: if same {
+                    "1 distinct id, on every copy".into()
+                } else {
+                    "more than 1 distinct id".into()
+                },
                 actual: {
                     let real: Vec<&String> = ids.iter().filter(|i| *i != "none").collect();
-                    let none = if ids.len() > real.len() { " (and copies without an id)" } else { "" };
-                    format!("{} distinct id(s): {}{none}", real.len(), real.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+                    let none =
+                        if ids.len() > real.len() { " (and copies without an id)" } else { "" };
+                    format!(
+                        "{} distinct id(s): {}{none}",
+                        real.len(),
+                        real.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    )
                 },
             });
         }
@@ -80,7 +94,12 @@ pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
             check(&mut out, format!("rows after {}", spec.id), n.to_string(), opt(r.rows_after));
         }
         if let Some(n) = e.keys_after {
-            check(&mut out, format!("stored keys after {}", spec.id), n.to_string(), opt(r.keys_after));
+            check(
+                &mut out,
+                format!("stored keys after {}", spec.id),
+                n.to_string(),
+                opt(r.keys_after),
+            );
         }
     }
     let x = &sim.expect;

@@ -123,7 +123,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         None => demo(),
         Some(Command::List) => list(),
-        Some(Command::Run { sim, model, seed, trace, mermaid, json }) => run_one(&sim, &model, seed, trace, mermaid, json),
+        Some(Command::Run { sim, model, seed, trace, mermaid, json }) => {
+            run_one(&sim, &model, seed, trace, mermaid, json)
+        }
         Some(Command::Sweep { sim, model, seeds, jobs, per_seed, check_determinism, json }) => {
             sweep_cmd(&sim, &model, seeds, jobs, per_seed, check_determinism, json)
         }
@@ -135,7 +137,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let cells = sweep::run_matrix(&sims, &models, seeds, jobs)?;
             let runs: u64 = cells.iter().map(|c| c.runs).sum();
             let secs = started.elapsed().as_secs_f64();
-            eprintln!("{runs} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s", runs as f64 / secs.max(1e-9));
+            eprintln!(
+                "{runs} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s",
+                runs as f64 / secs.max(1e-9)
+            );
             if json {
                 println!("{}", matrix_json(&models, &cells));
             } else if markdown {
@@ -149,7 +154,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
 }
 
 fn seed_arg(seeds: Option<String>) -> Result<Option<std::ops::Range<u64>>, InputError> {
-    seeds.map(|s| parse_seeds(&s).map_err(|m| InputError::file(std::path::Path::new("--seeds"), m))).transpose()
+    seeds
+        .map(|s| parse_seeds(&s).map_err(|m| InputError::file(std::path::Path::new("--seeds"), m)))
+        .transpose()
 }
 
 fn sweep_cmd(
@@ -170,36 +177,53 @@ fn sweep_cmd(
     let mut file = match &per_seed {
         None => None,
         Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| InputError::file(p, format!("cannot create: {e}")))?,
+            std::fs::File::create(p)
+                .map_err(|e| InputError::file(p, format!("cannot create: {e}")))?,
         )),
     };
     // Per-seed lines are written in seed order: results arriving early wait in a small buffer.
     let mut pending: std::collections::BTreeMap<u64, String> = Default::default();
     let mut next_seed = range.start;
     let mut io_err: Option<std::io::Error> = None;
-    let opts = sweep::SweepOptions { jobs, check_determinism, progress: true, per_seed: per_seed.is_some() };
+    let opts = sweep::SweepOptions {
+        jobs,
+        check_determinism,
+        progress: true,
+        per_seed: per_seed.is_some(),
+    };
     let started = std::time::Instant::now(); // wall clock: stderr only, never in a report
-    let cells = sweep::run_cells(std::slice::from_ref(&sim), std::slice::from_ref(&model), Some(range.clone()), &opts, |seed, line| {
-        if let Some(f) = file.as_mut() {
-            pending.insert(seed, line.to_string());
-            while let Some(line) = pending.remove(&next_seed) {
-                if let Err(e) = writeln!(f, "{line}") {
-                    io_err.get_or_insert(e);
+    let cells = sweep::run_cells(
+        std::slice::from_ref(&sim),
+        std::slice::from_ref(&model),
+        Some(range.clone()),
+        &opts,
+        |seed, line| {
+            if let Some(f) = file.as_mut() {
+                pending.insert(seed, line.to_string());
+                while let Some(line) = pending.remove(&next_seed) {
+                    if let Err(e) = writeln!(f, "{line}") {
+                        io_err.get_or_insert(e);
+                    }
+                    next_seed += 1;
                 }
-                next_seed += 1;
             }
-        }
-    })?;
+        },
+    )?;
     if let Some(mut f) = file
-        && let Err(e) = f.flush() {
-            io_err.get_or_insert(e);
-        }
+        && let Err(e) = f.flush()
+    {
+        io_err.get_or_insert(e);
+    }
     if let Some(e) = io_err {
         anyhow::bail!("writing --per-seed file: {e}");
     }
     let secs = started.elapsed().as_secs_f64();
     let cell = &cells[0];
-    eprintln!("{} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s", cell.runs, cell.runs as f64 / secs.max(1e-9));
+    eprintln!(
+        "{} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s",
+        cell.runs,
+        cell.runs as f64 / secs.max(1e-9)
+    );
     if json {
         println!("{}", serde_json::to_string_pretty(cell)?);
     } else {
@@ -215,7 +239,11 @@ fn sweep_cmd(
 /// The text report of a sweep.
 pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "idemsim sweep: sim {} · model {} · seeds {} · {jobs} job(s)", sim.name, model.name, c.seeds);
+    let _ = writeln!(
+        out,
+        "idemsim sweep: sim {} · model {} · seeds {} · {jobs} job(s)",
+        sim.name, model.name, c.seeds
+    );
     let _ = writeln!(out, "  faults: {}", sim.faults.describe());
     let _ = writeln!(out, "  model: {}", model.program_text());
     for w in crate::world::warnings(sim, model) {
@@ -236,7 +264,11 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     if c.violations.is_empty() {
         let _ = writeln!(out, "\nno violations on any seed");
     } else {
-        let _ = writeln!(out, "\n{:<28} {:>6} {:>8}  {:<17} {:>10}", "violation", "seeds", "rate", "95% CI", "first seed");
+        let _ = writeln!(
+            out,
+            "\n{:<28} {:>6} {:>8}  {:<17} {:>10}",
+            "violation", "seeds", "rate", "95% CI", "first seed"
+        );
         for (name, v) in c.violations_in_order() {
             let (p, lo, hi) = pct(v.seeds);
             let label = if v.permitted { format!("{name}*") } else { name.to_string() };
@@ -250,17 +282,34 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         }
     }
     if c.violations.values().any(|v| v.permitted) {
-        let _ = writeln!(out, "  * policy-permitted: caused only by a retry after the key's documented retention");
+        let _ = writeln!(
+            out,
+            "  * policy-permitted: caused only by a retry after the key's documented retention"
+        );
     }
-    let hist = |h: &std::collections::BTreeMap<u64, u64>| h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ");
+    let hist = |h: &std::collections::BTreeMap<u64, u64>| {
+        h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
+    };
     let _ = writeln!(out, "\nrows per intent     {}", hist(&c.rows_per_intent));
     let _ = writeln!(out, "effects per intent  {}", hist(&c.effects_per_intent));
-    let _ = writeln!(out, "attempt outcomes    {}", c.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   "));
+    let _ = writeln!(
+        out,
+        "attempt outcomes    {}",
+        c.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
+    );
     if !c.nondeterministic_seeds.is_empty() {
-        let _ = writeln!(out, "\nNONDETERMINISTIC seeds (trace differed on a second run): {:?}", c.nondeterministic_seeds);
+        let _ = writeln!(
+            out,
+            "\nNONDETERMINISTIC seeds (trace differed on a second run): {:?}",
+            c.nondeterministic_seeds
+        );
     }
     if let Some(cmd) = c.replay_command() {
-        let _ = writeln!(out, "\nexpectations failed first on seed {}; replay: {cmd}", c.first_failed_seed.unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "\nexpectations failed first on seed {}; replay: {cmd}",
+            c.first_failed_seed.unwrap_or_default()
+        );
     }
     out
 }
@@ -286,14 +335,19 @@ fn demo() -> anyhow::Result<i32> {
     let (sims, models) = load_matrix_inputs(&[], &[])?;
     let cells = sweep::run_matrix(&sims, &models, None, sweep::default_jobs())?;
     // The article's three variants get the published table; the other models a compact one.
-    let (reference, others): (Vec<usize>, Vec<usize>) =
-        (0..models.len()).partition(|&i| catalog::REFERENCE_MODELS.contains(&models[i].name.as_str()));
+    let (reference, others): (Vec<usize>, Vec<usize>) = (0..models.len())
+        .partition(|&i| catalog::REFERENCE_MODELS.contains(&models[i].name.as_str()));
     let pick = |idx: &[usize]| -> (Vec<Arc<Model>>, Vec<Cell>) {
         let ms: Vec<Arc<Model>> = idx.iter().map(|&i| models[i].clone()).collect();
-        let cs = (0..sims.len()).flat_map(|si| idx.iter().map(move |&mi| (si, mi))).map(|(si, mi)| sweep::cell(&cells, models.len(), si, mi).clone()).collect();
+        let cs = (0..sims.len())
+            .flat_map(|si| idx.iter().map(move |&mi| (si, mi)))
+            .map(|(si, mi)| sweep::cell(&cells, models.len(), si, mi).clone())
+            .collect();
         (ms, cs)
     };
-    println!("idemsim: the reference experiment: every sim in sims/article/ × every model, over each sim's seed range.");
+    println!(
+        "idemsim: the reference experiment: every sim in sims/article/ × every model, over each sim's seed range."
+    );
     println!("A case passes for a variant only when its expectations hold on every seed tried.\n");
     let (ref_models, ref_cells) = pick(&reference);
     if !ref_models.is_empty() {
@@ -301,7 +355,9 @@ fn demo() -> anyhow::Result<i32> {
     }
     if !others.is_empty() {
         let (other_models, other_cells) = pick(&others);
-        println!("\nthe other models in models/ on the same cases (✓ held on every seed, ✗ failed on some):\n");
+        println!(
+            "\nthe other models in models/ on the same cases (✓ held on every seed, ✗ failed on some):\n"
+        );
         print!("{}", compact_table(&sims, &other_models, &other_cells));
         println!("details of one: cargo run --release -- matrix --models <name>");
     }
@@ -345,7 +401,14 @@ fn list() -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
-fn run_one(sim: &str, model: &str, seed: u64, trace: bool, mermaid: bool, json: bool) -> anyhow::Result<i32> {
+fn run_one(
+    sim: &str,
+    model: &str,
+    seed: u64,
+    trace: bool,
+    mermaid: bool,
+    json: bool,
+) -> anyhow::Result<i32> {
     let sim = catalog::sim(sim)?;
     let model = catalog::model(model)?;
     let out = world::run(&sim, &model, seed, RunOptions { keep_history: trace || mermaid })?;
@@ -389,14 +452,23 @@ fn run_one(sim: &str, model: &str, seed: u64, trace: bool, mermaid: bool, json: 
                         let _ = write!(name, "/{}", n + 1);
                     }
                     let what = match a.status {
-                        Some(s) => format!("{s} {}{}", a.body.as_deref().unwrap_or(""), if a.replayed { " (replayed)" } else { "" }),
+                        Some(s) => format!(
+                            "{s} {}{}",
+                            a.body.as_deref().unwrap_or(""),
+                            if a.replayed { " (replayed)" } else { "" }
+                        ),
                         None => "transport failure".into(),
                     };
                     println!("  {name:<14} {what}");
                 }
             }
         }
-        println!("\nrows: {}   stored keys: {}   effects: {}", r.rows.len(), r.keys, r.effects_total);
+        println!(
+            "\nrows: {}   stored keys: {}   effects: {}",
+            r.rows.len(),
+            r.keys,
+            r.effects_total
+        );
         println!("\nchecks:");
         for c in &r.checks {
             if c.held {
@@ -415,7 +487,10 @@ fn run_one(sim: &str, model: &str, seed: u64, trace: bool, mermaid: bool, json: 
                 println!("  {}{p}: intent {}: {}", v.name, v.intent, v.detail);
             }
         }
-        println!("\n{} events, trace hash {}, ended at {:.3} ms simulated", r.events, r.trace_hash, r.end_ms);
+        println!(
+            "\n{} events, trace hash {}, ended at {:.3} ms simulated",
+            r.events, r.trace_hash, r.end_ms
+        );
         if r.passed() {
             println!("PASS");
         } else {
@@ -463,7 +538,11 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
                 .iter()
                 .map(|(n, v)| {
                     let pct = (100.0 * v.seeds as f64 / c.runs.max(1) as f64).round();
-                    if v.permitted { format!("*{} {pct}%*", short(n)) } else { format!("{} {pct}%", short(n)) }
+                    if v.permitted {
+                        format!("*{} {pct}%*", short(n))
+                    } else {
+                        format!("{} {pct}%", short(n))
+                    }
                 })
                 .collect();
             let text = if parts.is_empty() { "✓".to_string() } else { parts.join("<br>") };
@@ -519,7 +598,11 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
                 .first()
                 .map(|k| format!("{}: expected {}, got {}", k.what, k.expected, k.actual))
                 .unwrap_or_default();
-            let more = if c.first_failure.len() > 1 { format!(" (+{} more)", c.first_failure.len() - 1) } else { String::new() };
+            let more = if c.first_failure.len() > 1 {
+                format!(" (+{} more)", c.first_failure.len() - 1)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
                 "  {} × {}: failed on {}/{} seeds; seed {}: {why}{more}\n    replay: {}",
@@ -543,17 +626,25 @@ fn violation_lines(cells: &[Cell]) -> String {
         out.push_str("\nno violations found by the oracle on any seed\n");
         return out;
     }
-    out.push_str("\nviolations found by the oracle (seeds with each / seeds run; * = policy-permitted):\n");
+    out.push_str(
+        "\nviolations found by the oracle (seeds with each / seeds run; * = policy-permitted):\n",
+    );
     for c in violating {
         let list: Vec<String> = c
             .violations_in_order()
             .into_iter()
-            .map(|(n, v)| format!("{n}{} {}/{}", if v.permitted { "*" } else { "" }, v.seeds, c.runs))
+            .map(|(n, v)| {
+                format!("{n}{} {}/{}", if v.permitted { "*" } else { "" }, v.seeds, c.runs)
+            })
             .collect();
         let first = c.violations.values().filter(|v| !v.permitted).map(|v| v.first_seed).min();
         let _ = writeln!(out, "  {} × {}: {}", c.model, c.sim, list.join(", "));
         if let Some(seed) = first {
-            let _ = writeln!(out, "    replay: {}", sweep::replay_command(&c.sim_path, &c.model_cli, seed));
+            let _ = writeln!(
+                out,
+                "    replay: {}",
+                sweep::replay_command(&c.sim_path, &c.model_cli, seed)
+            );
         }
     }
     out

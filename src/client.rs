@@ -39,12 +39,18 @@ pub(crate) async fn run_request(world: Arc<World>, req: usize) {
     if spec.expect.needs_probe() {
         match world.probe().await {
             Some((rows, keys)) => {
-                world.event("control", format!("after {}: {rows} row(s), {keys} stored key(s)", spec.id));
+                world.event(
+                    "control",
+                    format!("after {}: {rows} row(s), {keys} stored key(s)", spec.id),
+                );
                 let mut st = world.lock();
                 st.outcomes[req].rows_after = Some(rows);
                 st.outcomes[req].keys_after = Some(keys);
             }
-            None => world.event("control", format!("after {}: probe gave up (database locked for 1000 ms)", spec.id)),
+            None => world.event(
+                "control",
+                format!("after {}: probe gave up (database locked for 1000 ms)", spec.id),
+            ),
         }
     }
     world.lock().outcomes[req].finished = true;
@@ -59,7 +65,11 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
     for attempt in 1..=policy.max_attempts {
         let label = label(&spec.id, spec.copies, copy, attempt);
         let key = spec.key.as_ref().map(|k| {
-            if policy.new_key_per_attempt && attempt > 1 { format!("{k}-{attempt}") } else { k.clone() }
+            if policy.new_key_per_attempt && attempt > 1 {
+                format!("{k}-{attempt}")
+            } else {
+                k.clone()
+            }
         });
         let body = spec.body_for(attempt).to_string();
         let mut headers = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
@@ -70,7 +80,12 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             headers.push((http::KEY_HEADER.to_string(), k.clone()));
         }
         headers.push(("X-Intent".to_string(), spec.intent.clone()));
-        let http = Request { method: spec.method.clone(), path: spec.path.clone(), headers, body: body.into_bytes() };
+        let http = Request {
+            method: spec.method.clone(),
+            path: spec.path.clone(),
+            headers,
+            body: body.into_bytes(),
+        };
         let process = world.route(req, copy);
         let tag = world.next_tag();
         world.message(
@@ -93,11 +108,30 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             Ok(Ok((payload, _))) => payload.downcast::<Response>().ok().map(|b| *b),
             _ => None,
         };
-        let marker = world.model.key.as_ref().map(|k| k.replay_marker.as_str()).unwrap_or("Idempotent-Replayed");
+        let marker = world
+            .model
+            .key
+            .as_ref()
+            .map(|k| k.replay_marker.as_str())
+            .unwrap_or("Idempotent-Replayed");
         let replayed = reply.as_ref().is_some_and(|r| r.header(marker).is_some());
         match &reply {
-            Some(r) => world.event(&node, format!("{label}: ← {} {}{}", r.status, r.body, if replayed { " (replayed)" } else { "" })),
-            None => world.event(&node, format!("{label}: transport failure (no reply within {} ms)", timeout_d.as_millis())),
+            Some(r) => world.event(
+                &node,
+                format!(
+                    "{label}: ← {} {}{}",
+                    r.status,
+                    r.body,
+                    if replayed { " (replayed)" } else { "" }
+                ),
+            ),
+            None => world.event(
+                &node,
+                format!(
+                    "{label}: transport failure (no reply within {} ms)",
+                    timeout_d.as_millis()
+                ),
+            ),
         }
         let outcome = AttemptOutcome {
             outcome: if reply.is_some() { "reply" } else { "transport-failure" },
@@ -116,15 +150,17 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
         if !retry || attempt == policy.max_attempts {
             return;
         }
-        let mut backoff = policy.backoff_ms.saturating_mul(1 << (attempt - 1).min(20)).min(policy.backoff_cap_ms);
+        let mut backoff =
+            policy.backoff_ms.saturating_mul(1 << (attempt - 1).min(20)).min(policy.backoff_cap_ms);
         if policy.jitter && backoff > 0 {
             backoff = madsim::rand::thread_rng().gen_range(backoff / 2..=backoff);
         }
         if let Some(h) = policy.horizon_ms
-            && world.now_ms() + backoff as f64 - first_sent > h as f64 {
-                world.event(&node, format!("{label}: retry horizon of {h} ms reached, giving up"));
-                return;
-            }
+            && world.now_ms() + backoff as f64 - first_sent > h as f64
+        {
+            world.event(&node, format!("{label}: retry horizon of {h} ms reached, giving up"));
+            return;
+        }
         sleep(Duration::from_millis(backoff.max(1))).await;
     }
 }

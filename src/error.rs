@@ -56,7 +56,9 @@ pub fn ms_range(
         None => Ok(default),
         Some(v) => match v.get_ref().as_slice() {
             [lo, hi] if ok(*lo, *hi) => Ok((*lo, *hi)),
-            _ => Err(InputError::span(file, src, v.span(), format!("{field}: expected {expected}"))),
+            _ => {
+                Err(InputError::span(file, src, v.span(), format!("{field}: expected {expected}")))
+            }
         },
     }
 }

@@ -23,7 +23,14 @@ impl History {
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(self.events.len() * 64);
         for e in &self.events {
-            let _ = write!(out, "{:>8}.{:03}ms  {:<12} {}", e.t_us / 1000, e.t_us % 1000, e.node, e.text);
+            let _ = write!(
+                out,
+                "{:>8}.{:03}ms  {:<12} {}",
+                e.t_us / 1000,
+                e.t_us % 1000,
+                e.node,
+                e.text
+            );
             if let Some(to) = &e.to {
                 let _ = write!(out, " → {to}");
             }
@@ -44,7 +51,15 @@ impl History {
             }
         }
         // Clients first, then servers, then the rest, each in order of appearance.
-        let rank = |n: &str| if n.starts_with("client-") { 0 } else if n.starts_with("server-") { 1 } else { 2 };
+        let rank = |n: &str| {
+            if n.starts_with("client-") {
+                0
+            } else if n.starts_with("server-") {
+                1
+            } else {
+                2
+            }
+        };
         nodes.sort_by_key(|n| rank(n));
         let id = |n: &str| format!("P{}", nodes.iter().position(|m| *m == n).unwrap_or(0));
         let clean = |t: &str| t.replace(';', ",").replace('#', "no.").replace('\n', " ");
@@ -56,11 +71,13 @@ impl History {
             let t = format!("{}.{:03} ms", e.t_us / 1000, e.t_us % 1000);
             match &e.to {
                 Some(to) => {
-                    let _ = writeln!(out, "    {}->>{}: {} ({t})", id(&e.node), id(to), clean(&e.text));
+                    let _ =
+                        writeln!(out, "    {}->>{}: {} ({t})", id(&e.node), id(to), clean(&e.text));
                 }
                 None if e.node.starts_with("client-") && e.text.contains(": ← ") => {}
                 None => {
-                    let _ = writeln!(out, "    Note over {}: {} ({t})", id(&e.node), clean(&e.text));
+                    let _ =
+                        writeln!(out, "    Note over {}: {} ({t})", id(&e.node), clean(&e.text));
                 }
             }
         }
@@ -128,7 +145,9 @@ mod tests {
         assert_ne!(a.hash(), History { events: vec![e(1, "b", "x")] }.hash());
         assert_ne!(a.hash(), History { events: vec![e(1, "a", "y")] }.hash());
         assert_eq!(a.render(), "       0.001ms  a            x\n");
-        let m = History { events: vec![Event { to: Some("server-1".into()), ..e(1, "client-a", "POST; #1") }] };
+        let m = History {
+            events: vec![Event { to: Some("server-1".into()), ..e(1, "client-a", "POST; #1") }],
+        };
         assert_ne!(m.hash(), History { events: vec![e(1, "client-a", "POST; #1")] }.hash());
         assert_eq!(
             m.mermaid(),

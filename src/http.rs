@@ -33,10 +33,7 @@ pub struct Response {
 
 impl Request {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
@@ -54,10 +51,7 @@ impl Response {
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     /// The `id` field of a JSON body, if any.
@@ -137,7 +131,12 @@ mod tests {
         if let Some(u) = user {
             headers.push((USER_HEADER.to_string(), u.to_string()));
         }
-        Request { method: "POST".into(), path: path.into(), headers, body: body.as_bytes().to_vec() }
+        Request {
+            method: "POST".into(),
+            path: path.into(),
+            headers,
+            body: body.as_bytes().to_vec(),
+        }
     }
 
     #[test]
@@ -164,7 +163,11 @@ mod tests {
             r#"[1,2]"#,
         ] {
             let r = admit(&req("/api/orders", Some("u1"), body)).unwrap_err();
-            assert_eq!((r.status, r.body.as_str()), (400, r#"{"error":"invalid order"}"#), "{body}");
+            assert_eq!(
+                (r.status, r.body.as_str()),
+                (400, r#"{"error":"invalid order"}"#),
+                "{body}"
+            );
         }
         assert_eq!(admit(&req("/api/returns", Some("u1"), ok)).unwrap().operation, "return.create");
     }

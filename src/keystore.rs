@@ -73,9 +73,15 @@ impl Exec {
         if self.store_kind() != KeyStore::Sqlite {
             return Ok(self.on_map(|m| m.get(&scope).cloned()).await);
         }
-        let sql = format!("SELECT {RECORD_COLUMNS} FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3");
-        self.sql("lookup", |c| c.prepare_cached(&sql)?.query_row(params![scope.0, scope.1, scope.2], |r| store::record_from_row(r, 0)).optional())
-            .await
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3"
+        );
+        self.sql("lookup", |c| {
+            c.prepare_cached(&sql)?
+                .query_row(params![scope.0, scope.1, scope.2], |r| store::record_from_row(r, 0))
+                .optional()
+        })
+        .await
     }
 
     /// A new record for this request, in progress (a claim) or done (a saved response).
@@ -142,7 +148,9 @@ impl Exec {
 
     /// Store a done record without a prior claim (see [`Exec::ks_insert`]).
     pub(crate) async fn ks_insert_done(&self, status: u16, body: &str) -> Result<(), Failure> {
-        self.ks_insert("save-response", self.new_record(Some((status, body))), false).await.map(|_| ())
+        self.ks_insert("save-response", self.new_record(Some((status, body))), false)
+            .await
+            .map(|_| ())
     }
 
     /// Take over an in-progress claim whose lease has expired (compare-and-set on its token).
@@ -154,7 +162,11 @@ impl Exec {
         if self.store_kind() != KeyStore::Sqlite {
             return Ok(self
                 .on_map(|m| match m.get_mut(&scope) {
-                    Some(r) if r.state == "in-progress" && r.lease_until_ms.is_some_and(|l| l <= now) && r.token == old_token => {
+                    Some(r)
+                        if r.state == "in-progress"
+                            && r.lease_until_ms.is_some_and(|l| l <= now)
+                            && r.token == old_token =>
+                    {
                         r.token = Some(me);
                         r.lease_until_ms = Some(until);
                         true
@@ -170,7 +182,15 @@ impl Exec {
                      WHERE user = ?1 AND operation = ?2 AND key = ?3 AND state = 'in-progress'
                        AND lease_until_ms <= ?6 AND token IS ?7",
                 )?
-                .execute(params![scope.0, scope.1, scope.2, me as i64, until as i64, now as i64, opt_i64(old_token)])
+                .execute(params![
+                    scope.0,
+                    scope.1,
+                    scope.2,
+                    me as i64,
+                    until as i64,
+                    now as i64,
+                    opt_i64(old_token)
+                ])
             })
             .await?;
         Ok(n == 1)
@@ -201,13 +221,17 @@ impl Exec {
                 })
                 .await);
         }
-        let owner = if fencing { " AND state = 'in-progress' AND token = ?6" } else { " AND ?6 = ?6" };
+        let owner =
+            if fencing { " AND state = 'in-progress' AND token = ?6" } else { " AND ?6 = ?6" };
         let sql = format!(
             "UPDATE keys SET status = ?4, response = ?5, state = 'done', lease_until_ms = NULL
              WHERE user = ?1 AND operation = ?2 AND key = ?3{owner}"
         );
-        self.sql("save-response", |c| c.prepare_cached(&sql)?.execute(params![scope.0, scope.1, scope.2, status, body, me as i64]))
-            .await
+        self.sql("save-response", |c| {
+            c.prepare_cached(&sql)?
+                .execute(params![scope.0, scope.1, scope.2, status, body, me as i64])
+        })
+        .await
     }
 
     /// Delete this request's own in-progress claim (on error, so a retry can run).

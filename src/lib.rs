@@ -27,6 +27,6 @@ pub mod world;
 
 mod client;
 mod keystore;
-mod relay;
 mod net;
+mod relay;
 pub(crate) mod server;

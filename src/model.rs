@@ -59,7 +59,13 @@ impl Step {
     pub fn is_statement(&self) -> bool {
         matches!(
             self,
-            Step::Begin | Step::Commit | Step::Lookup | Step::Claim | Step::InsertRow | Step::SaveResponse | Step::Outbox
+            Step::Begin
+                | Step::Commit
+                | Step::Lookup
+                | Step::Claim
+                | Step::InsertRow
+                | Step::SaveResponse
+                | Step::Outbox
         )
     }
 }
@@ -297,7 +303,8 @@ impl Model {
     /// Parse model text; `path` names it in errors and gives the default name.
     pub fn parse(path: &Path, src: &str) -> Result<Model, InputError> {
         let f: ModelFile = toml::from_str(src).map_err(|e| InputError::from_toml(path, src, &e))?;
-        let err = |span: std::ops::Range<usize>, msg: String| InputError::span(path, src, span, msg);
+        let err =
+            |span: std::ops::Range<usize>, msg: String| InputError::span(path, src, span, msg);
 
         let mut program = Vec::new();
         for s in f.program.get_ref() {
@@ -312,7 +319,9 @@ impl Model {
                 "await" => Step::Await,
                 "effect" => Step::Effect,
                 "outbox" => Step::Outbox,
-                p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => Step::Point(p[1..].to_string()),
+                p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
+                    Step::Point(p[1..].to_string())
+                }
                 other => {
                     return Err(err(
                         s.span(),
@@ -338,11 +347,17 @@ impl Model {
                 inserted = true;
             }
             if *step == Step::SaveResponse && !inserted {
-                return Err(err(span.clone(), "`save-response` before `insert-row`: there is no response to save yet".into()));
+                return Err(err(
+                    span.clone(),
+                    "`save-response` before `insert-row`: there is no response to save yet".into(),
+                ));
             }
             match step {
                 Step::Begin if open => {
-                    return Err(err(span.clone(), "`begin` inside an open transaction; expected `commit` first".into()));
+                    return Err(err(
+                        span.clone(),
+                        "`begin` inside an open transaction; expected `commit` first".into(),
+                    ));
                 }
                 Step::Begin => open = true,
                 Step::Commit if !open => {
@@ -359,7 +374,10 @@ impl Model {
             }
         }
         if open {
-            return Err(err(f.program.span(), "program ends inside a transaction; expected a `commit`".into()));
+            return Err(err(
+                f.program.span(),
+                "program ends inside a transaction; expected a `commit`".into(),
+            ));
         }
 
         let mut on_error = OnError { rollback: false, release_claim: false };
@@ -368,7 +386,12 @@ impl Model {
                 "rollback" => on_error.rollback = true,
                 "release-claim" => on_error.release_claim = true,
                 other => {
-                    return Err(err(e.span(), format!("unknown on_error action `{other}`; expected rollback or release-claim")));
+                    return Err(err(
+                        e.span(),
+                        format!(
+                            "unknown on_error action `{other}`; expected rollback or release-claim"
+                        ),
+                    ));
                 }
             }
         }
@@ -385,23 +408,42 @@ impl Model {
                             "user" => scope_user = true,
                             "operation" => scope_operation = true,
                             other => {
-                                return Err(err(s.span(), format!("unknown scope field `{other}`; expected user, operation")));
+                                return Err(err(
+                                    s.span(),
+                                    format!(
+                                        "unknown scope field `{other}`; expected user, operation"
+                                    ),
+                                ));
                             }
                         }
                     }
                 }
-                let fingerprint = match k.fingerprint.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-                    None | Some(("validated", _)) => Fingerprint::Validated,
-                    Some(("raw", _)) => Fingerprint::Raw,
-                    Some(("none", _)) => Fingerprint::None,
-                    Some((other, span)) => {
-                        return Err(err(span, format!("unknown fingerprint `{other}`; expected validated, raw or none")));
-                    }
-                };
+                let fingerprint =
+                    match k.fingerprint.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                        None | Some(("validated", _)) => Fingerprint::Validated,
+                        Some(("raw", _)) => Fingerprint::Raw,
+                        Some(("none", _)) => Fingerprint::None,
+                        Some((other, span)) => {
+                            return Err(err(
+                                span,
+                                format!(
+                                    "unknown fingerprint `{other}`; expected validated, raw or none"
+                                ),
+                            ));
+                        }
+                    };
                 let on_mismatch = match &k.on_mismatch {
                     None => 422,
                     Some(s) if [400, 409, 422].contains(s.get_ref()) => *s.get_ref(),
-                    Some(s) => return Err(err(s.span(), format!("on_mismatch {} not allowed; expected 400, 409 or 422", s.get_ref()))),
+                    Some(s) => {
+                        return Err(err(
+                            s.span(),
+                            format!(
+                                "on_mismatch {} not allowed; expected 400, 409 or 422",
+                                s.get_ref()
+                            ),
+                        ));
+                    }
                 };
                 let in_flight = match &k.in_flight {
                     None => InFlight::Status(409),
@@ -409,34 +451,69 @@ impl Model {
                         toml::Value::String(s) if s == "wait" => InFlight::Wait,
                         toml::Value::Integer(409) => InFlight::Status(409),
                         toml::Value::Integer(425) => InFlight::Status(425),
-                        _ => return Err(err(v.span(), "in_flight: expected 409, 425 or \"wait\"".into())),
+                        _ => {
+                            return Err(err(
+                                v.span(),
+                                "in_flight: expected 409, 425 or \"wait\"".into(),
+                            ));
+                        }
                     },
                 };
                 let store = match k.store.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
                     None | Some(("sqlite", _)) => KeyStore::Sqlite,
                     Some(("cache", _)) => KeyStore::Cache,
                     Some(("memory", _)) => KeyStore::Memory,
-                    Some((other, span)) => return Err(err(span, format!("unknown key store `{other}`; expected sqlite, cache or memory"))),
+                    Some((other, span)) => {
+                        return Err(err(
+                            span,
+                            format!(
+                                "unknown key store `{other}`; expected sqlite, cache or memory"
+                            ),
+                        ));
+                    }
                 };
-                let store_latency_ms = ms_range(path, src, "key.store_latency_ms", &k.store_latency_ms, (1, 3), |lo, hi| lo <= hi && hi <= 60_000, "[low, high] with low <= high <= 60000")?;
+                let store_latency_ms = ms_range(
+                    path,
+                    src,
+                    "key.store_latency_ms",
+                    &k.store_latency_ms,
+                    (1, 3),
+                    |lo, hi| lo <= hi && hi <= 60_000,
+                    "[low, high] with low <= high <= 60000",
+                )?;
                 let lease_ms = match &k.lease_ms {
                     None => None,
                     Some(l) if *l.get_ref() >= 1 => Some(*l.get_ref()),
-                    Some(l) => return Err(err(l.span(), "key.lease_ms: expected at least 1".into())),
+                    Some(l) => {
+                        return Err(err(l.span(), "key.lease_ms: expected at least 1".into()));
+                    }
                 };
                 let replay = match &k.replay {
                     None => Replay::Stored,
                     Some(v) => match v.get_ref() {
                         toml::Value::String(s) if s == "stored" => Replay::Stored,
                         toml::Value::Integer(409) => Replay::Status(409),
-                        _ => return Err(err(v.span(), "key.replay: expected \"stored\" or 409".into())),
+                        _ => {
+                            return Err(err(
+                                v.span(),
+                                "key.replay: expected \"stored\" or 409".into(),
+                            ));
+                        }
                     },
                 };
-                let claim_conflict = match k.claim_conflict.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-                    None | Some(("lookup", _)) => ClaimConflict::Lookup,
-                    Some(("error", _)) => ClaimConflict::Error,
-                    Some((other, span)) => return Err(err(span, format!("unknown claim_conflict `{other}`; expected lookup or error"))),
-                };
+                let claim_conflict =
+                    match k.claim_conflict.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                        None | Some(("lookup", _)) => ClaimConflict::Lookup,
+                        Some(("error", _)) => ClaimConflict::Error,
+                        Some((other, span)) => {
+                            return Err(err(
+                                span,
+                                format!(
+                                    "unknown claim_conflict `{other}`; expected lookup or error"
+                                ),
+                            ));
+                        }
+                    };
                 if store == KeyStore::Cache && k.retention_ms.is_none() {
                     return Err(err(
                         k.store.as_ref().map(|s| s.span()).unwrap_or(0..0),
@@ -463,35 +540,73 @@ impl Model {
             }
         };
 
-        let store_outcomes = match f.store_outcomes.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-            None | Some(("success", _)) => StoreOutcomes::Success,
-            Some(("all", _)) => StoreOutcomes::All,
-            Some((other, span)) => return Err(err(span, format!("unknown store_outcomes `{other}`; expected success or all"))),
-        };
+        let store_outcomes =
+            match f.store_outcomes.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                None | Some(("success", _)) => StoreOutcomes::Success,
+                Some(("all", _)) => StoreOutcomes::All,
+                Some((other, span)) => {
+                    return Err(err(
+                        span,
+                        format!("unknown store_outcomes `{other}`; expected success or all"),
+                    ));
+                }
+            };
 
         let awaits = match f.driver.awaits.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
             None | Some(("explicit", _)) => Awaits::Explicit,
             Some(("every-statement", _)) => Awaits::EveryStatement,
             Some((other, span)) => {
-                return Err(err(span, format!("unknown driver.awaits `{other}`; expected explicit or every-statement")));
+                return Err(err(
+                    span,
+                    format!(
+                        "unknown driver.awaits `{other}`; expected explicit or every-statement"
+                    ),
+                ));
             }
         };
-        let latency_ms = ms_range(path, src, "driver.latency_ms", &f.driver.latency_ms, (1, 5), |lo, hi| lo <= hi && hi <= 60_000, "[low, high] with low <= high <= 60000")?;
+        let latency_ms = ms_range(
+            path,
+            src,
+            "driver.latency_ms",
+            &f.driver.latency_ms,
+            (1, 5),
+            |lo, hi| lo <= hi && hi <= 60_000,
+            "[low, high] with low <= high <= 60000",
+        )?;
 
-        let statement_ms = ms_range(path, src, "driver.statement_ms", &f.driver.statement_ms, (0, 0), |lo, hi| lo <= hi && hi <= 60_000, "[low, high] with low <= high <= 60000")?;
-        let effect_dedupe = match f.effects.dedupe.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-            None | Some(("none", _)) => EffectDedupe::None,
-            Some(("key", _)) => EffectDedupe::Key,
-            Some(("payload", _)) => EffectDedupe::Payload,
-            Some(("row", _)) => EffectDedupe::Row,
-            Some((other, span)) => return Err(err(span, format!("unknown effects.dedupe `{other}`; expected none, key, payload or row"))),
-        };
+        let statement_ms = ms_range(
+            path,
+            src,
+            "driver.statement_ms",
+            &f.driver.statement_ms,
+            (0, 0),
+            |lo, hi| lo <= hi && hi <= 60_000,
+            "[low, high] with low <= high <= 60000",
+        )?;
+        let effect_dedupe =
+            match f.effects.dedupe.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                None | Some(("none", _)) => EffectDedupe::None,
+                Some(("key", _)) => EffectDedupe::Key,
+                Some(("payload", _)) => EffectDedupe::Payload,
+                Some(("row", _)) => EffectDedupe::Row,
+                Some((other, span)) => {
+                    return Err(err(
+                        span,
+                        format!(
+                            "unknown effects.dedupe `{other}`; expected none, key, payload or row"
+                        ),
+                    ));
+                }
+            };
         let relay_every_ms = match &f.outbox.relay_every_ms {
             None => 50,
             Some(r) if *r.get_ref() >= 1 => *r.get_ref(),
-            Some(r) => return Err(err(r.span(), "outbox.relay_every_ms: expected at least 1".into())),
+            Some(r) => {
+                return Err(err(r.span(), "outbox.relay_every_ms: expected at least 1".into()));
+            }
         };
-        let default_name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let default_name =
+            path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Model {
             name: f.name.unwrap_or(default_name),
             summary: f.summary.unwrap_or_default(),
@@ -509,7 +624,10 @@ impl Model {
 
     /// Named points (`@name`) of the program.
     pub fn points(&self) -> Vec<&str> {
-        self.program.iter().filter_map(|s| if let Step::Point(p) = s { Some(p.as_str()) } else { None }).collect()
+        self.program
+            .iter()
+            .filter_map(|s| if let Step::Point(p) = s { Some(p.as_str()) } else { None })
+            .collect()
     }
 
     /// How to name this model on a command line: its name when `models/<name>.toml` is this
@@ -553,7 +671,8 @@ mod tests {
 
     #[test]
     fn unknown_field_is_located() {
-        let e = parse("program = [\"insert-row\"]\n[key]\nrequird = true\n").unwrap_err().to_string();
+        let e =
+            parse("program = [\"insert-row\"]\n[key]\nrequird = true\n").unwrap_err().to_string();
         assert!(e.starts_with("m.toml:3:1: unknown field `requird`"), "{e}");
     }
 

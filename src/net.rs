@@ -44,7 +44,13 @@ pub(crate) fn hit(rate: f64) -> bool {
 }
 
 /// Send a request to a server process, through the sim's network faults.
-pub(crate) async fn send_request(world: &Arc<World>, node: &str, ep: &Arc<Endpoint>, dst: SocketAddr, env: Envelope) {
+pub(crate) async fn send_request(
+    world: &Arc<World>,
+    node: &str,
+    ep: &Arc<Endpoint>,
+    dst: SocketAddr,
+    env: Envelope,
+) {
     let f = &world.sim.faults;
     if hit(f.request_drop) {
         world.event(node, format!("{}: fault: request dropped in the network", env.label));
@@ -63,7 +69,15 @@ pub(crate) async fn send_request(world: &Arc<World>, node: &str, ep: &Arc<Endpoi
 }
 
 /// Send a reply back to a client, through the sim's network faults.
-pub(crate) async fn send_reply(world: &Arc<World>, node: &str, label: &str, ep: &Arc<Endpoint>, dst: SocketAddr, tag: u64, resp: Response) {
+pub(crate) async fn send_reply(
+    world: &Arc<World>,
+    node: &str,
+    label: &str,
+    ep: &Arc<Endpoint>,
+    dst: SocketAddr,
+    tag: u64,
+    resp: Response,
+) {
     let f = &world.sim.faults;
     if hit(f.reply_drop) {
         world.event(node, format!("{label}: fault: reply {} dropped in the network", resp.status));
@@ -83,7 +97,13 @@ fn delay(world: &World, node: &str, label: &str) -> Option<Duration> {
     Some(Duration::from_millis(ms))
 }
 
-async fn deliver(ep: &Arc<Endpoint>, dst: SocketAddr, tag: u64, msg: madsim::net::Payload, delay: Option<Duration>) {
+async fn deliver(
+    ep: &Arc<Endpoint>,
+    dst: SocketAddr,
+    tag: u64,
+    msg: madsim::net::Payload,
+    delay: Option<Duration>,
+) {
     match delay {
         None => {
             let _ = ep.send_to_raw(dst, tag, msg).await;

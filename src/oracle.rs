@@ -32,11 +32,23 @@ pub const NAMES: &[(&str, &str)] = &[
     ("replay-mismatch", "successes for one (user, operation, key) with different status or body"),
     ("payload-mismatch-executed", "a different payload executed under a used key"),
     ("lost-effect", "the client saw a success but the intent's external effect never happened"),
-    ("unacknowledged-effect", "an effect happened but the client never saw a success and stopped trying"),
+    (
+        "unacknowledged-effect",
+        "an effect happened but the client never saw a success and stopped trying",
+    ),
     ("stuck-key", "a key still in progress at quiescence"),
-    ("unfinished-intent", "no attempt chain of the intent ended with a final outcome (2xx, or 400/401/403/404/412/422) within its retry budget"),
-    ("expired-duplicate-row", "policy-permitted: a second row after the intent's key was collected"),
-    ("expired-duplicate-effect", "policy-permitted: a second effect after the intent's key was collected"),
+    (
+        "unfinished-intent",
+        "no attempt chain of the intent ended with a final outcome (2xx, or 400/401/403/404/412/422) within its retry budget",
+    ),
+    (
+        "expired-duplicate-row",
+        "policy-permitted: a second row after the intent's key was collected",
+    ),
+    (
+        "expired-duplicate-effect",
+        "policy-permitted: a second effect after the intent's key was collected",
+    ),
     ("expired-replay-mismatch", "policy-permitted: a different reply after the key was collected"),
 ];
 
@@ -64,7 +76,9 @@ fn is_final(a: &AttemptOutcome) -> bool {
 
 /// Canonical JSON of a body (field order ignored), or the raw text if it is not JSON.
 fn canonical(body: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(body).map(|v| v.to_string()).unwrap_or_else(|_| body.to_string())
+    serde_json::from_str::<serde_json::Value>(body)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| body.to_string())
 }
 
 /// Every violation of the run, grouped by name in [`NAMES`] order.
@@ -78,7 +92,8 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
     };
 
     let intents = sim.intents();
-    let rows_by_id: BTreeMap<i64, &crate::store::RowRecord> = r.rows.iter().map(|x| (x.id, x)).collect();
+    let rows_by_id: BTreeMap<i64, &crate::store::RowRecord> =
+        r.rows.iter().map(|x| (x.id, x)).collect();
 
     for intent in &intents {
         // Rows.
@@ -90,13 +105,19 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
                 out.push(Violation {
                     name: if permitted { "expired-duplicate-row" } else { "duplicate-row" },
                     intent: intent.to_string(),
-                    detail: format!("row {} duplicates row {} ({} rows)", extra.id, rows[0].id, rows.len()),
+                    detail: format!(
+                        "row {} duplicates row {} ({} rows)",
+                        extra.id,
+                        rows[0].id,
+                        rows.len()
+                    ),
                     permitted,
                 });
             }
         }
         // Effects.
-        let effects: Vec<u64> = ev.effect_log.iter().filter(|(i, _)| i == intent).map(|(_, t)| *t).collect();
+        let effects: Vec<u64> =
+            ev.effect_log.iter().filter(|(i, _)| i == intent).map(|(_, t)| *t).collect();
         if effects.len() > 1 {
             for t in &effects[1..] {
                 let permitted = collected_between(intent, effects[0] as f64, *t as f64);
@@ -130,13 +151,20 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
                 None => out.push(Violation {
                     name: "lost-success",
                     intent: intent.to_string(),
-                    detail: format!("client saw {} with id {id}; no such row", a.status.unwrap_or(0)),
+                    detail: format!(
+                        "client saw {} with id {id}; no such row",
+                        a.status.unwrap_or(0)
+                    ),
                     permitted: false,
                 }),
                 Some(row) if q.user.as_deref() != Some(row.user.as_str()) => out.push(Violation {
                     name: "scope-leak",
                     intent: intent.to_string(),
-                    detail: format!("user {} got row {id} of user {}", q.user.as_deref().unwrap_or("-"), row.user),
+                    detail: format!(
+                        "user {} got row {id} of user {}",
+                        q.user.as_deref().unwrap_or("-"),
+                        row.user
+                    ),
                     permitted: false,
                 }),
                 Some(row) if row.intent != *intent => out.push(Violation {
@@ -148,7 +176,12 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
                 Some(_) => {}
             }
         }
-        if ev.effects_expected && effects.is_empty() && acknowledged && finished && r.bounds_hit.is_empty() {
+        if ev.effects_expected
+            && effects.is_empty()
+            && acknowledged
+            && finished
+            && r.bounds_hit.is_empty()
+        {
             out.push(Violation {
                 name: "lost-effect",
                 intent: intent.to_string(),
@@ -166,57 +199,78 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
         }
         // Finished when some attempt chain of the intent (a request's copy, after its retries)
         // ended with a final outcome: the client then knows what happened.
-        if finished && r.bounds_hit.is_empty() && !finals.is_empty() && !finals.iter().any(|a| is_final(a))
-            && let Some(a) = finals.iter().max_by(|a, b| a.done_ms.total_cmp(&b.done_ms)) {
-                out.push(Violation {
-                    name: "unfinished-intent",
-                    intent: intent.to_string(),
-                    detail: format!(
-                        "last attempt: {}",
-                        a.status.map(|s| s.to_string()).unwrap_or_else(|| a.outcome.to_string())
-                    ),
-                    permitted: false,
-                });
-            }
+        if finished
+            && r.bounds_hit.is_empty()
+            && !finals.is_empty()
+            && !finals.iter().any(|a| is_final(a))
+            && let Some(a) = finals.iter().max_by(|a, b| a.done_ms.total_cmp(&b.done_ms))
+        {
+            out.push(Violation {
+                name: "unfinished-intent",
+                intent: intent.to_string(),
+                detail: format!(
+                    "last attempt: {}",
+                    a.status.map(|s| s.to_string()).unwrap_or_else(|| a.outcome.to_string())
+                ),
+                permitted: false,
+            });
+        }
     }
 
     // Per (user, path, key): replay equality and fingerprint enforcement.
-    let mut by_key: BTreeMap<crate::store::Scope, Vec<(&str, &AttemptOutcome, String)>> = BTreeMap::new();
+    let mut by_key: BTreeMap<crate::store::Scope, Vec<(&str, &AttemptOutcome, String)>> =
+        BTreeMap::new();
     for (qi, q) in sim.requests.iter().enumerate() {
         for c in &r.requests[qi].copies {
             for (n, a) in c.iter().enumerate() {
                 let (Some(k), true) = (&a.key, is_success(a)) else { continue };
                 let scope = (q.user.clone().unwrap_or_default(), q.path.clone(), k.clone());
-                by_key.entry(scope).or_default().push((&q.intent, a, canonical(q.body_for(n as u32 + 1))));
+                by_key.entry(scope).or_default().push((
+                    &q.intent,
+                    a,
+                    canonical(q.body_for(n as u32 + 1)),
+                ));
             }
         }
     }
     for ((user, path, key), list) in &by_key {
         let first = &list[0];
-        if let Some(other) = list.iter().find(|x| x.1.status != first.1.status || x.1.body != first.1.body) {
+        if let Some(other) =
+            list.iter().find(|x| x.1.status != first.1.status || x.1.body != first.1.body)
+        {
             let intents: Vec<&str> = list.iter().map(|x| x.0).collect();
             let permitted = any_collected_before(&intents, other.1.done_ms.max(first.1.done_ms));
             out.push(Violation {
                 name: if permitted { "expired-replay-mismatch" } else { "replay-mismatch" },
                 intent: other.0.to_string(),
-                detail: format!("{user} {path} key {key}: {} vs {}", first.1.body.as_deref().unwrap_or(""), other.1.body.as_deref().unwrap_or("")),
+                detail: format!(
+                    "{user} {path} key {key}: {} vs {}",
+                    first.1.body.as_deref().unwrap_or(""),
+                    other.1.body.as_deref().unwrap_or("")
+                ),
                 permitted,
             });
         }
         let fresh: Vec<_> = list.iter().filter(|x| !x.1.replayed).collect();
         if let Some(f0) = fresh.first()
-            && let Some(other) = fresh.iter().find(|x| x.2 != f0.2) {
-                out.push(Violation {
-                    name: "payload-mismatch-executed",
-                    intent: other.0.to_string(),
-                    detail: format!("{user} {path} key {key}: executed {} and {}", f0.2, other.2),
-                    permitted: false,
-                });
-            }
+            && let Some(other) = fresh.iter().find(|x| x.2 != f0.2)
+        {
+            out.push(Violation {
+                name: "payload-mismatch-executed",
+                intent: other.0.to_string(),
+                detail: format!("{user} {path} key {key}: executed {} and {}", f0.2, other.2),
+                permitted: false,
+            });
+        }
     }
 
     for (intent, key) in ev.stuck {
-        out.push(Violation { name: "stuck-key", intent: intent.clone(), detail: format!("key {key} in progress at quiescence"), permitted: false });
+        out.push(Violation {
+            name: "stuck-key",
+            intent: intent.clone(),
+            detail: format!("key {key} in progress at quiescence"),
+            permitted: false,
+        });
     }
 
     out.sort_by_key(|v| NAMES.iter().position(|(n, _)| *n == v.name).unwrap_or(usize::MAX));
@@ -227,6 +281,11 @@ pub fn violations(sim: &Sim, r: &RunReport, ev: &Evidence) -> Vec<Violation> {
 pub fn per_intent(sim: &Sim, r: &RunReport) -> Vec<(u64, u64)> {
     sim.intents()
         .iter()
-        .map(|i| (r.rows.iter().filter(|x| x.intent == *i).count() as u64, r.effects.get(*i).copied().unwrap_or(0)))
+        .map(|i| {
+            (
+                r.rows.iter().filter(|x| x.intent == *i).count() as u64,
+                r.effects.get(*i).copied().unwrap_or(0),
+            )
+        })
         .collect()
 }

@@ -19,12 +19,21 @@ pub(crate) async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<crate::st
     let every = Duration::from_millis(world.model.relay_every_ms);
     loop {
         sleep(every).await;
-        let mut ex = Exec::new(world.clone(), idx, conn.clone(), "relay".into(), None, String::new());
+        let mut ex =
+            Exec::new(world.clone(), idx, conn.clone(), "relay".into(), None, String::new());
         let Ok(batch) = ex
             .sql("relay", |c| {
-                c.prepare_cached("SELECT id, intent, dedupe FROM outbox WHERE sent = 0 ORDER BY id LIMIT 16")?
-                    .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?)))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
+                c.prepare_cached(
+                    "SELECT id, intent, dedupe FROM outbox WHERE sent = 0 ORDER BY id LIMIT 16",
+                )?
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
             })
             .await
         else {
@@ -43,7 +52,14 @@ pub(crate) async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<crate::st
                 _ => break,
             }
             ex.maybe_crash("between send and mark").await;
-            if ex.sql("relay", |c| c.prepare_cached("UPDATE outbox SET sent = 1 WHERE id = ?1")?.execute(params![id])).await.is_ok() {
+            if ex
+                .sql("relay", |c| {
+                    c.prepare_cached("UPDATE outbox SET sent = 1 WHERE id = ?1")?
+                        .execute(params![id])
+                })
+                .await
+                .is_ok()
+            {
                 ex.event(format!("outbox: message {id} marked sent"));
             }
         }

@@ -92,7 +92,8 @@ pub struct RunReport {
 impl RunReport {
     /// Violation names found (bugs only, not policy-permitted), deduplicated, in order.
     pub fn violation_names(&self) -> Vec<&'static str> {
-        let mut v: Vec<&'static str> = self.violations.iter().filter(|x| !x.permitted).map(|x| x.name).collect();
+        let mut v: Vec<&'static str> =
+            self.violations.iter().filter(|x| !x.permitted).map(|x| x.name).collect();
         v.dedup();
         v
     }

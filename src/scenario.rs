@@ -276,7 +276,12 @@ impl Faults {
             v.push(format!("gc_every_ms={g}"));
         }
         for p in &self.partitions {
-            v.push(format!("partition(server-{}, {}..{} ms)", p.process + 1, p.from_ms, p.from_ms + p.for_ms));
+            v.push(format!(
+                "partition(server-{}, {}..{} ms)",
+                p.process + 1,
+                p.from_ms,
+                p.from_ms + p.for_ms
+            ));
         }
         if v.is_empty() { "none".into() } else { v.join(" ") }
     }
@@ -426,9 +431,13 @@ fn actions_ids_clash(actions: &[ActionFile], id: &str) -> bool {
 
 /// Parse `A..B` (half-open) into a seed range.
 pub fn parse_seeds(s: &str) -> Result<Range<u64>, String> {
-    let (a, b) = s.split_once("..").ok_or_else(|| format!("seed range `{s}`: expected A..B, e.g. 0..100"))?;
-    let a: u64 = a.trim().parse().map_err(|_| format!("seed range `{s}`: `{a}` is not a number"))?;
-    let b: u64 = b.trim().parse().map_err(|_| format!("seed range `{s}`: `{b}` is not a number"))?;
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("seed range `{s}`: expected A..B, e.g. 0..100"))?;
+    let a: u64 =
+        a.trim().parse().map_err(|_| format!("seed range `{s}`: `{a}` is not a number"))?;
+    let b: u64 =
+        b.trim().parse().map_err(|_| format!("seed range `{s}`: `{b}` is not a number"))?;
     if a >= b {
         return Err(format!("seed range `{s}` is empty; expected A..B with A < B"));
     }
@@ -460,11 +469,21 @@ impl Sim {
             Some(p) if (1..=16).contains(p.get_ref()) => *p.get_ref(),
             Some(p) => return Err(err(p.span(), "world.processes: expected 1..=16".into())),
         };
-        let latency_ms = ms_range(path, src, "world.latency_ms", &f.world.latency_ms, (1, 10), |lo, hi| 1 <= lo && lo < hi && hi <= 60_000, "[low, high] with 1 <= low < high <= 60000")?;
+        let latency_ms = ms_range(
+            path,
+            src,
+            "world.latency_ms",
+            &f.world.latency_ms,
+            (1, 10),
+            |lo, hi| 1 <= lo && lo < hi && hi <= 60_000,
+            "[low, high] with 1 <= low < high <= 60000",
+        )?;
         let client_timeout_ms = match &f.world.client_timeout_ms {
             None => 30_000,
             Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
-            Some(t) => return Err(err(t.span(), "world.client_timeout_ms: expected at least 1".into())),
+            Some(t) => {
+                return Err(err(t.span(), "world.client_timeout_ms: expected at least 1".into()));
+            }
         };
         let world = WorldSpec {
             processes,
@@ -477,9 +496,17 @@ impl Sim {
 
         // Names: requests and actions share one namespace (`after` refers to either).
         let mut names: Vec<(String, Range<usize>)> = Vec::new();
-        for (id, span) in f.requests.iter().map(|r| (&r.id, r.id.span())).chain(f.actions.iter().map(|a| (&a.id, a.id.span()))) {
+        for (id, span) in f
+            .requests
+            .iter()
+            .map(|r| (&r.id, r.id.span()))
+            .chain(f.actions.iter().map(|a| (&a.id, a.id.span())))
+        {
             if !is_kebab(id.get_ref()) {
-                return Err(err(span, format!("id `{}`: expected lowercase letters, digits and '-'", id.get_ref())));
+                return Err(err(
+                    span,
+                    format!("id `{}`: expected lowercase letters, digits and '-'", id.get_ref()),
+                ));
             }
             if names.iter().any(|(n, _)| n == id.get_ref()) {
                 return Err(err(span, format!("duplicate id `{}`", id.get_ref())));
@@ -491,7 +518,14 @@ impl Sim {
                 Ok(s.get_ref().clone())
             } else {
                 let all: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
-                Err(err(s.span(), format!("unknown request or action `{}`; expected one of: {}", s.get_ref(), all.join(", "))))
+                Err(err(
+                    s.span(),
+                    format!(
+                        "unknown request or action `{}`; expected one of: {}",
+                        s.get_ref(),
+                        all.join(", ")
+                    ),
+                ))
             }
         };
         let known_request = |s: &Spanned<String>| -> Result<String, InputError> {
@@ -499,7 +533,14 @@ impl Sim {
                 Ok(s.get_ref().clone())
             } else {
                 let all: Vec<&str> = f.requests.iter().map(|r| r.id.get_ref().as_str()).collect();
-                Err(err(s.span(), format!("unknown request `{}`; expected one of: {}", s.get_ref(), all.join(", "))))
+                Err(err(
+                    s.span(),
+                    format!(
+                        "unknown request `{}`; expected one of: {}",
+                        s.get_ref(),
+                        all.join(", ")
+                    ),
+                ))
             }
         };
         let after_list = |v: &Option<Spanned<toml::Value>>| -> Result<Vec<String>, InputError> {
@@ -530,11 +571,18 @@ impl Sim {
             let route = match &r.process {
                 None => Route::Fixed(0),
                 Some(p) => match p.get_ref() {
-                    toml::Value::Integer(i) if *i >= 1 && (*i as usize) <= processes => Route::Fixed(*i as usize - 1),
+                    toml::Value::Integer(i) if *i >= 1 && (*i as usize) <= processes => {
+                        Route::Fixed(*i as usize - 1)
+                    }
                     toml::Value::String(s) if s == "alternate" => Route::Alternate,
                     toml::Value::String(s) if s == "random" => Route::Random,
                     _ => {
-                        return Err(err(p.span(), format!("process: expected 1..={processes}, \"alternate\" or \"random\"")));
+                        return Err(err(
+                            p.span(),
+                            format!(
+                                "process: expected 1..={processes}, \"alternate\" or \"random\""
+                            ),
+                        ));
                     }
                 },
             };
@@ -549,12 +597,17 @@ impl Sim {
                     policy.max_attempts = 5;
                 }
                 let on = rt.on.clone().unwrap_or_else(|| {
-                    vec![Spanned::new(0..0, toml::Value::String("transport".into())), Spanned::new(0..0, toml::Value::Integer(503))]
+                    vec![
+                        Spanned::new(0..0, toml::Value::String("transport".into())),
+                        Spanned::new(0..0, toml::Value::Integer(503)),
+                    ]
                 });
                 for o in &on {
                     match o.get_ref() {
                         toml::Value::String(s) if s == "transport" => policy.on.transport = true,
-                        toml::Value::Integer(s) if [409, 425, 429, 500, 502, 503, 504].contains(s) => {
+                        toml::Value::Integer(s)
+                            if [409, 425, 429, 500, 502, 503, 504].contains(s) =>
+                        {
                             policy.on.statuses.insert(*s as u16);
                         }
                         _ => {
@@ -578,8 +631,16 @@ impl Sim {
                     status: e.status,
                     outcome: match &e.outcome {
                         None => None,
-                        Some(o) if o.get_ref() == "reply" || o.get_ref() == "transport-failure" => Some(o.get_ref().clone()),
-                        Some(o) => return Err(err(o.span(), "expect.outcome: expected \"reply\" or \"transport-failure\"".into())),
+                        Some(o) if o.get_ref() == "reply" || o.get_ref() == "transport-failure" => {
+                            Some(o.get_ref().clone())
+                        }
+                        Some(o) => {
+                            return Err(err(
+                                o.span(),
+                                "expect.outcome: expected \"reply\" or \"transport-failure\""
+                                    .into(),
+                            ));
+                        }
                     },
                     replayed: e.replayed,
                     id: e.id,
@@ -643,15 +704,35 @@ impl Sim {
         }
         for (i, q) in requests.iter().enumerate() {
             if requests[..i].iter().any(|o| o.id == q.id) || actions_ids_clash(&f.actions, &q.id) {
-                let span = f.requests.iter().find(|r| *r.id.get_ref() == q.group).map(|r| r.id.span()).unwrap_or(0..0);
-                return Err(err(span, format!("id `{}` is used twice (after expanding `intents`)", q.id)));
+                let span = f
+                    .requests
+                    .iter()
+                    .find(|r| *r.id.get_ref() == q.group)
+                    .map(|r| r.id.span())
+                    .unwrap_or(0..0);
+                return Err(err(
+                    span,
+                    format!("id `{}` is used twice (after expanding `intents`)", q.id),
+                ));
             }
         }
         if requests.len() > MAX_REQUESTS {
-            return Err(InputError::file(path, format!("{} requests after expanding `intents`; at most {MAX_REQUESTS}", requests.len())));
+            return Err(InputError::file(
+                path,
+                format!(
+                    "{} requests after expanding `intents`; at most {MAX_REQUESTS}",
+                    requests.len()
+                ),
+            ));
         }
         // Point `after` and expectation references at the last of an expanded request.
-        let rename = |n: &String| expanded.iter().find(|(a, _)| a == n).map(|(_, b)| b.clone()).unwrap_or_else(|| n.clone());
+        let rename = |n: &String| {
+            expanded
+                .iter()
+                .find(|(a, _)| a == n)
+                .map(|(_, b)| b.clone())
+                .unwrap_or_else(|| n.clone())
+        };
         for q in &mut requests {
             q.after = q.after.iter().map(&rename).collect();
             q.expect.same_id_as = q.expect.same_id_as.as_ref().map(&rename);
@@ -663,9 +744,15 @@ impl Sim {
             let kind = match a.kind.get_ref().as_str() {
                 "hold-lock" => {
                     if a.until.is_none() && a.for_ms.is_none() {
-                        return Err(err(a.kind.span(), "hold-lock needs `until` (an id) or `for_ms`".into()));
+                        return Err(err(
+                            a.kind.span(),
+                            "hold-lock needs `until` (an id) or `for_ms`".into(),
+                        ));
                     }
-                    ActionKind::HoldLock { until: a.until.as_ref().map(&known).transpose()?, for_ms: a.for_ms }
+                    ActionKind::HoldLock {
+                        until: a.until.as_ref().map(&known).transpose()?,
+                        for_ms: a.for_ms,
+                    }
                 }
                 "delete-keys" => {
                     if let Some(u) = &a.until {
@@ -673,14 +760,26 @@ impl Sim {
                     }
                     ActionKind::DeleteKeys
                 }
-                other => return Err(err(a.kind.span(), format!("unknown action kind `{other}`; expected hold-lock or delete-keys"))),
+                other => {
+                    return Err(err(
+                        a.kind.span(),
+                        format!("unknown action kind `{other}`; expected hold-lock or delete-keys"),
+                    ));
+                }
             };
             let kind = match kind {
-                ActionKind::HoldLock { until, for_ms } => ActionKind::HoldLock { until: until.as_ref().map(&rename), for_ms },
+                ActionKind::HoldLock { until, for_ms } => {
+                    ActionKind::HoldLock { until: until.as_ref().map(&rename), for_ms }
+                }
                 k => k,
             };
             let after = after_list(&a.after)?.iter().map(&rename).collect();
-            actions.push(ActionSpec { id: a.id.get_ref().clone(), kind, after, delay_ms: a.delay_ms.unwrap_or(0) });
+            actions.push(ActionSpec {
+                id: a.id.get_ref().clone(),
+                kind,
+                after,
+                delay_ms: a.delay_ms.unwrap_or(0),
+            });
         }
 
         // `after` must not form a cycle (it would only show up as a time-limit bound).
@@ -690,23 +789,38 @@ impl Sim {
                     .iter()
                     .find(|q| q.id == id)
                     .map(|q| q.after.clone())
-                    .or_else(|| actions.iter().find(|a| a.id == id).map(|a| {
-                        let mut d = a.after.clone();
-                        if let ActionKind::HoldLock { until: Some(u), .. } = &a.kind {
-                            d.push(u.clone());
-                        }
-                        d
-                    }))
+                    .or_else(|| {
+                        actions.iter().find(|a| a.id == id).map(|a| {
+                            let mut d = a.after.clone();
+                            if let ActionKind::HoldLock { until: Some(u), .. } = &a.kind {
+                                d.push(u.clone());
+                            }
+                            d
+                        })
+                    })
                     .unwrap_or_default()
             };
-            let ids: Vec<String> = requests.iter().map(|q| q.id.clone()).chain(actions.iter().map(|a| a.id.clone())).collect();
+            let ids: Vec<String> = requests
+                .iter()
+                .map(|q| q.id.clone())
+                .chain(actions.iter().map(|a| a.id.clone()))
+                .collect();
             for start in &ids {
                 let mut stack = deps(start);
                 let mut seen: Vec<String> = Vec::new();
                 while let Some(d) = stack.pop() {
                     if d == *start {
-                        let span = names.iter().find(|(n, _)| n == start || start.starts_with(&format!("{n}-"))).map(|(_, s)| s.clone()).unwrap_or(0..0);
-                        return Err(err(span, format!("`{start}` waits for itself through `after`/`until`; expected an order without cycles")));
+                        let span = names
+                            .iter()
+                            .find(|(n, _)| n == start || start.starts_with(&format!("{n}-")))
+                            .map(|(_, s)| s.clone())
+                            .unwrap_or(0..0);
+                        return Err(err(
+                            span,
+                            format!(
+                                "`{start}` waits for itself through `after`/`until`; expected an order without cycles"
+                            ),
+                        ));
                     }
                     if !seen.contains(&d) {
                         seen.push(d.clone());
@@ -720,7 +834,10 @@ impl Sim {
         for i in &f.injects {
             let point = i.point.get_ref().trim_start_matches('@').to_string();
             if !is_kebab(&point) {
-                return Err(err(i.point.span(), "point: expected a point name such as before-commit".into()));
+                return Err(err(
+                    i.point.span(),
+                    "point: expected a point name such as before-commit".into(),
+                ));
             }
             let action = match i.action.get_ref().as_str() {
                 "fail" => InjectAction::Fail,
@@ -731,18 +848,27 @@ impl Sim {
                 other => {
                     return Err(err(
                         i.action.span(),
-                        format!("unknown inject action `{other}`; expected fail, effect, drop-reply, crash or pause"),
+                        format!(
+                            "unknown inject action `{other}`; expected fail, effect, drop-reply, crash or pause"
+                        ),
                     ));
                 }
             };
             let rate = match &i.rate {
                 None => 1.0,
                 Some(r) if (0.0..=1.0).contains(r.get_ref()) => *r.get_ref(),
-                Some(r) => return Err(err(r.span(), format!("rate {}: expected a probability in 0.0..=1.0", r.get_ref()))),
+                Some(r) => {
+                    return Err(err(
+                        r.span(),
+                        format!("rate {}: expected a probability in 0.0..=1.0", r.get_ref()),
+                    ));
+                }
             };
             let request = match &i.request {
                 None => None,
-                Some(r) if f.requests.iter().any(|q| q.id.get_ref() == r.get_ref()) => Some(r.get_ref().clone()),
+                Some(r) if f.requests.iter().any(|q| q.id.get_ref() == r.get_ref()) => {
+                    Some(r.get_ref().clone())
+                }
                 Some(r) => return Err(err(r.span(), format!("unknown request `{}`", r.get_ref()))),
             };
             injects.push(Inject { point, action, request, times: i.times, rate });
@@ -752,17 +878,35 @@ impl Sim {
             match r {
                 None => Ok(0.0),
                 Some(r) if (0.0..=1.0).contains(r.get_ref()) => Ok(*r.get_ref()),
-                Some(r) => Err(err(r.span(), format!("faults.{what} = {}: expected a probability in 0.0..=1.0", r.get_ref()))),
+                Some(r) => Err(err(
+                    r.span(),
+                    format!("faults.{what} = {}: expected a probability in 0.0..=1.0", r.get_ref()),
+                )),
             }
         };
         let ff = &f.faults;
-        let delay_ms = ms_range(path, src, "faults.delay_ms", &ff.delay_ms, (10, 500), |lo, hi| lo <= hi && hi <= 3_600_000, "[low, high] with low <= high")?;
+        let delay_ms = ms_range(
+            path,
+            src,
+            "faults.delay_ms",
+            &ff.delay_ms,
+            (10, 500),
+            |lo, hi| lo <= hi && hi <= 3_600_000,
+            "[low, high] with low <= high",
+        )?;
         let mut partitions = Vec::new();
         for p in &f.partitions {
             if !(1..=processes).contains(p.process.get_ref()) {
-                return Err(err(p.process.span(), format!("partition.process: expected 1..={processes}")));
+                return Err(err(
+                    p.process.span(),
+                    format!("partition.process: expected 1..={processes}"),
+                ));
             }
-            partitions.push(Partition { process: p.process.get_ref() - 1, from_ms: p.from_ms, for_ms: p.for_ms });
+            partitions.push(Partition {
+                process: p.process.get_ref() - 1,
+                from_ms: p.from_ms,
+                for_ms: p.for_ms,
+            });
         }
         let faults = Faults {
             request_drop: rate(&ff.request_drop, "request_drop")?,
@@ -776,15 +920,14 @@ impl Sim {
             gc_every_ms: match &ff.gc_every_ms {
                 None => None,
                 Some(g) if *g.get_ref() >= 1 => Some(*g.get_ref()),
-                Some(g) => return Err(err(g.span(), "faults.gc_every_ms: expected at least 1".into())),
+                Some(g) => {
+                    return Err(err(g.span(), "faults.gc_every_ms: expected at least 1".into()));
+                }
             },
             partitions,
         };
 
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Sim {
             name,
             path: path.to_path_buf(),
@@ -795,7 +938,12 @@ impl Sim {
             actions,
             injects,
             faults,
-            expect: Expect { rows: f.expect.rows, keys: f.expect.keys, effects: f.expect.effects, row_qty: f.expect.row_qty },
+            expect: Expect {
+                rows: f.expect.rows,
+                keys: f.expect.keys,
+                effects: f.expect.effects,
+                row_qty: f.expect.row_qty,
+            },
         })
     }
 
@@ -844,7 +992,10 @@ mod tests {
 
     #[test]
     fn bad_rate_is_located() {
-        let e = parse("[[request]]\nid = \"a\"\n[[inject]]\npoint = \"x\"\naction = \"fail\"\nrate = 1.5\n").unwrap_err();
+        let e = parse(
+            "[[request]]\nid = \"a\"\n[[inject]]\npoint = \"x\"\naction = \"fail\"\nrate = 1.5\n",
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "s.toml:6:8: rate 1.5: expected a probability in 0.0..=1.0");
     }
 
@@ -856,7 +1007,8 @@ mod tests {
 
     #[test]
     fn unknown_action_is_located() {
-        let e = parse("[[request]]\nid = \"a\"\n[[inject]]\npoint = \"x\"\naction = \"explode\"\n").unwrap_err();
+        let e = parse("[[request]]\nid = \"a\"\n[[inject]]\npoint = \"x\"\naction = \"explode\"\n")
+            .unwrap_err();
         assert!(e.to_string().starts_with("s.toml:5:10: unknown inject action `explode`"), "{e}");
     }
 

@@ -18,7 +18,9 @@ use madsim::time::{sleep, timeout};
 use rusqlite::{Connection, params};
 
 use crate::http::{self, Order, Response};
-use crate::model::{Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, Replay, Step, StoreOutcomes};
+use crate::model::{
+    Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, Replay, Step, StoreOutcomes,
+};
 use crate::net::{self, EffectMsg, Envelope};
 use crate::scenario::InjectAction;
 use crate::store::{self, Record};
@@ -72,7 +74,14 @@ impl Drop for InFlightGuard {
     }
 }
 
-async fn handle(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>, ep: Arc<Endpoint>, env: Envelope, _g: InFlightGuard) {
+async fn handle(
+    world: Arc<World>,
+    idx: usize,
+    conn: Rc<store::Pooled>,
+    ep: Arc<Endpoint>,
+    env: Envelope,
+    _g: InFlightGuard,
+) {
     let intent = env.http.header("X-Intent").unwrap_or("").to_string();
     let mut ex = Exec::new(world.clone(), idx, conn, env.label.clone(), Some(env.req), intent);
     let resp = ex.serve(&env).await;
@@ -81,10 +90,17 @@ async fn handle(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>, ep: Arc<
         ex.drop_reply = true;
     }
     if ex.drop_reply {
-        world.event(&ex.node, format!("{}: connection dropped, {} never sent", ex.label, resp.status));
+        world.event(
+            &ex.node,
+            format!("{}: connection dropped, {} never sent", ex.label, resp.status),
+        );
         return;
     }
-    world.message(&ex.node, &env.client_node, format!("{}: reply {} {}", ex.label, resp.status, resp.body));
+    world.message(
+        &ex.node,
+        &env.client_node,
+        format!("{}: reply {} {}", ex.label, resp.status, resp.body),
+    );
     net::send_reply(&world, &ex.node, &ex.label, &ep, env.reply_to, env.reply_tag, resp).await;
 }
 
@@ -137,7 +153,14 @@ impl Drop for Exec {
 
 impl Exec {
     /// A fresh execution on process `idx` (`req` None: the outbox relay).
-    pub(crate) fn new(world: Arc<World>, idx: usize, conn: Rc<store::Pooled>, label: String, req: Option<usize>, intent: String) -> Exec {
+    pub(crate) fn new(
+        world: Arc<World>,
+        idx: usize,
+        conn: Rc<store::Pooled>,
+        label: String,
+        req: Option<usize>,
+        intent: String,
+    ) -> Exec {
         Exec {
             id: world.next_tag(),
             node: format!("server-{}", idx + 1),
@@ -234,7 +257,11 @@ impl Exec {
                 Some(k) => {
                     self.key = Some((
                         if kp.scope_user { order.user.clone() } else { String::new() },
-                        if kp.scope_operation { order.operation.to_string() } else { String::new() },
+                        if kp.scope_operation {
+                            order.operation.to_string()
+                        } else {
+                            String::new()
+                        },
                         k.to_string(),
                     ));
                     self.fingerprint = match kp.fingerprint {
@@ -255,7 +282,10 @@ impl Exec {
                 st.steps > self.world.sim.world.max_steps
             };
             if over {
-                self.world.bound_hit(format!("max-steps: more than {} server steps", self.world.sim.world.max_steps));
+                self.world.bound_hit(format!(
+                    "max-steps: more than {} server steps",
+                    self.world.sim.world.max_steps
+                ));
                 return self.fail(Failure::Bound).await;
             }
             self.maybe_crash(&format!("before {}", step.name())).await;
@@ -267,7 +297,9 @@ impl Exec {
                 Ok(Flow::Finish(resp)) => {
                     if !self.conn.is_autocommit() {
                         // A lookup hit inside a transaction: commit the (read-only) transaction.
-                        if let Err(f) = self.sql("COMMIT", |c| store::exec_cached(c, "COMMIT")).await {
+                        if let Err(f) =
+                            self.sql("COMMIT", |c| store::exec_cached(c, "COMMIT")).await
+                        {
                             return self.fail(f).await;
                         }
                         self.event("COMMIT (nothing written)");
@@ -291,7 +323,11 @@ impl Exec {
     }
 
     /// Run one SQL statement, waiting out a locked database in simulated time up to the budget.
-    pub(crate) async fn sql<T>(&self, what: &str, f: impl Fn(&Connection) -> rusqlite::Result<T>) -> Result<T, Failure> {
+    pub(crate) async fn sql<T>(
+        &self,
+        what: &str,
+        f: impl Fn(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, Failure> {
         let blocking = self.blocking_driver();
         if blocking {
             self.acquire_loop().await;
@@ -303,7 +339,11 @@ impl Exec {
         r
     }
 
-    async fn sql_inner<T>(&self, what: &str, f: impl Fn(&Connection) -> rusqlite::Result<T>) -> Result<T, Failure> {
+    async fn sql_inner<T>(
+        &self,
+        what: &str,
+        f: impl Fn(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, Failure> {
         let (lo, hi) = self.world.model.driver.statement_ms;
         if hi > 0 {
             let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
@@ -318,7 +358,9 @@ impl Exec {
                 Ok(v) => return Ok(v),
                 Err(e) if store::is_busy(&e) => {
                     if !said {
-                        self.event(format!("{what}: database locked, waiting (budget {budget} ms)"));
+                        self.event(format!(
+                            "{what}: database locked, waiting (budget {budget} ms)"
+                        ));
                         said = true;
                     }
                     if waited >= budget {
@@ -386,8 +428,12 @@ impl Exec {
                 match self.ks_lookup().await? {
                     Some(rec) => {
                         let now = self.world.now_us() / 1000;
-                        let expired = rec.state == "in-progress" && rec.lease_until_ms.is_some_and(|l| l <= now);
-                        if expired && rec.fingerprint == self.fingerprint && self.ks_takeover(&rec).await? {
+                        let expired = rec.state == "in-progress"
+                            && rec.lease_until_ms.is_some_and(|l| l <= now);
+                        if expired
+                            && rec.fingerprint == self.fingerprint
+                            && self.ks_takeover(&rec).await?
+                        {
                             self.claimed = true;
                             self.event("claim: took over a claim whose lease expired");
                             return Ok(Flow::Next);
@@ -429,11 +475,14 @@ impl Exec {
                 Ok(Flow::Next)
             }
             Step::Outbox => {
-                let (intent, dedupe, now) = (self.intent.clone(), self.effect_key(), (self.world.now_us() / 1000) as i64);
+                let (intent, dedupe, now) =
+                    (self.intent.clone(), self.effect_key(), (self.world.now_us() / 1000) as i64);
                 let id = self
                     .sql("outbox", |c| {
-                        c.prepare_cached("INSERT INTO outbox(intent, dedupe, created_ms) VALUES (?1, ?2, ?3)")?
-                            .execute(params![intent, dedupe, now])?;
+                        c.prepare_cached(
+                            "INSERT INTO outbox(intent, dedupe, created_ms) VALUES (?1, ?2, ?3)",
+                        )?
+                        .execute(params![intent, dedupe, now])?;
                         Ok(c.last_insert_rowid())
                     })
                     .await?;
@@ -448,11 +497,17 @@ impl Exec {
     fn effect_key(&self) -> Option<String> {
         match self.world.model.effect_dedupe {
             EffectDedupe::None => None,
-            EffectDedupe::Key => self.key.as_ref().map(|(user, op, key)| format!("key:{user}/{op}/{key}")),
-            EffectDedupe::Payload => self
-                .order
-                .as_ref()
-                .map(|o| format!("payload:{}", http::sha256_hex(format!("{}|{}|{}", o.user, o.operation, o.canonical()).as_bytes()))),
+            EffectDedupe::Key => {
+                self.key.as_ref().map(|(user, op, key)| format!("key:{user}/{op}/{key}"))
+            }
+            EffectDedupe::Payload => self.order.as_ref().map(|o| {
+                format!(
+                    "payload:{}",
+                    http::sha256_hex(
+                        format!("{}|{}|{}", o.user, o.operation, o.canonical()).as_bytes()
+                    )
+                )
+            }),
             EffectDedupe::Row => self.row_id.map(|id| format!("row:{id}")),
         }
     }
@@ -471,14 +526,20 @@ impl Exec {
             match kp.in_flight {
                 InFlight::Status(s) => {
                     self.event(format!("lookup: original still in progress → {s}"));
-                    return Ok(Flow::Finish(Response::error(s, "request with this Idempotency-Key in progress")));
+                    return Ok(Flow::Finish(Response::error(
+                        s,
+                        "request with this Idempotency-Key in progress",
+                    )));
                 }
                 InFlight::Wait => {
                     self.event("lookup: original in progress, waiting for it");
                     let mut waited = 0;
                     loop {
                         if waited >= self.world.wait_budget_ms {
-                            return Ok(Flow::Finish(Response::error(409, "request with this Idempotency-Key in progress")));
+                            return Ok(Flow::Finish(Response::error(
+                                409,
+                                "request with this Idempotency-Key in progress",
+                            )));
                         }
                         sleep(Duration::from_millis(10)).await;
                         waited += 10;
@@ -488,7 +549,12 @@ impl Exec {
                                 break;
                             }
                             Some(_) => {}
-                            None => return Ok(Flow::Finish(Response::error(409, "request with this Idempotency-Key in progress"))),
+                            None => {
+                                return Ok(Flow::Finish(Response::error(
+                                    409,
+                                    "request with this Idempotency-Key in progress",
+                                )));
+                            }
                         }
                     }
                 }
@@ -496,7 +562,10 @@ impl Exec {
         }
         if let Replay::Status(s) = kp.replay {
             self.event(format!("lookup: hit on a completed request → {s}"));
-            return Ok(Flow::Finish(Response::error(s, "request with this Idempotency-Key already processed")));
+            return Ok(Flow::Finish(Response::error(
+                s,
+                "request with this Idempotency-Key already processed",
+            )));
         }
         let status = rec.status.unwrap_or(500) as u16;
         self.event(format!("lookup: hit → replay {status}"));
@@ -537,7 +606,11 @@ impl Exec {
             .await
             .map_err(|e| Failure::Error(format!("effect: {e}")))?;
         let tag = self.world.next_tag();
-        self.world.message(&self.node, "receiver", format!("{}: effect for intent {}", self.label, self.intent));
+        self.world.message(
+            &self.node,
+            "receiver",
+            format!("{}: effect for intent {}", self.label, self.intent),
+        );
         let msg = EffectMsg {
             reply_tag: tag,
             reply_to: ep.local_addr().expect("bound"),
@@ -578,7 +651,9 @@ impl Exec {
             self.world.lock().inject_fired[i] += 1;
             self.event(format!("@{point}: {}", inj.action.name()));
             match &inj.action {
-                InjectAction::Fail => return Err(Failure::Error(format!("injected failure at @{point}"))),
+                InjectAction::Fail => {
+                    return Err(Failure::Error(format!("injected failure at @{point}")));
+                }
                 InjectAction::Effect => self.effect().await?,
                 InjectAction::DropReply => self.drop_reply = true,
                 InjectAction::Pause { ms } => sleep(Duration::from_millis(*ms)).await,
@@ -636,10 +711,13 @@ impl Exec {
         };
         if model.store_outcomes == StoreOutcomes::All && self.claimed && !self.completed {
             let _ = self.save(resp.status, &resp.body.clone()).await;
-        } else if model.on_error.release_claim && self.claimed && !self.completed
-            && let Ok(n) = self.ks_release().await {
-                self.event(format!("release-claim: {n} claim deleted"));
-            }
+        } else if model.on_error.release_claim
+            && self.claimed
+            && !self.completed
+            && let Ok(n) = self.ks_release().await
+        {
+            self.event(format!("release-claim: {n} claim deleted"));
+        }
         resp
     }
 }
@@ -665,9 +743,18 @@ pub(crate) async fn receiver_main(world: Arc<World>) {
             fresh
         };
         if fresh {
-            world.event("receiver", format!("effect for intent {} (from {})", msg.intent, msg.label));
+            world.event(
+                "receiver",
+                format!("effect for intent {} (from {})", msg.intent, msg.label),
+            );
         } else {
-            world.event("receiver", format!("duplicate delivery for intent {} ignored (from {})", msg.intent, msg.label));
+            world.event(
+                "receiver",
+                format!(
+                    "duplicate delivery for intent {} ignored (from {})",
+                    msg.intent, msg.label
+                ),
+            );
         }
         let _ = ep.send_to_raw(msg.reply_to, msg.reply_tag, Box::new(())).await;
     }

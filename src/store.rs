@@ -57,7 +57,10 @@ fn init_sqlite() {
         // SQLite's default MEMSTATUS takes a global mutex on every malloc; parallel sweeps were
         // slower on two threads than on one until it was off. Must precede the first open.
         unsafe {
-            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0 as std::ffi::c_int);
+            rusqlite::ffi::sqlite3_config(
+                rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
+                0 as std::ffi::c_int,
+            );
         }
     });
 }
@@ -169,9 +172,11 @@ impl Drop for Pooled {
         let _ = POOL.try_with(|p| {
             if let Ok(mut p) = p.try_borrow_mut()
                 && let Some(pool) = p.as_mut()
-                    && pool.uri == self.uri && pool.spare.len() < MAX_SPARE {
-                        pool.spare.push(conn);
-                    }
+                && pool.uri == self.uri
+                && pool.spare.len() < MAX_SPARE
+            {
+                pool.spare.push(conn);
+            }
         });
     }
 }
@@ -234,7 +239,8 @@ pub struct Record {
 }
 
 /// The columns [`record_from_row`] reads, in its order.
-pub const RECORD_COLUMNS: &str = "fingerprint, status, response, state, created_ms, lease_until_ms, token, intent";
+pub const RECORD_COLUMNS: &str =
+    "fingerprint, status, response, state, created_ms, lease_until_ms, token, intent";
 
 /// A [`Record`] from a row selected with [`RECORD_COLUMNS`] starting at column `at`.
 pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<Record> {
@@ -251,18 +257,31 @@ pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<Record>
 }
 
 pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
-    let mut st = conn.prepare_cached("SELECT id, user, operation, item, qty, intent, created_ms FROM rows ORDER BY id")?;
+    let mut st = conn.prepare_cached(
+        "SELECT id, user, operation, item, qty, intent, created_ms FROM rows ORDER BY id",
+    )?;
     let rows = st.query_map([], |r| {
-        Ok(RowRecord { id: r.get(0)?, user: r.get(1)?, operation: r.get(2)?, item: r.get(3)?, qty: r.get(4)?, intent: r.get(5)?, created_ms: r.get(6)? })
+        Ok(RowRecord {
+            id: r.get(0)?,
+            user: r.get(1)?,
+            operation: r.get(2)?,
+            item: r.get(3)?,
+            qty: r.get(4)?,
+            intent: r.get(5)?,
+            created_ms: r.get(6)?,
+        })
     })?;
     rows.collect()
 }
 
 /// Every stored key with its record, in scope order.
 pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<(Scope, Record)>> {
-    let sql = format!("SELECT user, operation, key, {RECORD_COLUMNS} FROM keys ORDER BY user, operation, key");
+    let sql = format!(
+        "SELECT user, operation, key, {RECORD_COLUMNS} FROM keys ORDER BY user, operation, key"
+    );
     let mut st = conn.prepare_cached(&sql)?;
-    let rows = st.query_map([], |r| Ok(((r.get(0)?, r.get(1)?, r.get(2)?), record_from_row(r, 3)?)))?;
+    let rows =
+        st.query_map([], |r| Ok(((r.get(0)?, r.get(1)?, r.get(2)?), record_from_row(r, 3)?)))?;
     rows.collect()
 }
 

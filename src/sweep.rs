@@ -122,7 +122,12 @@ impl Cell {
                 self.first_failed_seed = Some(r.seed);
                 self.first_failure = r.checks.iter().filter(|c| !c.held).cloned().collect();
                 for b in &r.bounds_hit {
-                    self.first_failure.push(Check { what: "bound".into(), held: false, expected: "no bound hit".into(), actual: b.clone() });
+                    self.first_failure.push(Check {
+                        what: "bound".into(),
+                        held: false,
+                        expected: "no bound hit".into(),
+                        actual: b.clone(),
+                    });
                 }
             }
         }
@@ -134,17 +139,23 @@ impl Cell {
         self.passed &= o.passed;
         self.failed_seeds += o.failed_seeds;
         if let Some(s) = o.first_failed_seed
-            && self.first_failed_seed.is_none_or(|m| s < m) {
-                self.first_failed_seed = Some(s);
-                self.first_failure = o.first_failure;
-            }
+            && self.first_failed_seed.is_none_or(|m| s < m)
+        {
+            self.first_failed_seed = Some(s);
+            self.first_failure = o.first_failure;
+        }
         sum_into(&mut self.rows, o.rows);
         sum_into(&mut self.effects, o.effects);
         sum_into(&mut self.rows_per_intent, o.rows_per_intent);
         sum_into(&mut self.effects_per_intent, o.effects_per_intent);
         sum_into(&mut self.statuses, o.statuses);
         for (k, v) in o.violations {
-            let e = self.violations.entry(k).or_insert(ViolationStat { seeds: 0, occurrences: 0, first_seed: v.first_seed, permitted: v.permitted });
+            let e = self.violations.entry(k).or_insert(ViolationStat {
+                seeds: 0,
+                occurrences: 0,
+                first_seed: v.first_seed,
+                permitted: v.permitted,
+            });
             e.seeds += v.seeds;
             e.occurrences += v.occurrences;
             e.first_seed = e.first_seed.min(v.first_seed);
@@ -189,7 +200,9 @@ impl Cell {
     /// The violations found, in the order of [`crate::oracle::NAMES`].
     pub fn violations_in_order(&self) -> Vec<(&String, &ViolationStat)> {
         let mut v: Vec<(&String, &ViolationStat)> = self.violations.iter().collect();
-        v.sort_by_key(|(n, _)| crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX));
+        v.sort_by_key(|(n, _)| {
+            crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX)
+        });
         v
     }
 
@@ -217,7 +230,11 @@ pub fn totals(models: &[Arc<Model>], cells: &[Cell]) -> Vec<Total> {
         .iter()
         .map(|m| {
             let mine: Vec<&Cell> = cells.iter().filter(|c| c.model == m.name).collect();
-            Total { model: m.name.clone(), passed: mine.iter().filter(|c| c.passed).count() as u64, total: mine.len() as u64 }
+            Total {
+                model: m.name.clone(),
+                passed: mine.iter().filter(|c| c.passed).count() as u64,
+                total: mine.len() as u64,
+            }
         })
         .collect()
 }
@@ -384,7 +401,12 @@ fn progress_bar(wanted: bool, total: u64) -> Option<indicatif::ProgressBar> {
 }
 
 /// The matrix without per-seed output.
-pub fn run_matrix(sims: &[Arc<Sim>], models: &[Arc<Model>], seeds: Option<Range<u64>>, jobs: usize) -> Result<Vec<Cell>, RunError> {
+pub fn run_matrix(
+    sims: &[Arc<Sim>],
+    models: &[Arc<Model>],
+    seeds: Option<Range<u64>>,
+    jobs: usize,
+) -> Result<Vec<Cell>, RunError> {
     run_cells(sims, models, seeds, &SweepOptions { jobs, ..Default::default() }, |_, _| {})
 }
 
@@ -404,7 +426,8 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
 /// One JSON line per seed, for researchers' own analysis.
 pub fn per_seed_line(r: &SeedResult, sim: &str, model: &str) -> String {
     let rep = &r.report;
-    let mut permitted: Vec<&str> = rep.violations.iter().filter(|v| v.permitted).map(|v| v.name).collect();
+    let mut permitted: Vec<&str> =
+        rep.violations.iter().filter(|v| v.permitted).map(|v| v.name).collect();
     permitted.dedup();
     serde_json::json!({
         "sim": sim,

@@ -12,12 +12,12 @@ use madsim::task::NodeId;
 use madsim::time::{Instant, sleep};
 use rusqlite::Connection;
 
-use crate::{checker, oracle};
 use crate::history::{Event, History};
 use crate::model::Model;
 use crate::report::{AttemptOutcome, RequestReport, RunReport};
 use crate::scenario::{ActionKind, Sim};
 use crate::store::{self, Record};
+use crate::{checker, oracle};
 
 /// Options of one run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -135,13 +135,23 @@ impl World {
     /// Record an event in the history.
     pub fn event(&self, node: &str, text: impl Into<String>) {
         let t_us = self.now_us();
-        self.lock().history.push(Event { t_us, node: node.to_string(), text: text.into(), to: None });
+        self.lock().history.push(Event {
+            t_us,
+            node: node.to_string(),
+            text: text.into(),
+            to: None,
+        });
     }
 
     /// Record a message sent from `node` to `to` (drawn as an arrow in sequence diagrams).
     pub fn message(&self, node: &str, to: &str, text: impl Into<String>) {
         let t_us = self.now_us();
-        self.lock().history.push(Event { t_us, node: node.to_string(), text: text.into(), to: Some(to.to_string()) });
+        self.lock().history.push(Event {
+            t_us,
+            node: node.to_string(),
+            text: text.into(),
+            to: Some(to.to_string()),
+        });
     }
 
     pub fn bound_hit(&self, what: String) {
@@ -196,9 +206,11 @@ impl World {
 
     /// Count rows and keys now, as the observer (retrying in simulated time while locked).
     pub async fn probe(&self) -> Option<(u64, u64)> {
-        retry_busy(1000, || store::with_observer(|c| Ok((store::count(c, "rows")?, store::count(c, "keys")?))))
-            .await
-            .ok()
+        retry_busy(1000, || {
+            store::with_observer(|c| Ok((store::count(c, "rows")?, store::count(c, "keys")?)))
+        })
+        .await
+        .ok()
     }
 
     /// Which server process a copy's attempt goes to.
@@ -217,15 +229,24 @@ impl World {
 }
 
 /// Run one seed of one sim against one model.
-pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> Result<RunOutput, RunError> {
+pub fn run(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    opts: RunOptions,
+) -> Result<RunOutput, RunError> {
     let db_uri = store::fresh_run_database()?;
     let mut cfg = madsim::Config::default();
     let (lo, hi) = sim.world.latency_ms;
     cfg.net.send_latency = Duration::from_millis(lo)..Duration::from_millis(hi);
     let rt = Runtime::with_seed_and_config(seed, cfg);
 
-    let names: Vec<String> =
-        sim.requests.iter().map(|r| r.id.clone()).chain(sim.actions.iter().map(|a| a.id.clone())).collect();
+    let names: Vec<String> = sim
+        .requests
+        .iter()
+        .map(|r| r.id.clone())
+        .chain(sim.actions.iter().map(|a| a.id.clone()))
+        .collect();
     let done = names.iter().map(|_| (false, Vec::new())).collect();
     let outcomes = sim
         .requests
@@ -251,7 +272,10 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
                 inject_fired: vec![0; sim.injects.len()],
                 crashing: vec![false; processes],
                 loops: (0..processes).map(|_| (None, Vec::new())).collect(),
-                mem: crate::keystore::MemStores { cache: Default::default(), memory: vec![Default::default(); processes] },
+                mem: crate::keystore::MemStores {
+                    cache: Default::default(),
+                    memory: vec![Default::default(); processes],
+                },
                 ..State::empty()
             };
             let world = Arc::new(World {
@@ -333,11 +357,8 @@ pub fn run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, opts: RunOptions) -> R
         },
     );
     report.per_intent = oracle::per_intent(&world.sim, &report);
-    report.ambiguous_intents = report
-        .violations
-        .iter()
-        .filter(|v| v.name == "unfinished-intent")
-        .count() as u64;
+    report.ambiguous_intents =
+        report.violations.iter().filter(|v| v.name == "unfinished-intent").count() as u64;
     Ok(RunOutput { report, history: opts.keep_history.then_some(history) })
 }
 
@@ -361,11 +382,24 @@ pub fn warnings(sim: &Sim, model: &Model) -> Vec<String> {
         .injects
         .iter()
         .filter(|i| !points.contains(&i.point.as_str()))
-        .filter(|i| !(i.point == "relay-after-send" && model.program.contains(&crate::model::Step::Outbox)))
-        .map(|i| format!("inject `{}` at @{} never fires: model {} has no such point", i.action.name(), i.point, model.name))
+        .filter(|i| {
+            !(i.point == "relay-after-send" && model.program.contains(&crate::model::Step::Outbox))
+        })
+        .map(|i| {
+            format!(
+                "inject `{}` at @{} never fires: model {} has no such point",
+                i.action.name(),
+                i.point,
+                model.name
+            )
+        })
         .collect();
-    if sim.faults.gc_every_ms.is_some() && model.key.as_ref().and_then(|k| k.retention_ms).is_none() {
-        w.push(format!("faults.gc_every_ms is set but model {} has no key retention_ms: nothing expires", model.name));
+    if sim.faults.gc_every_ms.is_some() && model.key.as_ref().and_then(|k| k.retention_ms).is_none()
+    {
+        w.push(format!(
+            "faults.gc_every_ms is set but model {} has no key retention_ms: nothing expires",
+            model.name
+        ));
     }
     w.dedup();
     w
@@ -433,7 +467,10 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
             let id = w.server_nodes.lock().unwrap()[p.process];
             let net = madsim::net::NetSim::current();
             net.clog_node(id);
-            w.event("control", format!("fault: server-{} partitioned from the network", p.process + 1));
+            w.event(
+                "control",
+                format!("fault: server-{} partitioned from the network", p.process + 1),
+            );
             sleep(Duration::from_millis(p.for_ms)).await;
             net.unclog_node(id);
             w.event("control", format!("server-{} reconnected", p.process + 1));
@@ -441,7 +478,11 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
     }
     let mut clients = Vec::new();
     for i in 0..world.sim.requests.len() {
-        let node = h.create_node().name(format!("client-{}", world.sim.requests[i].id)).ip(client_ip(i)).build();
+        let node = h
+            .create_node()
+            .name(format!("client-{}", world.sim.requests[i].id))
+            .ip(client_ip(i))
+            .build();
         nodes.push(node.id());
         clients.push(node.spawn(crate::client::run_request(world.clone(), i)));
     }
@@ -453,7 +494,10 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         }
     };
     if madsim::time::timeout(limit, all_clients).await.is_err() {
-        world.bound_hit(format!("time-limit: clients not finished after {} ms of simulated time", limit.as_millis()));
+        world.bound_hit(format!(
+            "time-limit: clients not finished after {} ms of simulated time",
+            limit.as_millis()
+        ));
         return;
     }
     // Quiescence: no request handler or action still running on any node.
@@ -467,7 +511,10 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
             break;
         }
         if Instant::now().duration_since(world.start) >= limit {
-            world.bound_hit(format!("time-limit: server work still running after {} ms of simulated time", limit.as_millis()));
+            world.bound_hit(format!(
+                "time-limit: server work still running after {} ms of simulated time",
+                limit.as_millis()
+            ));
             break;
         }
         sleep(Duration::from_millis(10)).await;
@@ -480,9 +527,11 @@ fn outbox_pending(world: &World) -> u64 {
     if !world.model.program.contains(&crate::model::Step::Outbox) {
         return 0;
     }
-    store::with_observer(|c| c.query_row("SELECT COUNT(*) FROM outbox WHERE sent = 0", [], |r| r.get::<_, i64>(0)))
-        .map(|n| n as u64)
-        .unwrap_or(1)
+    store::with_observer(|c| {
+        c.query_row("SELECT COUNT(*) FROM outbox WHERE sent = 0", [], |r| r.get::<_, i64>(0))
+    })
+    .map(|n| n as u64)
+    .unwrap_or(1)
 }
 
 /// Run a world action on the control node.
@@ -504,7 +553,10 @@ async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
     match kind {
         ActionKind::HoldLock { until, for_ms } => {
             if wait_statement(&conn, "BEGIN IMMEDIATE").await {
-                world.event("control", format!("{id}: another connection holds the write lock (BEGIN IMMEDIATE)"));
+                world.event(
+                    "control",
+                    format!("{id}: another connection holds the write lock (BEGIN IMMEDIATE)"),
+                );
                 if let Some(u) = &until {
                     world.wait_for(std::slice::from_ref(u)).await;
                 }
@@ -568,7 +620,10 @@ async fn collector(world: Arc<World>, every: u64, retention: u64) {
         let Some(cutoff) = now.checked_sub(retention) else { continue };
         match collect_keys(&conn, Some(cutoff)) {
             Ok(intents) if !intents.is_empty() => {
-                world.event("control", format!("gc: deleted {} key(s) older than {retention} ms", intents.len()));
+                world.event(
+                    "control",
+                    format!("gc: deleted {} key(s) older than {retention} ms", intents.len()),
+                );
                 let mut st = world.lock();
                 for i in intents {
                     st.collected.push((i, now));
@@ -590,7 +645,10 @@ async fn wait_statement(conn: &Connection, sql: &str) -> bool {
 
 /// Run `f` until it is not refused for a locked database, 1 ms of simulated time apart, at
 /// most `tries` times (then the last busy error).
-async fn retry_busy<T>(tries: u32, mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+async fn retry_busy<T>(
+    tries: u32,
+    mut f: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
     let mut r = f();
     for _ in 1..tries {
         match r {
@@ -608,7 +666,9 @@ fn collect_keys(conn: &Connection, cutoff: Option<u64>) -> rusqlite::Result<Vec<
     let cutoff = cutoff.map_or(i64::MAX, |c| c as i64);
     let tx = conn.unchecked_transaction()?;
     let intents = tx
-        .prepare_cached("SELECT intent FROM keys WHERE created_ms <= ?1 ORDER BY user, operation, key")?
+        .prepare_cached(
+            "SELECT intent FROM keys WHERE created_ms <= ?1 ORDER BY user, operation, key",
+        )?
         .query_map([cutoff], |r| r.get(0))?
         .collect::<rusqlite::Result<Vec<String>>>()?;
     tx.execute("DELETE FROM keys WHERE created_ms <= ?1", [cutoff])?;

@@ -50,7 +50,8 @@ fn article_matrix_snapshots() {
         snapshot(&format!("article__{}__{}", c.sim, c.model), &cell_text(c));
     }
     let totals = sweep::totals(&models, &cells);
-    let summary: Vec<String> = totals.iter().map(|t| format!("{}: {}/{}", t.model, t.passed, t.total)).collect();
+    let summary: Vec<String> =
+        totals.iter().map(|t| format!("{}: {}/{}", t.model, t.passed, t.total)).collect();
     snapshot("article__totals", &summary.join("\n"));
 }
 
@@ -67,7 +68,13 @@ fn transactional_passes_all_sixteen() {
 /// Check-first races: some seed of case 11 makes two attempts both miss the lookup.
 #[test]
 fn check_first_races_under_concurrency() {
-    let cells = sweep::run_matrix(&[sim("sims/article/11-twenty-concurrent-one-process.toml")], &[model("check-first")], Some(0..30), 1).unwrap();
+    let cells = sweep::run_matrix(
+        &[sim("sims/article/11-twenty-concurrent-one-process.toml")],
+        &[model("check-first")],
+        Some(0..30),
+        1,
+    )
+    .unwrap();
     let c = &cells[0];
     assert!(!c.passed);
     assert!(c.rows.keys().any(|rows| *rows > 1), "{:?}", c.rows);
@@ -101,9 +108,13 @@ fn same_seed_gives_identical_trace() {
 fn trace_does_not_depend_on_the_thread() {
     let s = sim("sims/article/12-twenty-concurrent-two-processes.toml");
     let m = model("check-first");
-    let here: Vec<String> = (0..10).map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash).collect();
+    let here: Vec<String> = (0..10)
+        .map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash)
+        .collect();
     let there = std::thread::spawn(move || {
-        (0..10).map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash).collect::<Vec<_>>()
+        (0..10)
+            .map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash)
+            .collect::<Vec<_>>()
     })
     .join()
     .unwrap();
@@ -115,15 +126,19 @@ fn trace_does_not_depend_on_the_thread() {
 fn seeds_change_the_schedule() {
     let s = sim("sims/article/11-twenty-concurrent-one-process.toml");
     let m = model("transactional");
-    let hashes: std::collections::BTreeSet<String> =
-        (0..10).map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash).collect();
+    let hashes: std::collections::BTreeSet<String> = (0..10)
+        .map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash)
+        .collect();
     assert!(hashes.len() > 5, "{hashes:?}");
 }
 
 /// The number of worker threads does not change any aggregate.
 #[test]
 fn jobs_do_not_change_the_matrix() {
-    let sims = vec![sim("sims/article/11-twenty-concurrent-one-process.toml"), sim("sims/article/12-twenty-concurrent-two-processes.toml")];
+    let sims = vec![
+        sim("sims/article/11-twenty-concurrent-one-process.toml"),
+        sim("sims/article/12-twenty-concurrent-two-processes.toml"),
+    ];
     let models = reference_models();
     let one = sweep::run_matrix(&sims, &models, Some(0..40), 1).unwrap();
     let two = sweep::run_matrix(&sims, &models, Some(0..40), 2).unwrap();
@@ -156,7 +171,8 @@ restart_ms = 100
 rows = 1
 "#;
     let s = Arc::new(Sim::parse(Path::new("crash.toml"), src).unwrap());
-    let out = world::run(&s, &model("transactional"), 7, RunOptions { keep_history: true }).unwrap();
+    let out =
+        world::run(&s, &model("transactional"), 7, RunOptions { keep_history: true }).unwrap();
     let trace = out.history.unwrap().render();
     assert!(out.report.passed(), "{:?}\n{trace}", out.report.checks);
     assert!(trace.contains("process crashed") && trace.contains("process restarted"), "{trace}");
@@ -165,16 +181,30 @@ rows = 1
 // ---- the command line ----
 
 fn idemsim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_idemsim")).args(args).current_dir(root()).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_idemsim"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn cli_run_passing_and_failing() {
-    let (code, out, _) = idemsim(&["run", "01-same-key-same-content", "--model", "transactional", "--seed", "3"]);
+    let (code, out, _) =
+        idemsim(&["run", "01-same-key-same-content", "--model", "transactional", "--seed", "3"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.trim_end().ends_with("PASS"));
-    let (code, out, _) = idemsim(&["run", "sims/article/01-same-key-same-content.toml", "--model", "models/no-key.toml"]);
+    let (code, out, _) = idemsim(&[
+        "run",
+        "sims/article/01-same-key-same-content.toml",
+        "--model",
+        "models/no-key.toml",
+    ]);
     assert_eq!(code, 1, "{out}");
     let last = out.trim_end().lines().last().unwrap();
     assert!(last.ends_with("cargo run --release -- run sims/article/01-same-key-same-content.toml --model no-key --seed 0 --trace"), "{last}");
@@ -183,10 +213,23 @@ fn cli_run_passing_and_failing() {
 /// The replay command printed for a failing cell reproduces that failure, trace for trace.
 #[test]
 fn printed_replay_command_reproduces_the_failure() {
-    let (code, out, _) = idemsim(&["matrix", "--sims", "sims/article/11-twenty-concurrent-one-process.toml", "--models", "check-first", "--seeds", "0..10"]);
+    let (code, out, _) = idemsim(&[
+        "matrix",
+        "--sims",
+        "sims/article/11-twenty-concurrent-one-process.toml",
+        "--models",
+        "check-first",
+        "--seeds",
+        "0..10",
+    ]);
     assert_eq!(code, 1, "{out}");
-    let replay = out.lines().find_map(|l| l.trim().strip_prefix("replay: ")).expect("a replay line").to_string();
-    let args: Vec<&str> = replay.strip_prefix("cargo run --release -- ").unwrap().split(' ').collect();
+    let replay = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: "))
+        .expect("a replay line")
+        .to_string();
+    let args: Vec<&str> =
+        replay.strip_prefix("cargo run --release -- ").unwrap().split(' ').collect();
     let (code1, out1, _) = idemsim(&args);
     let (code2, out2, _) = idemsim(&args);
     assert_eq!((code1, code2), (1, 1), "{out1}");
@@ -196,13 +239,29 @@ fn printed_replay_command_reproduces_the_failure() {
 
 #[test]
 fn cli_matrix_json_shape() {
-    let (code, out, _) = idemsim(&["matrix", "--sims", "sims/article/04-new-key-new-order.toml", "--seeds", "0..3", "--json"]);
+    let (code, out, _) = idemsim(&[
+        "matrix",
+        "--sims",
+        "sims/article/04-new-key-new-order.toml",
+        "--seeds",
+        "0..3",
+        "--json",
+    ]);
     assert_eq!(code, 0, "every variant passes case 4: {out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let cells = v["cells"].as_array().unwrap();
     assert!(!cells.is_empty());
     for c in cells {
-        for f in ["model", "sim", "seeds", "failed_seeds", "first_failed_seed", "rows", "effects", "statuses"] {
+        for f in [
+            "model",
+            "sim",
+            "seeds",
+            "failed_seeds",
+            "first_failed_seed",
+            "rows",
+            "effects",
+            "statuses",
+        ] {
             assert!(c.get(f).is_some(), "missing {f} in {c}");
         }
     }
@@ -249,7 +308,10 @@ fn every_shipped_file_loads() {
 
 fn all_models() -> Vec<Arc<Model>> {
     catalog::ordered_models(
-        catalog::files_under(&root().join("models")).iter().map(|p| Arc::new(Model::load(p).unwrap())).collect(),
+        catalog::files_under(&root().join("models"))
+            .iter()
+            .map(|p| Arc::new(Model::load(p).unwrap()))
+            .collect(),
     )
 }
 
@@ -272,7 +334,9 @@ fn fault_and_catalogue_sims_sweep_snapshots() {
 /// The catalogue's documented failures, found by simulation.
 #[test]
 fn catalogue_designs_fail_where_the_literature_says() {
-    let run = |sim_rel: &str, m: &str| sweep::run_matrix(&[sim(sim_rel)], &[model(m)], Some(0..30), 2).unwrap().remove(0);
+    let run = |sim_rel: &str, m: &str| {
+        sweep::run_matrix(&[sim(sim_rel)], &[model(m)], Some(0..30), 2).unwrap().remove(0)
+    };
     let has = |c: &Cell, v: &str| c.violations.get(v).is_some_and(|x| x.seeds > 0);
     // claim-first without a lease: a failure leaves the key stuck in progress.
     let c = run("sims/catalogue/transient-failure.toml", "claim-first");
@@ -283,16 +347,30 @@ fn catalogue_designs_fail_where_the_literature_says() {
     // A lease taken over after a long pause executes twice; fencing keeps the record right.
     let lease = run("sims/catalogue/pause-past-lease.toml", "lease");
     let fenced = run("sims/catalogue/pause-past-lease.toml", "lease-fencing");
-    assert!(has(&lease, "duplicate-row") && has(&lease, "replay-mismatch"), "{:?}", lease.violations);
-    assert!(has(&fenced, "duplicate-row") && !has(&fenced, "replay-mismatch"), "{:?}", fenced.violations);
+    assert!(
+        has(&lease, "duplicate-row") && has(&lease, "replay-mismatch"),
+        "{:?}",
+        lease.violations
+    );
+    assert!(
+        has(&fenced, "duplicate-row") && !has(&fenced, "replay-mismatch"),
+        "{:?}",
+        fenced.violations
+    );
     // The outbox delivers twice after a relay crash unless the receiver deduplicates.
     assert!(has(&run("sims/catalogue/relay-crash.toml", "outbox"), "duplicate-effect"));
     assert!(run("sims/catalogue/relay-crash.toml", "outbox-dedupe").violations.is_empty());
     // An await inside a transaction on a shared connection: another request's ROLLBACK undoes
     // the original's row while its stored reply survives.
-    assert!(has(&run("sims/catalogue/pause-past-lease.toml", "transactional-async"), "lost-success"));
+    assert!(has(
+        &run("sims/catalogue/pause-past-lease.toml", "transactional-async"),
+        "lost-success"
+    ));
     // Payload-derived effect dedupe merges two real intents.
-    assert!(has(&run("sims/catalogue/equal-payload-intents.toml", "no-key-dedupe-receiver"), "lost-effect"));
+    assert!(has(
+        &run("sims/catalogue/equal-payload-intents.toml", "no-key-dedupe-receiver"),
+        "lost-effect"
+    ));
     // In-memory inbox forgets across restarts; the database inbox does not.
     assert!(has(&run("sims/catalogue/webhook-redelivery.toml", "inbox-memory"), "duplicate-row"));
     assert!(run("sims/catalogue/webhook-redelivery.toml", "inbox").violations.is_empty());
@@ -304,10 +382,18 @@ fn model_outside_the_repository_runs_by_path() {
     let dir = std::env::temp_dir().join(format!("idemsim-ext-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("my-variant.toml");
-    std::fs::write(&f, "name = \"my-variant\"\nprogram = [\"begin\", \"insert-row\", \"commit\"]\n").unwrap();
-    let (code, out, err) = idemsim(&["run", "01-same-key-same-content", "--model", f.to_str().unwrap()]);
+    std::fs::write(
+        &f,
+        "name = \"my-variant\"\nprogram = [\"begin\", \"insert-row\", \"commit\"]\n",
+    )
+    .unwrap();
+    let (code, out, err) =
+        idemsim(&["run", "01-same-key-same-content", "--model", f.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}{err}");
-    assert!(out.trim_end().ends_with(&format!("--model {} --seed 0 --trace", f.display())), "{out}");
+    assert!(
+        out.trim_end().ends_with(&format!("--model {} --seed 0 --trace", f.display())),
+        "{out}"
+    );
 }
 
 #[test]
@@ -318,7 +404,10 @@ fn bad_model_fields_name_what_is_allowed() {
     let e = parse("program = [\"claim\", \"insert-row\"]\n[key]\nstore = \"cache\"\n");
     assert!(e.contains("needs key.retention_ms"), "{e}");
     let e = parse("program = [\"insert-row\"]\non_error = [\"retry\"]\n");
-    assert_eq!(e, "m.toml:2:13: unknown on_error action `retry`; expected rollback or release-claim");
+    assert_eq!(
+        e,
+        "m.toml:2:13: unknown on_error action `retry`; expected rollback or release-claim"
+    );
     let e = parse("program = [\"insert-row\"]\n[effects]\ndedupe = \"magic\"\n");
     assert!(e.starts_with("m.toml:3:10: unknown effects.dedupe `magic`"), "{e}");
 }
@@ -353,11 +442,27 @@ fn determinism_over_200_seeds_with_crashes() {
     for rel in ["sims/faults/crash-two-processes.toml", "sims/faults/crash-between-steps.toml"] {
         let s = sim(rel);
         let opts = sweep::SweepOptions { jobs: 2, check_determinism: true, ..Default::default() };
-        let cells = sweep::run_cells(&[s], &[model("check-first"), model("transactional")], Some(0..200), &opts, |_, _| {}).unwrap();
+        let cells = sweep::run_cells(
+            &[s],
+            &[model("check-first"), model("transactional")],
+            Some(0..200),
+            &opts,
+            |_, _| {},
+        )
+        .unwrap();
         for c in &cells {
             assert_eq!(c.runs, 200);
-            assert!(c.nondeterministic_seeds.is_empty(), "{rel} × {}: {:?}", c.model, c.nondeterministic_seeds);
-            assert!(c.statuses.contains_key("transport-failure"), "crashes happened: {:?}", c.statuses);
+            assert!(
+                c.nondeterministic_seeds.is_empty(),
+                "{rel} × {}: {:?}",
+                c.model,
+                c.nondeterministic_seeds
+            );
+            assert!(
+                c.statuses.contains_key("transport-failure"),
+                "crashes happened: {:?}",
+                c.statuses
+            );
         }
     }
 }
@@ -374,11 +479,23 @@ fn jobs_do_not_change_sweep_aggregates() {
 /// A sweep's printed replay command reproduces the violation it names.
 #[test]
 fn sweep_replay_command_reproduces_the_violation() {
-    let (code, out, _) = idemsim(&["sweep", "duplicated-packets", "--model", "check-first", "--seeds", "0..30", "--jobs", "2"]);
+    let (code, out, _) = idemsim(&[
+        "sweep",
+        "duplicated-packets",
+        "--model",
+        "check-first",
+        "--seeds",
+        "0..30",
+        "--jobs",
+        "2",
+    ]);
     assert_eq!(code, 1, "{out}");
-    let line = out.lines().position(|l| l.starts_with("duplicate-row")).expect("duplicate-row reported");
-    let replay = out.lines().nth(line + 1).unwrap().trim().strip_prefix("replay: ").unwrap().to_string();
-    let args: Vec<&str> = replay.strip_prefix("cargo run --release -- ").unwrap().split(' ').collect();
+    let line =
+        out.lines().position(|l| l.starts_with("duplicate-row")).expect("duplicate-row reported");
+    let replay =
+        out.lines().nth(line + 1).unwrap().trim().strip_prefix("replay: ").unwrap().to_string();
+    let args: Vec<&str> =
+        replay.strip_prefix("cargo run --release -- ").unwrap().split(' ').collect();
     let (_, run_out, _) = idemsim(&args);
     assert!(run_out.contains("duplicate-row: intent"), "{run_out}");
 }
@@ -388,13 +505,38 @@ fn sweep_per_seed_file_and_jobs_agree() {
     let dir = std::env::temp_dir().join(format!("idemsim-perseed-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (f1, f2) = (dir.join("j1.jsonl"), dir.join("j2.jsonl"));
-    let (c1, o1, _) = idemsim(&["sweep", "dropped-replies", "--model", "no-key", "--seeds", "0..40", "--jobs", "1", "--per-seed", f1.to_str().unwrap(), "--json"]);
-    let (c2, o2, _) = idemsim(&["sweep", "dropped-replies", "--model", "no-key", "--seeds", "0..40", "--jobs", "2", "--per-seed", f2.to_str().unwrap(), "--json"]);
+    let (c1, o1, _) = idemsim(&[
+        "sweep",
+        "dropped-replies",
+        "--model",
+        "no-key",
+        "--seeds",
+        "0..40",
+        "--jobs",
+        "1",
+        "--per-seed",
+        f1.to_str().unwrap(),
+        "--json",
+    ]);
+    let (c2, o2, _) = idemsim(&[
+        "sweep",
+        "dropped-replies",
+        "--model",
+        "no-key",
+        "--seeds",
+        "0..40",
+        "--jobs",
+        "2",
+        "--per-seed",
+        f2.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!((c1, c2), (1, 1));
     assert_eq!(o1, o2, "aggregates differ between --jobs 1 and 2");
     let (l1, l2) = (std::fs::read_to_string(&f1).unwrap(), std::fs::read_to_string(&f2).unwrap());
     assert_eq!(l1, l2);
-    let lines: Vec<serde_json::Value> = l1.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> =
+        l1.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 40);
     for (i, l) in lines.iter().enumerate() {
         assert_eq!(l["seed"], i as u64);
@@ -405,11 +547,19 @@ fn sweep_per_seed_file_and_jobs_agree() {
 #[test]
 fn bad_fault_rates_and_names_are_located() {
     let parse = |src: &str| Sim::parse(Path::new("f.toml"), src).unwrap_err().to_string();
-    assert_eq!(parse("[faults]\nreply_drop = -0.1\n"), "f.toml:2:14: faults.reply_drop = -0.1: expected a probability in 0.0..=1.0");
-    assert_eq!(parse("[faults]\ncrash = 2\n"), "f.toml:2:9: faults.crash = 2: expected a probability in 0.0..=1.0");
+    assert_eq!(
+        parse("[faults]\nreply_drop = -0.1\n"),
+        "f.toml:2:14: faults.reply_drop = -0.1: expected a probability in 0.0..=1.0"
+    );
+    assert_eq!(
+        parse("[faults]\ncrash = 2\n"),
+        "f.toml:2:9: faults.crash = 2: expected a probability in 0.0..=1.0"
+    );
     let e = parse("[faults]\nreply_dorp = 0.1\n");
     assert!(e.starts_with("f.toml:2:1: unknown field `reply_dorp`, expected one of"), "{e}");
-    let e = parse("[[request]]\nid = \"a\"\n[[request]]\nid = \"b\"\nafter = \"a\"\n[[action]]\nid = \"l\"\nkind = \"hold-lock\"\nuntil = \"l\"\n");
+    let e = parse(
+        "[[request]]\nid = \"a\"\n[[request]]\nid = \"b\"\nafter = \"a\"\n[[action]]\nid = \"l\"\nkind = \"hold-lock\"\nuntil = \"l\"\n",
+    );
     assert!(e.contains("waits for itself"), "{e}");
 }
 
@@ -445,25 +595,47 @@ fn hitting_a_bound_is_reported_not_a_hang() {
     );
     let out = world::run(&s, &model("transactional"), 0, RunOptions::default()).unwrap();
     assert!(!out.report.passed());
-    assert!(out.report.bounds_hit.iter().any(|b| b.starts_with("time-limit")), "{:?}", out.report.bounds_hit);
+    assert!(
+        out.report.bounds_hit.iter().any(|b| b.starts_with("time-limit")),
+        "{:?}",
+        out.report.bounds_hit
+    );
     assert!(out.report.end_ms <= 2_100.0, "{}", out.report.end_ms);
 }
 
 /// A partitioned process: its clients time out, the retries reach the other process.
 #[test]
 fn partition_cuts_a_process_off() {
-    let out = world::run(&sim("sims/faults/partition.toml"), &model("transactional"), 3, RunOptions { keep_history: true }).unwrap();
+    let out = world::run(
+        &sim("sims/faults/partition.toml"),
+        &model("transactional"),
+        3,
+        RunOptions { keep_history: true },
+    )
+    .unwrap();
     let trace = out.history.unwrap().render();
-    assert!(trace.contains("server-1 partitioned") && trace.contains("server-1 reconnected"), "{trace}");
+    assert!(
+        trace.contains("server-1 partitioned") && trace.contains("server-1 reconnected"),
+        "{trace}"
+    );
     assert!(out.report.violations.is_empty(), "{:?}", out.report.violations);
 }
 
 /// The teaching demo: the check-first race as a sequence diagram, held as a snapshot.
 #[test]
 fn check_first_race_sequence_diagram() {
-    let out = world::run(&sim("sims/teaching/check-first-race.toml"), &model("check-first"), 1, RunOptions { keep_history: true }).unwrap();
+    let out = world::run(
+        &sim("sims/teaching/check-first-race.toml"),
+        &model("check-first"),
+        1,
+        RunOptions { keep_history: true },
+    )
+    .unwrap();
     assert!(!out.report.passed());
     let names: Vec<&str> = out.report.violations.iter().map(|v| v.name).collect();
     assert_eq!(names, ["duplicate-row"]);
-    snapshot("teaching__check-first-race__check-first__seed-1.mermaid", &out.history.unwrap().mermaid());
+    snapshot(
+        "teaching__check-first-race__check-first__seed-1.mermaid",
+        &out.history.unwrap().mermaid(),
+    );
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use idemsim::model::Model;
+use idemsim::run::{self, RunOptions};
 use idemsim::scenario::Sim;
-use idemsim::world::{self, RunOptions};
 
 // The same allocator as the binary, so the numbers match what `idemsim` does.
 #[global_allocator]
@@ -33,7 +33,7 @@ fn runs(c: &mut Criterion) {
         c.bench_function(&format!("run/{}/{}", s.name, m.name), |b| {
             b.iter(|| {
                 seed += 1;
-                world::run(&s, &m, seed, RunOptions::default()).unwrap()
+                run::run(&s, &m, seed, RunOptions::default()).unwrap()
             })
         });
     }

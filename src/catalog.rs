@@ -1,9 +1,10 @@
-//! Finding models and sims: by file path, or by name under `models/` and `sims/`.
+//! Names ↔ files: finding models and sims by file path or by name under `models/` and
+//! `sims/`, and naming them back on a command line (replay commands).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::InputError;
+use crate::input::InputError;
 use crate::model::Model;
 use crate::scenario::Sim;
 
@@ -129,4 +130,19 @@ pub fn ordered_models(mut models: Vec<Arc<Model>>) -> Vec<Arc<Model>> {
         )
     });
     models
+}
+
+/// How to name a model on a command line: its name when `models/<name>.toml` is this very
+/// file, else its path.
+pub fn cli_name(model: &Model) -> String {
+    let by_name = root().join("models").join(format!("{}.toml", model.name));
+    match (by_name.canonicalize(), model.path.canonicalize()) {
+        (Ok(a), Ok(b)) if a == b => model.name.clone(),
+        _ => display_path(&model.path),
+    }
+}
+
+/// The command that replays one seed of a cell with its trace.
+pub fn replay_command(sim_path: &str, model: &str, seed: u64) -> String {
+    format!("cargo run --release -- run {sim_path} --model {model} --seed {seed} --trace")
 }

@@ -1,38 +1,512 @@
-//! The event history of one run: simulated time, node, event. Rendered as the `--trace`
-//! timeline; hashed to prove determinism (same seed, same build → same bytes).
+//! The event history of one run: typed events in simulated time. `--trace` renders them as a
+//! timeline, `--mermaid` as a sequence diagram; the determinism hash is computed from the typed
+//! events themselves, so a sweep that only needs counts formats no text at all. Imports
+//! nothing from the crate: names (request ids, copies, intents) come with the [`Legend`].
 
-use std::fmt::Write;
+use std::fmt::{self, Write};
+use std::hash::{Hash, Hasher};
 
-/// One event. `t_us` is simulated time since the run started, in microseconds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    pub t_us: u64,
-    pub node: String,
-    pub text: String,
-    /// A message sent from `node` to this node (a request, a reply, an effect call).
-    pub to: Option<String>,
+/// Where an event happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// The client node of request `i` (sim order).
+    Client(u32),
+    /// Server process `i` (0-based; shown as `server-{i+1}`).
+    Server(u32),
+    /// The external effect receiver.
+    Receiver,
+    /// The control node (actions, collector, partitions, restarts, quiescence).
+    Control,
 }
 
+/// Who an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Actor {
+    /// Attempt `attempt` (1-based) of copy `copy` of request `req`.
+    Attempt { req: u32, copy: u32, attempt: u32 },
+    /// The outbox relay of a process, between messages.
+    Relay,
+    /// The outbox relay delivering outbox message `id`.
+    RelayMessage(i64),
+}
+
+/// Which SQL statement a lock wait or an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stmt {
+    Begin,
+    Commit,
+    /// The commit that ends a transaction after a lookup hit (nothing written).
+    CommitReadOnly,
+    Lookup,
+    Claim,
+    InsertRow,
+    SaveResponse,
+    Outbox,
+    ReleaseClaim,
+    Relay,
+}
+
+impl Stmt {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stmt::Begin => "begin",
+            Stmt::Commit => "commit",
+            Stmt::CommitReadOnly => "COMMIT",
+            Stmt::Lookup => "lookup",
+            Stmt::Claim => "claim",
+            Stmt::InsertRow => "insert-row",
+            Stmt::SaveResponse => "save-response",
+            Stmt::Outbox => "outbox",
+            Stmt::ReleaseClaim => "release-claim",
+            Stmt::Relay => "relay",
+        }
+    }
+}
+
+/// Why a request was refused before any step ran.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The fixed front half (404, 401, 400) with its body.
+    FrontHalf {
+        status: u16,
+        body: String,
+    },
+    MissingKey,
+    KeyTooLong,
+}
+
+/// Where a random crash fault struck.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CrashSite {
+    /// Before a step of the program (its name).
+    BeforeStep(String),
+    /// The relay, before it sends a message.
+    BeforeSend,
+    /// The relay, between sending a message and marking it sent.
+    BetweenSendAndMark,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum What {
+    // -- clients
+    /// A request sent to a server process (a message).
+    Sent {
+        to: u32,
+        method: String,
+        path: String,
+        key: Option<String>,
+    },
+    /// A reply received.
+    Received {
+        status: u16,
+        body: String,
+        replayed: bool,
+    },
+    TransportFailure {
+        timeout_ms: u64,
+    },
+    GaveUp {
+        horizon_ms: u64,
+    },
+    // -- the network
+    RequestDropped,
+    RequestDuplicated,
+    ReplyDropped {
+        status: u16,
+    },
+    Delayed {
+        ms: u64,
+    },
+    // -- server processes
+    /// A reply sent to the client of request `to` (a message).
+    Reply {
+        to: u32,
+        status: u16,
+        body: String,
+    },
+    ReplyLostAfterCommit,
+    ConnectionDropped {
+        status: u16,
+    },
+    Rejected(Refusal),
+    DriverAwait {
+        ms: u64,
+    },
+    LockWait {
+        stmt: Stmt,
+        budget_ms: u64,
+    },
+    StillLocked {
+        stmt: Stmt,
+        waited_ms: u64,
+    },
+    SqlError {
+        stmt: Stmt,
+        error: String,
+    },
+    Begin,
+    Commit,
+    CommitNothingWritten,
+    Rollback,
+    LookupMiss,
+    Mismatch {
+        status: u16,
+    },
+    InFlight {
+        status: u16,
+    },
+    WaitingForOriginal,
+    HitCompleted {
+        status: u16,
+    },
+    Replayed {
+        status: u16,
+    },
+    Claimed,
+    ClaimUniqueFailed,
+    TookOver,
+    AlreadyClaimed,
+    ClaimGone,
+    RowInserted {
+        row: i64,
+    },
+    OutboxQueued {
+        message: i64,
+    },
+    OutboxMarkedSent {
+        message: i64,
+    },
+    /// `fencing`: the completion was refused by the owner token check.
+    SaveRefused {
+        fencing: bool,
+    },
+    ClaimCompleted {
+        status: u16,
+    },
+    Stored {
+        status: u16,
+    },
+    /// An effect call to the receiver (a message).
+    EffectCall {
+        intent: String,
+    },
+    EffectUnacknowledged,
+    Injected {
+        point: String,
+        action: &'static str,
+    },
+    CrashFault(CrashSite),
+    Failed {
+        why: String,
+    },
+    ClaimReleased {
+        n: usize,
+    },
+    CannotBind {
+        error: String,
+    },
+    CannotOpenDatabase {
+        error: String,
+    },
+    ProcessCrashed,
+    ProcessRestarted,
+    // -- the receiver
+    EffectApplied {
+        intent: String,
+        from: Actor,
+    },
+    EffectDeduplicated {
+        intent: String,
+        from: Actor,
+    },
+    // -- the control node
+    Partitioned {
+        process: u32,
+    },
+    Reconnected {
+        process: u32,
+    },
+    Quiescent,
+    ActionNoDatabase {
+        action: u32,
+        error: String,
+    },
+    LockHeld {
+        action: u32,
+    },
+    LockReleased {
+        action: u32,
+    },
+    LockNotTaken {
+        action: u32,
+    },
+    DeleteKeysFailed {
+        action: u32,
+        error: String,
+    },
+    KeysDeleted {
+        action: u32,
+        n: usize,
+    },
+    Collected {
+        n: usize,
+        retention_ms: u64,
+    },
+    Probe {
+        req: u32,
+        rows: u64,
+        keys: u64,
+    },
+    ProbeGaveUp {
+        req: u32,
+    },
+}
+
+/// One event. `t_us` is simulated time since the run started, in microseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Event {
+    pub t_us: u64,
+    pub node: Node,
+    pub who: Option<Actor>,
+    pub what: What,
+}
+
+impl Event {
+    /// The node a message goes to (requests, replies, effect calls), if the event is one.
+    pub fn to(&self) -> Option<Node> {
+        match &self.what {
+            What::Sent { to, .. } => Some(Node::Server(*to)),
+            What::Reply { to, .. } => Some(Node::Client(*to)),
+            What::EffectCall { .. } => Some(Node::Receiver),
+            _ => None,
+        }
+    }
+}
+
+/// The names events refer to by index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Legend {
+    /// Per request (sim order): its id and how many concurrent copies it sends.
+    pub requests: Vec<(String, u32)>,
+    /// Action ids (sim order).
+    pub actions: Vec<String>,
+}
+
+impl Legend {
+    fn request(&self, i: u32) -> &str {
+        self.requests.get(i as usize).map(|r| r.0.as_str()).unwrap_or("?")
+    }
+
+    fn action(&self, i: u32) -> &str {
+        self.actions.get(i as usize).map(|a| a.as_str()).unwrap_or("?")
+    }
+
+    /// `client-first`, `server-2`, `receiver`, `control`.
+    pub fn node(&self, n: Node) -> String {
+        match n {
+            Node::Client(i) => format!("client-{}", self.request(i)),
+            Node::Server(i) => format!("server-{}", i + 1),
+            Node::Receiver => "receiver".into(),
+            Node::Control => "control".into(),
+        }
+    }
+
+    /// `first`, `burst[3]` (a copy), `first/2` (attempt 2), `burst[3]/2`, `relay`, `relay#4`.
+    pub fn actor(&self, a: Actor) -> String {
+        match a {
+            Actor::Attempt { req, copy, attempt } => {
+                let copies = self.requests.get(req as usize).map(|r| r.1).unwrap_or(1);
+                attempt_label(self.request(req), copies, copy, attempt)
+            }
+            Actor::Relay => "relay".into(),
+            Actor::RelayMessage(id) => format!("relay#{id}"),
+        }
+    }
+
+    /// The event's text as the trace shows it (without time and node).
+    pub fn text(&self, e: &Event) -> String {
+        let mut s = String::new();
+        if let Some(a) = e.who {
+            s.push_str(&self.actor(a));
+            s.push_str(": ");
+        }
+        let _ = self.write_what(&mut s, &e.what);
+        s
+    }
+
+    fn write_what(&self, s: &mut String, what: &What) -> fmt::Result {
+        match what {
+            What::Sent { method, path, key, .. } => {
+                write!(s, "{method} {path} key={}", key.as_deref().unwrap_or("-"))
+            }
+            What::Received { status, body, replayed } => {
+                write!(s, "← {status} {body}{}", if *replayed { " (replayed)" } else { "" })
+            }
+            What::TransportFailure { timeout_ms } => {
+                write!(s, "transport failure (no reply within {timeout_ms} ms)")
+            }
+            What::GaveUp { horizon_ms } => {
+                write!(s, "retry horizon of {horizon_ms} ms reached, giving up")
+            }
+            What::RequestDropped => write!(s, "fault: request dropped in the network"),
+            What::RequestDuplicated => write!(s, "fault: request duplicated in the network"),
+            What::ReplyDropped { status } => {
+                write!(s, "fault: reply {status} dropped in the network")
+            }
+            What::Delayed { ms } => write!(s, "fault: message delayed {ms} ms"),
+            What::Reply { status, body, .. } => write!(s, "reply {status} {body}"),
+            What::ReplyLostAfterCommit => write!(s, "fault: reply lost after commit"),
+            What::ConnectionDropped { status } => {
+                write!(s, "connection dropped, {status} never sent")
+            }
+            What::Rejected(Refusal::FrontHalf { status, body }) => {
+                write!(s, "rejected {status}: {body}")
+            }
+            What::Rejected(Refusal::MissingKey) => {
+                write!(s, "rejected 400: missing Idempotency-Key")
+            }
+            What::Rejected(Refusal::KeyTooLong) => {
+                write!(s, "rejected 400: Idempotency-Key too long")
+            }
+            What::DriverAwait { ms } => write!(s, "await {ms} ms (driver)"),
+            What::LockWait { stmt, budget_ms } => {
+                write!(s, "{}: database locked, waiting (budget {budget_ms} ms)", stmt.name())
+            }
+            What::StillLocked { stmt, waited_ms } => {
+                write!(s, "{}: still locked after {waited_ms} ms", stmt.name())
+            }
+            What::SqlError { stmt, error } => write!(s, "{}: error: {error}", stmt.name()),
+            What::Begin => write!(s, "BEGIN IMMEDIATE"),
+            What::Commit => write!(s, "COMMIT"),
+            What::CommitNothingWritten => write!(s, "COMMIT (nothing written)"),
+            What::Rollback => write!(s, "ROLLBACK"),
+            What::LookupMiss => write!(s, "lookup: miss"),
+            What::Mismatch { status } => {
+                write!(s, "lookup: hit with a different fingerprint → {status}")
+            }
+            What::InFlight { status } => write!(s, "lookup: original still in progress → {status}"),
+            What::WaitingForOriginal => write!(s, "lookup: original in progress, waiting for it"),
+            What::HitCompleted { status } => {
+                write!(s, "lookup: hit on a completed request → {status}")
+            }
+            What::Replayed { status } => write!(s, "lookup: hit → replay {status}"),
+            What::Claimed => write!(s, "claim: key claimed (in-progress)"),
+            What::ClaimUniqueFailed => write!(s, "claim: unique constraint failed"),
+            What::TookOver => write!(s, "claim: took over a claim whose lease expired"),
+            What::AlreadyClaimed => write!(s, "claim: key already claimed"),
+            What::ClaimGone => write!(s, "claim: conflict, but the record is gone"),
+            What::RowInserted { row } => write!(s, "insert-row: row {row}"),
+            What::OutboxQueued { message } => write!(s, "outbox: message {message} queued"),
+            What::OutboxMarkedSent { message } => {
+                write!(s, "outbox: message {message} marked sent")
+            }
+            What::SaveRefused { fencing } => write!(s, "save-response: {}", save_refused(*fencing)),
+            What::ClaimCompleted { status } => {
+                write!(s, "save-response: claim completed with {status}")
+            }
+            What::Stored { status } => write!(s, "save-response: stored {status}"),
+            What::EffectCall { intent } => write!(s, "effect for intent {intent}"),
+            What::EffectUnacknowledged => write!(s, "effect: no acknowledgement"),
+            What::Injected { point, action } => write!(s, "@{point}: {action}"),
+            What::CrashFault(site) => match site {
+                CrashSite::BeforeStep(step) => write!(s, "fault: crash before {step}"),
+                CrashSite::BeforeSend => write!(s, "fault: crash before send"),
+                CrashSite::BetweenSendAndMark => write!(s, "fault: crash between send and mark"),
+            },
+            What::Failed { why } => write!(s, "failed: {why}"),
+            What::ClaimReleased { n } => write!(s, "release-claim: {n} claim deleted"),
+            What::CannotBind { error } => write!(s, "cannot bind: {error}"),
+            What::CannotOpenDatabase { error } => write!(s, "cannot open the database: {error}"),
+            What::ProcessCrashed => write!(s, "process crashed"),
+            What::ProcessRestarted => write!(s, "process restarted"),
+            What::EffectApplied { intent, from } => {
+                write!(s, "effect for intent {intent} (from {})", self.actor(*from))
+            }
+            What::EffectDeduplicated { intent, from } => write!(
+                s,
+                "duplicate delivery for intent {intent} ignored (from {})",
+                self.actor(*from)
+            ),
+            What::Partitioned { process } => {
+                write!(s, "fault: server-{} partitioned from the network", process + 1)
+            }
+            What::Reconnected { process } => write!(s, "server-{} reconnected", process + 1),
+            What::Quiescent => write!(s, "quiescent"),
+            What::ActionNoDatabase { action, error } => {
+                write!(s, "{}: cannot open database: {error}", self.action(*action))
+            }
+            What::LockHeld { action } => write!(
+                s,
+                "{}: another connection holds the write lock (BEGIN IMMEDIATE)",
+                self.action(*action)
+            ),
+            What::LockReleased { action } => {
+                write!(s, "{}: write lock released", self.action(*action))
+            }
+            What::LockNotTaken { action } => {
+                write!(s, "{}: could not take the write lock", self.action(*action))
+            }
+            What::DeleteKeysFailed { action, error } => {
+                write!(s, "{}: cannot delete keys: {error}", self.action(*action))
+            }
+            What::KeysDeleted { action, n } => {
+                write!(s, "{}: deleted {n} stored key(s)", self.action(*action))
+            }
+            What::Collected { n, retention_ms } => {
+                write!(s, "gc: deleted {n} key(s) older than {retention_ms} ms")
+            }
+            What::Probe { req, rows, keys } => {
+                write!(s, "after {}: {rows} row(s), {keys} stored key(s)", self.request(*req))
+            }
+            What::ProbeGaveUp { req } => write!(
+                s,
+                "after {}: probe gave up (database locked for 1000 ms)",
+                self.request(*req)
+            ),
+        }
+    }
+}
+
+/// Why a completion under a claim was refused.
+pub fn save_refused(fencing: bool) -> &'static str {
+    if fencing {
+        "the claim is gone or no longer ours (fencing token)"
+    } else {
+        "the claim record is gone"
+    }
+}
+
+/// `first`, `burst[3]`, `first/2` (attempt 2), `burst[3]/2`.
+pub fn attempt_label(id: &str, copies: u32, copy: u32, attempt: u32) -> String {
+    let mut s = id.to_string();
+    if copies > 1 {
+        let _ = write!(s, "[{copy}]");
+    }
+    if attempt > 1 {
+        let _ = write!(s, "/{attempt}");
+    }
+    s
+}
+
+/// The typed events of one run, with the names they refer to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
     pub events: Vec<Event>,
+    pub legend: Legend,
 }
 
 impl History {
-    /// The timeline, one line per event: `   12.345ms  server-1   first: lookup → miss`.
+    /// The timeline, one line per event: `   12.345ms  server-1     first: lookup: miss`.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(self.events.len() * 64);
         for e in &self.events {
-            let _ = write!(
-                out,
-                "{:>8}.{:03}ms  {:<12} {}",
-                e.t_us / 1000,
-                e.t_us % 1000,
-                e.node,
-                e.text
-            );
-            if let Some(to) = &e.to {
-                let _ = write!(out, " → {to}");
+            let node = self.legend.node(e.node);
+            let text = self.legend.text(e);
+            let _ =
+                write!(out, "{:>8}.{:03}ms  {:<12} {}", e.t_us / 1000, e.t_us % 1000, node, text);
+            if let Some(to) = e.to() {
+                let _ = write!(out, " → {}", self.legend.node(to));
             }
             out.push('\n');
         }
@@ -42,69 +516,58 @@ impl History {
     /// The run as a Mermaid sequence diagram: messages as arrows, everything else as notes over
     /// the node it happened on. Client-side receipts are left out (the reply arrow shows them).
     pub fn mermaid(&self) -> String {
-        let mut nodes: Vec<&str> = Vec::new();
+        let mut nodes: Vec<Node> = Vec::new();
         for e in &self.events {
-            for n in std::iter::once(e.node.as_str()).chain(e.to.as_deref()) {
+            for n in std::iter::once(e.node).chain(e.to()) {
                 if !nodes.contains(&n) {
                     nodes.push(n);
                 }
             }
         }
         // Clients first, then servers, then the rest, each in order of appearance.
-        let rank = |n: &str| {
-            if n.starts_with("client-") {
-                0
-            } else if n.starts_with("server-") {
-                1
-            } else {
-                2
-            }
+        let rank = |n: &Node| match n {
+            Node::Client(_) => 0,
+            Node::Server(_) => 1,
+            _ => 2,
         };
-        nodes.sort_by_key(|n| rank(n));
-        let id = |n: &str| format!("P{}", nodes.iter().position(|m| *m == n).unwrap_or(0));
+        nodes.sort_by_key(rank);
+        let id = |n: Node| format!("P{}", nodes.iter().position(|m| *m == n).unwrap_or(0));
         let clean = |t: &str| t.replace(';', ",").replace('#', "no.").replace('\n', " ");
         let mut out = String::from("sequenceDiagram\n");
         for n in &nodes {
-            let _ = writeln!(out, "    participant {} as {n}", id(n));
+            let _ = writeln!(out, "    participant {} as {}", id(*n), self.legend.node(*n));
         }
         for e in &self.events {
             let t = format!("{}.{:03} ms", e.t_us / 1000, e.t_us % 1000);
-            match &e.to {
+            let text = clean(&self.legend.text(e));
+            match e.to() {
                 Some(to) => {
-                    let _ =
-                        writeln!(out, "    {}->>{}: {} ({t})", id(&e.node), id(to), clean(&e.text));
+                    let _ = writeln!(out, "    {}->>{}: {text} ({t})", id(e.node), id(to));
                 }
-                None if e.node.starts_with("client-") && e.text.contains(": ← ") => {}
+                None if matches!(e.what, What::Received { .. }) => {}
                 None => {
-                    let _ =
-                        writeln!(out, "    Note over {}: {} ({t})", id(&e.node), clean(&e.text));
+                    let _ = writeln!(out, "    Note over {}: {text} ({t})", id(e.node));
                 }
             }
         }
         out
     }
 
-    /// A hash of every event's fields: equal histories give equal hashes on every machine.
+    /// The hash of the typed events: equal histories give equal hashes.
     pub fn hash(&self) -> u64 {
         let mut h = TraceHasher::default();
         for e in &self.events {
-            h.write(&e.t_us.to_le_bytes());
-            h.write(e.node.as_bytes());
-            h.write(&[0]);
-            h.write(e.text.as_bytes());
-            h.write(&[0]);
-            if let Some(to) = &e.to {
-                h.write(to.as_bytes());
-            }
-            h.write(&[0]);
+            e.hash(&mut h);
         }
-        h.0
+        h.finish()
     }
 }
 
 /// A 64-bit word-at-a-time hash (the FxHash mixing step over little-endian words, with the
-/// length folded in): tiny, fast, and the same on every platform and Rust version. Not for
-/// adversarial input: it only compares traces of this program.
+/// length folded in): tiny, fast, and the same on every platform (integers are fed as
+/// little-endian 64-bit words, whatever their width). It hashes the derived `Hash` of typed
+/// events, so a trace hash reproduces on the same build. Not for adversarial input.
+#[derive(Debug, Clone)]
 pub struct TraceHasher(pub u64);
 
 impl Default for TraceHasher {
@@ -119,8 +582,14 @@ impl TraceHasher {
     fn mix(&mut self, word: u64) {
         self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
     }
+}
 
-    pub fn write(&mut self, bytes: &[u8]) {
+impl Hasher for TraceHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
             self.mix(u64::from_le_bytes(c.try_into().expect("8 bytes")));
@@ -131,27 +600,79 @@ impl TraceHasher {
         self.mix(u64::from_le_bytes(last));
         self.mix(bytes.len() as u64);
     }
+
+    fn write_u8(&mut self, i: u8) {
+        self.mix(i as u64);
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.mix(i as u64);
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.mix(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.mix(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.mix(i as u64);
+    }
+    fn write_i64(&mut self, i: i64) {
+        self.mix(i as u64);
+    }
+    fn write_isize(&mut self, i: isize) {
+        self.mix(i as i64 as u64);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn legend() -> Legend {
+        Legend { requests: vec![("a".into(), 1), ("b".into(), 2)], actions: vec![] }
+    }
+
+    fn ev(t_us: u64, node: Node, what: What) -> Event {
+        Event { t_us, node, who: None, what }
+    }
+
     #[test]
     fn hash_sees_every_field() {
-        let e = |t, n: &str, x: &str| Event { t_us: t, node: n.into(), text: x.into(), to: None };
-        let a = History { events: vec![e(1, "a", "x")] };
-        assert_ne!(a.hash(), History { events: vec![e(2, "a", "x")] }.hash());
-        assert_ne!(a.hash(), History { events: vec![e(1, "b", "x")] }.hash());
-        assert_ne!(a.hash(), History { events: vec![e(1, "a", "y")] }.hash());
-        assert_eq!(a.render(), "       0.001ms  a            x\n");
-        let m = History {
-            events: vec![Event { to: Some("server-1".into()), ..e(1, "client-a", "POST; #1") }],
+        let h = |events: Vec<Event>| History { events, legend: legend() }.hash();
+        let a = h(vec![ev(1, Node::Server(0), What::LookupMiss)]);
+        assert_ne!(a, h(vec![ev(2, Node::Server(0), What::LookupMiss)]));
+        assert_ne!(a, h(vec![ev(1, Node::Server(1), What::LookupMiss)]));
+        assert_ne!(a, h(vec![ev(1, Node::Server(0), What::Claimed)]));
+        let who = Some(Actor::Attempt { req: 0, copy: 0, attempt: 1 });
+        assert_ne!(a, h(vec![Event { who, ..ev(1, Node::Server(0), What::LookupMiss) }]));
+        assert_ne!(
+            h(vec![ev(1, Node::Server(0), What::RowInserted { row: 1 })]),
+            h(vec![ev(1, Node::Server(0), What::RowInserted { row: 2 })])
+        );
+    }
+
+    #[test]
+    fn render_and_mermaid() {
+        let sent = Event {
+            t_us: 1,
+            node: Node::Client(1),
+            who: Some(Actor::Attempt { req: 1, copy: 1, attempt: 2 }),
+            what: What::Sent {
+                to: 0,
+                method: "POST".into(),
+                path: "/api/orders".into(),
+                key: Some("k;1".into()),
+            },
         };
-        assert_ne!(m.hash(), History { events: vec![e(1, "client-a", "POST; #1")] }.hash());
+        let h = History { events: vec![sent], legend: legend() };
         assert_eq!(
-            m.mermaid(),
-            "sequenceDiagram\n    participant P0 as client-a\n    participant P1 as server-1\n    P0->>P1: POST, no.1 (0.001 ms)\n"
+            h.render(),
+            "       0.001ms  client-b     b[1]/2: POST /api/orders key=k;1 → server-1\n"
+        );
+        assert_eq!(
+            h.mermaid(),
+            "sequenceDiagram\n    participant P0 as client-b\n    participant P1 as server-1\n    \
+             P0->>P1: b[1]/2: POST /api/orders key=k,1 (0.001 ms)\n"
         );
     }
 }

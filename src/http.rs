@@ -10,6 +10,9 @@ use sha2::{Digest, Sha256};
 pub const USER_HEADER: &str = "X-User";
 pub const KEY_HEADER: &str = "Idempotency-Key";
 pub const CONTENT_TYPE: &str = "Content-Type";
+/// The harness's correlation header: the logical operation (intent) a request belongs to.
+/// No model step reads it; the server stores it beside rows and keys for the oracle.
+pub const INTENT_HEADER: &str = "X-Intent";
 
 /// The items the service sells. Anything else is an invalid order.
 pub const CATALOGUE: &[&str] = &["test-item", "sample-item", "other-item"];
@@ -52,11 +55,6 @@ impl Response {
 
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-
-    /// The `id` field of a JSON body, if any.
-    pub fn id(&self) -> Option<i64> {
-        serde_json::from_str::<serde_json::Value>(&self.body).ok()?.get("id")?.as_i64()
     }
 }
 

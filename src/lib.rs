@@ -1,9 +1,13 @@
 //! idemsim: a deterministic simulation testbed for idempotency protocols.
 //!
 //! Data path, top to bottom, no back-edges:
-//! sim file + model file ([`scenario`], [`model`]) → simulated world ([`world`]: clients,
-//! server processes, network, clock, SQLite, effect receiver) → event history ([`history`])
-//! → checker ([`checker`]) → report ([`report`]) → CLI text/JSON ([`cli`]) and snapshots.
+//! sim file + model file ([`scenario`], [`model`], via [`catalog`]) → simulated world
+//! ([`world`]: clients, server processes, network, clock, SQLite, effect receiver; the only
+//! code that imports madsim or rusqlite) → [`report::Observation`] and the typed event
+//! [`history`] → judges ([`expect`] for the sim's expectations, [`oracle`] for the
+//! invariants) → [`report::RunReport`] ([`run`]) → many seeds ([`sweep`]) → text, tables and
+//! JSON ([`render`]) → the command line ([`cli`]) and insta snapshots.
+//! `ARCHITECTURE.md` maps the code and states its invariants.
 
 #[cfg(not(madsim))]
 compile_error!(
@@ -11,22 +15,24 @@ compile_error!(
      a RUSTFLAGS environment variable replaces that setting: use RUSTFLAGS=\"--cfg madsim\""
 );
 
+// Inputs: files → checked values.
 pub mod catalog;
-pub mod checker;
-pub mod cli;
-pub mod error;
-pub mod history;
 pub mod http;
+pub mod input;
 pub mod model;
-pub mod oracle;
-pub mod report;
 pub mod scenario;
-pub mod store;
-pub mod sweep;
+
+// One run's world.
 pub mod world;
 
-mod client;
-mod keystore;
-mod net;
-mod relay;
-pub(crate) mod server;
+// Judging: pure functions of (sim, model, observation).
+pub mod expect;
+pub mod history;
+pub mod oracle;
+pub mod report;
+pub mod run;
+
+// Many runs and the front end.
+pub mod cli;
+pub mod render;
+pub mod sweep;

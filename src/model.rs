@@ -1,14 +1,15 @@
 //! Server variants as data: a model file is a step program plus a key policy and a driver.
 //!
-//! The engine ([`crate::server`]) implements each step kind once; a model only arranges them.
+//! The engine (`world::exec`) implements each step kind once; a model only arranges them.
 //! See `docs/models.md` for the format.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::{InputError, ms_range};
+use crate::input::{InputError, Source, is_kebab};
 
 /// One step of a server program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,307 +303,37 @@ impl Model {
 
     /// Parse model text; `path` names it in errors and gives the default name.
     pub fn parse(path: &Path, src: &str) -> Result<Model, InputError> {
-        let f: ModelFile = toml::from_str(src).map_err(|e| InputError::from_toml(path, src, &e))?;
-        let err =
-            |span: std::ops::Range<usize>, msg: String| InputError::span(path, src, span, msg);
-
-        let mut program = Vec::new();
-        for s in f.program.get_ref() {
-            let name = s.get_ref().as_str();
-            let step = match name {
-                "begin" => Step::Begin,
-                "commit" => Step::Commit,
-                "lookup" => Step::Lookup,
-                "claim" => Step::Claim,
-                "insert-row" => Step::InsertRow,
-                "save-response" => Step::SaveResponse,
-                "await" => Step::Await,
-                "effect" => Step::Effect,
-                "outbox" => Step::Outbox,
-                p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
-                    Step::Point(p[1..].to_string())
-                }
-                other => {
-                    return Err(err(
-                        s.span(),
-                        format!("unknown step `{other}`; expected one of: {STEP_NAMES}"),
-                    ));
-                }
-            };
-            program.push((step, s.span()));
-        }
-
-        // Structural checks: one insert-row, begin/commit paired, key steps need a key policy.
-        let inserts = program.iter().filter(|(s, _)| *s == Step::InsertRow).count();
-        if inserts != 1 {
-            return Err(err(
-                f.program.span(),
-                format!("a program needs exactly one `insert-row` step (found {inserts})"),
-            ));
-        }
-        let mut open = false;
-        let mut inserted = false;
-        for (step, span) in &program {
-            if *step == Step::InsertRow {
-                inserted = true;
-            }
-            if *step == Step::SaveResponse && !inserted {
-                return Err(err(
-                    span.clone(),
-                    "`save-response` before `insert-row`: there is no response to save yet".into(),
-                ));
-            }
-            match step {
-                Step::Begin if open => {
-                    return Err(err(
-                        span.clone(),
-                        "`begin` inside an open transaction; expected `commit` first".into(),
-                    ));
-                }
-                Step::Begin => open = true,
-                Step::Commit if !open => {
-                    return Err(err(span.clone(), "`commit` without a `begin` before it".into()));
-                }
-                Step::Commit => open = false,
-                Step::Lookup | Step::Claim | Step::SaveResponse if f.key.is_none() => {
-                    return Err(err(
-                        span.clone(),
-                        format!("step `{}` needs a [key] section", step.name()),
-                    ));
-                }
-                _ => {}
-            }
-        }
-        if open {
-            return Err(err(
-                f.program.span(),
-                "program ends inside a transaction; expected a `commit`".into(),
-            ));
-        }
-
-        let mut on_error = OnError { rollback: false, release_claim: false };
-        for e in &f.on_error {
-            match e.get_ref().as_str() {
-                "rollback" => on_error.rollback = true,
-                "release-claim" => on_error.release_claim = true,
-                other => {
-                    return Err(err(
-                        e.span(),
-                        format!(
-                            "unknown on_error action `{other}`; expected rollback or release-claim"
-                        ),
-                    ));
-                }
-            }
-        }
-
-        let key = match f.key {
-            None => None,
-            Some(k) => {
-                let (mut scope_user, mut scope_operation) = (true, true);
-                if let Some(scope) = &k.scope {
-                    scope_user = false;
-                    scope_operation = false;
-                    for s in scope {
-                        match s.get_ref().as_str() {
-                            "user" => scope_user = true,
-                            "operation" => scope_operation = true,
-                            other => {
-                                return Err(err(
-                                    s.span(),
-                                    format!(
-                                        "unknown scope field `{other}`; expected user, operation"
-                                    ),
-                                ));
-                            }
-                        }
-                    }
-                }
-                let fingerprint =
-                    match k.fingerprint.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-                        None | Some(("validated", _)) => Fingerprint::Validated,
-                        Some(("raw", _)) => Fingerprint::Raw,
-                        Some(("none", _)) => Fingerprint::None,
-                        Some((other, span)) => {
-                            return Err(err(
-                                span,
-                                format!(
-                                    "unknown fingerprint `{other}`; expected validated, raw or none"
-                                ),
-                            ));
-                        }
-                    };
-                let on_mismatch = match &k.on_mismatch {
-                    None => 422,
-                    Some(s) if [400, 409, 422].contains(s.get_ref()) => *s.get_ref(),
-                    Some(s) => {
-                        return Err(err(
-                            s.span(),
-                            format!(
-                                "on_mismatch {} not allowed; expected 400, 409 or 422",
-                                s.get_ref()
-                            ),
-                        ));
-                    }
-                };
-                let in_flight = match &k.in_flight {
-                    None => InFlight::Status(409),
-                    Some(v) => match v.get_ref() {
-                        toml::Value::String(s) if s == "wait" => InFlight::Wait,
-                        toml::Value::Integer(409) => InFlight::Status(409),
-                        toml::Value::Integer(425) => InFlight::Status(425),
-                        _ => {
-                            return Err(err(
-                                v.span(),
-                                "in_flight: expected 409, 425 or \"wait\"".into(),
-                            ));
-                        }
-                    },
-                };
-                let store = match k.store.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-                    None | Some(("sqlite", _)) => KeyStore::Sqlite,
-                    Some(("cache", _)) => KeyStore::Cache,
-                    Some(("memory", _)) => KeyStore::Memory,
-                    Some((other, span)) => {
-                        return Err(err(
-                            span,
-                            format!(
-                                "unknown key store `{other}`; expected sqlite, cache or memory"
-                            ),
-                        ));
-                    }
-                };
-                let store_latency_ms = ms_range(
-                    path,
-                    src,
-                    "key.store_latency_ms",
-                    &k.store_latency_ms,
-                    (1, 3),
-                    |lo, hi| lo <= hi && hi <= 60_000,
-                    "[low, high] with low <= high <= 60000",
-                )?;
-                let lease_ms = match &k.lease_ms {
-                    None => None,
-                    Some(l) if *l.get_ref() >= 1 => Some(*l.get_ref()),
-                    Some(l) => {
-                        return Err(err(l.span(), "key.lease_ms: expected at least 1".into()));
-                    }
-                };
-                let replay = match &k.replay {
-                    None => Replay::Stored,
-                    Some(v) => match v.get_ref() {
-                        toml::Value::String(s) if s == "stored" => Replay::Stored,
-                        toml::Value::Integer(409) => Replay::Status(409),
-                        _ => {
-                            return Err(err(
-                                v.span(),
-                                "key.replay: expected \"stored\" or 409".into(),
-                            ));
-                        }
-                    },
-                };
-                let claim_conflict =
-                    match k.claim_conflict.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-                        None | Some(("lookup", _)) => ClaimConflict::Lookup,
-                        Some(("error", _)) => ClaimConflict::Error,
-                        Some((other, span)) => {
-                            return Err(err(
-                                span,
-                                format!(
-                                    "unknown claim_conflict `{other}`; expected lookup or error"
-                                ),
-                            ));
-                        }
-                    };
-                if store == KeyStore::Cache && k.retention_ms.is_none() {
-                    return Err(err(
-                        k.store.as_ref().map(|s| s.span()).unwrap_or(0..0),
-                        "key.store = \"cache\" needs key.retention_ms (the cache's TTL)".into(),
-                    ));
-                }
-                Some(KeyPolicy {
-                    store,
-                    store_latency_ms,
-                    lease_ms,
-                    fencing: k.fencing,
-                    replay,
-                    claim_conflict,
-                    required: k.required,
-                    max_len: k.max_len,
-                    scope_user,
-                    scope_operation,
-                    fingerprint,
-                    on_mismatch,
-                    in_flight,
-                    replay_marker: k.replay_marker.unwrap_or_else(|| "Idempotent-Replayed".into()),
-                    retention_ms: k.retention_ms,
-                })
-            }
-        };
-
-        let store_outcomes =
-            match f.store_outcomes.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-                None | Some(("success", _)) => StoreOutcomes::Success,
-                Some(("all", _)) => StoreOutcomes::All,
-                Some((other, span)) => {
-                    return Err(err(
-                        span,
-                        format!("unknown store_outcomes `{other}`; expected success or all"),
-                    ));
-                }
-            };
-
-        let awaits = match f.driver.awaits.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-            None | Some(("explicit", _)) => Awaits::Explicit,
-            Some(("every-statement", _)) => Awaits::EveryStatement,
-            Some((other, span)) => {
-                return Err(err(
-                    span,
-                    format!(
-                        "unknown driver.awaits `{other}`; expected explicit or every-statement"
-                    ),
-                ));
-            }
-        };
-        let latency_ms = ms_range(
-            path,
-            src,
-            "driver.latency_ms",
-            &f.driver.latency_ms,
-            (1, 5),
-            |lo, hi| lo <= hi && hi <= 60_000,
-            "[low, high] with low <= high <= 60000",
-        )?;
-
-        let statement_ms = ms_range(
-            path,
-            src,
-            "driver.statement_ms",
-            &f.driver.statement_ms,
-            (0, 0),
-            |lo, hi| lo <= hi && hi <= 60_000,
-            "[low, high] with low <= high <= 60000",
-        )?;
-        let effect_dedupe =
-            match f.effects.dedupe.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-                None | Some(("none", _)) => EffectDedupe::None,
-                Some(("key", _)) => EffectDedupe::Key,
-                Some(("payload", _)) => EffectDedupe::Payload,
-                Some(("row", _)) => EffectDedupe::Row,
-                Some((other, span)) => {
-                    return Err(err(
-                        span,
-                        format!(
-                            "unknown effects.dedupe `{other}`; expected none, key, payload or row"
-                        ),
-                    ));
-                }
-            };
+        let file = Source::new(path, src);
+        let f: ModelFile = file.toml()?;
+        let program = parse_program(file, &f.program)?;
+        check_structure(file, &program, f.program.span(), f.key.is_some())?;
+        let on_error = parse_on_error(file, &f.on_error)?;
+        let key = f.key.as_ref().map(|k| parse_key(file, k)).transpose()?;
+        let store_outcomes = file
+            .choice(
+                &f.store_outcomes,
+                "store_outcomes",
+                &[("success", StoreOutcomes::Success), ("all", StoreOutcomes::All)],
+            )?
+            .unwrap_or(StoreOutcomes::Success);
+        let driver = parse_driver(file, &f.driver)?;
+        let effect_dedupe = file
+            .choice(
+                &f.effects.dedupe,
+                "effects.dedupe",
+                &[
+                    ("none", EffectDedupe::None),
+                    ("key", EffectDedupe::Key),
+                    ("payload", EffectDedupe::Payload),
+                    ("row", EffectDedupe::Row),
+                ],
+            )?
+            .unwrap_or(EffectDedupe::None);
         let relay_every_ms = match &f.outbox.relay_every_ms {
             None => 50,
             Some(r) if *r.get_ref() >= 1 => *r.get_ref(),
             Some(r) => {
-                return Err(err(r.span(), "outbox.relay_every_ms: expected at least 1".into()));
+                return Err(file.err(r.span(), "outbox.relay_every_ms: expected at least 1"));
             }
         };
         let default_name =
@@ -615,7 +346,7 @@ impl Model {
             on_error,
             key,
             store_outcomes,
-            driver: Driver { awaits, latency_ms, statement_ms },
+            driver,
             wait_budget_ms: f.wait_budget_ms.unwrap_or(5000),
             effect_dedupe,
             relay_every_ms,
@@ -630,23 +361,257 @@ impl Model {
             .collect()
     }
 
-    /// How to name this model on a command line: its name when `models/<name>.toml` is this
-    /// very file, else its path.
-    pub fn cli_name(&self) -> String {
-        let by_name = crate::catalog::root().join("models").join(format!("{}.toml", self.name));
-        match (by_name.canonicalize(), self.path.canonicalize()) {
-            (Ok(a), Ok(b)) if a == b => self.name.clone(),
-            _ => crate::catalog::display_path(&self.path),
-        }
-    }
-
     pub fn program_text(&self) -> String {
         self.program.iter().map(Step::name).collect::<Vec<_>>().join(" → ")
     }
 }
 
-pub(crate) fn is_kebab(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+/// A step with the span it was written at.
+type SpannedStep = (Step, Range<usize>);
+
+/// The step names of `program`.
+fn parse_program(
+    file: Source,
+    program: &Spanned<Vec<Spanned<String>>>,
+) -> Result<Vec<SpannedStep>, InputError> {
+    let mut steps = Vec::new();
+    for s in program.get_ref() {
+        let step = match s.get_ref().as_str() {
+            "begin" => Step::Begin,
+            "commit" => Step::Commit,
+            "lookup" => Step::Lookup,
+            "claim" => Step::Claim,
+            "insert-row" => Step::InsertRow,
+            "save-response" => Step::SaveResponse,
+            "await" => Step::Await,
+            "effect" => Step::Effect,
+            "outbox" => Step::Outbox,
+            p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
+                Step::Point(p[1..].to_string())
+            }
+            other => {
+                return Err(file.err(
+                    s.span(),
+                    format!("unknown step `{other}`; expected one of: {STEP_NAMES}"),
+                ));
+            }
+        };
+        steps.push((step, s.span()));
+    }
+    Ok(steps)
+}
+
+/// Structural checks: one insert-row, begin/commit paired, key steps need a key policy.
+fn check_structure(
+    file: Source,
+    program: &[SpannedStep],
+    program_span: Range<usize>,
+    has_key: bool,
+) -> Result<(), InputError> {
+    let inserts = program.iter().filter(|(s, _)| *s == Step::InsertRow).count();
+    if inserts != 1 {
+        return Err(file.err(
+            program_span,
+            format!("a program needs exactly one `insert-row` step (found {inserts})"),
+        ));
+    }
+    let mut open = false;
+    let mut inserted = false;
+    for (step, span) in program {
+        if *step == Step::InsertRow {
+            inserted = true;
+        }
+        if *step == Step::SaveResponse && !inserted {
+            return Err(file.err(
+                span.clone(),
+                "`save-response` before `insert-row`: there is no response to save yet",
+            ));
+        }
+        match step {
+            Step::Begin if open => {
+                return Err(file.err(
+                    span.clone(),
+                    "`begin` inside an open transaction; expected `commit` first",
+                ));
+            }
+            Step::Begin => open = true,
+            Step::Commit if !open => {
+                return Err(file.err(span.clone(), "`commit` without a `begin` before it"));
+            }
+            Step::Commit => open = false,
+            Step::Lookup | Step::Claim | Step::SaveResponse if !has_key => {
+                return Err(
+                    file.err(span.clone(), format!("step `{}` needs a [key] section", step.name()))
+                );
+            }
+            _ => {}
+        }
+    }
+    if open {
+        return Err(
+            file.err(program_span, "program ends inside a transaction; expected a `commit`")
+        );
+    }
+    Ok(())
+}
+
+fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, InputError> {
+    let mut on_error = OnError { rollback: false, release_claim: false };
+    for e in list {
+        match e.get_ref().as_str() {
+            "rollback" => on_error.rollback = true,
+            "release-claim" => on_error.release_claim = true,
+            other => {
+                return Err(file.err(
+                    e.span(),
+                    format!(
+                        "unknown on_error action `{other}`; expected rollback or release-claim"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(on_error)
+}
+
+fn parse_scope(
+    file: Source,
+    scope: &Option<Vec<Spanned<String>>>,
+) -> Result<(bool, bool), InputError> {
+    let Some(scope) = scope else { return Ok((true, true)) };
+    let (mut user, mut operation) = (false, false);
+    for s in scope {
+        match s.get_ref().as_str() {
+            "user" => user = true,
+            "operation" => operation = true,
+            other => {
+                return Err(file.err(
+                    s.span(),
+                    format!("unknown scope field `{other}`; expected user, operation"),
+                ));
+            }
+        }
+    }
+    Ok((user, operation))
+}
+
+/// The `[key]` section.
+fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
+    let (scope_user, scope_operation) = parse_scope(file, &k.scope)?;
+    let fingerprint = file
+        .choice(
+            &k.fingerprint,
+            "fingerprint",
+            &[
+                ("validated", Fingerprint::Validated),
+                ("raw", Fingerprint::Raw),
+                ("none", Fingerprint::None),
+            ],
+        )?
+        .unwrap_or(Fingerprint::Validated);
+    let on_mismatch = match &k.on_mismatch {
+        None => 422,
+        Some(s) if [400, 409, 422].contains(s.get_ref()) => *s.get_ref(),
+        Some(s) => {
+            return Err(file.err(
+                s.span(),
+                format!("on_mismatch {} not allowed; expected 400, 409 or 422", s.get_ref()),
+            ));
+        }
+    };
+    let in_flight = match &k.in_flight {
+        None => InFlight::Status(409),
+        Some(v) => match v.get_ref() {
+            toml::Value::String(s) if s == "wait" => InFlight::Wait,
+            toml::Value::Integer(409) => InFlight::Status(409),
+            toml::Value::Integer(425) => InFlight::Status(425),
+            _ => return Err(file.err(v.span(), "in_flight: expected 409, 425 or \"wait\"")),
+        },
+    };
+    let store = file
+        .choice(
+            &k.store,
+            "key store",
+            &[
+                ("sqlite", KeyStore::Sqlite),
+                ("cache", KeyStore::Cache),
+                ("memory", KeyStore::Memory),
+            ],
+        )?
+        .unwrap_or(KeyStore::Sqlite);
+    let store_latency_ms = file.ms_range(
+        "key.store_latency_ms",
+        &k.store_latency_ms,
+        (1, 3),
+        |lo, hi| lo <= hi && hi <= 60_000,
+        "[low, high] with low <= high <= 60000",
+    )?;
+    let lease_ms = match &k.lease_ms {
+        None => None,
+        Some(l) if *l.get_ref() >= 1 => Some(*l.get_ref()),
+        Some(l) => return Err(file.err(l.span(), "key.lease_ms: expected at least 1")),
+    };
+    let replay = match &k.replay {
+        None => Replay::Stored,
+        Some(v) => match v.get_ref() {
+            toml::Value::String(s) if s == "stored" => Replay::Stored,
+            toml::Value::Integer(409) => Replay::Status(409),
+            _ => return Err(file.err(v.span(), "key.replay: expected \"stored\" or 409")),
+        },
+    };
+    let claim_conflict = file
+        .choice(
+            &k.claim_conflict,
+            "claim_conflict",
+            &[("lookup", ClaimConflict::Lookup), ("error", ClaimConflict::Error)],
+        )?
+        .unwrap_or(ClaimConflict::Lookup);
+    if store == KeyStore::Cache && k.retention_ms.is_none() {
+        return Err(file.err(
+            k.store.as_ref().map(|s| s.span()).unwrap_or(0..0),
+            "key.store = \"cache\" needs key.retention_ms (the cache's TTL)",
+        ));
+    }
+    Ok(KeyPolicy {
+        store,
+        store_latency_ms,
+        lease_ms,
+        fencing: k.fencing,
+        replay,
+        claim_conflict,
+        required: k.required,
+        max_len: k.max_len,
+        scope_user,
+        scope_operation,
+        fingerprint,
+        on_mismatch,
+        in_flight,
+        replay_marker: k.replay_marker.clone().unwrap_or_else(|| "Idempotent-Replayed".into()),
+        retention_ms: k.retention_ms,
+    })
+}
+
+/// The `[driver]` section.
+fn parse_driver(file: Source, d: &DriverFile) -> Result<Driver, InputError> {
+    let awaits = file
+        .choice(
+            &d.awaits,
+            "driver.awaits",
+            &[("explicit", Awaits::Explicit), ("every-statement", Awaits::EveryStatement)],
+        )?
+        .unwrap_or(Awaits::Explicit);
+    let range = |field, value, default| {
+        file.ms_range(
+            field,
+            value,
+            default,
+            |lo, hi| lo <= hi && hi <= 60_000,
+            "[low, high] with low <= high <= 60000",
+        )
+    };
+    let latency_ms = range("driver.latency_ms", &d.latency_ms, (1, 5))?;
+    let statement_ms = range("driver.statement_ms", &d.statement_ms, (0, 0))?;
+    Ok(Driver { awaits, latency_ms, statement_ms })
 }
 
 #[cfg(test)]

@@ -1,17 +1,34 @@
-//! The report of one run, and the aggregate of a cell (one sim × one model × a seed range).
-//! One report type, serialised as it is: reports carry no wall-clock values.
+//! Plain data about one run: what the simulated world observed ([`Observation`]), what the
+//! judges made of it ([`Check`], [`Violation`]) and the one report type ([`RunReport`]),
+//! serialised as it is. Imports nothing from the crate; reports carry no wall-clock values.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::store::RowRecord;
+/// How an attempt ended for the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// A reply arrived (any status).
+    Reply,
+    /// No reply within the client's timeout (lost request or reply, crash, partition).
+    TransportFailure,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Reply => "reply",
+            Outcome::TransportFailure => "transport-failure",
+        }
+    }
+}
 
 /// What the client saw for one attempt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AttemptOutcome {
-    /// `reply` or `transport-failure`.
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     pub status: Option<u16>,
     pub replayed: bool,
     pub body: Option<String>,
@@ -23,12 +40,23 @@ pub struct AttemptOutcome {
 }
 
 impl AttemptOutcome {
+    /// The `id` field of the reply's JSON body, if any.
     pub fn id(&self) -> Option<i64> {
-        let body = self.body.as_deref()?;
-        serde_json::from_str::<serde_json::Value>(body).ok()?.get("id")?.as_i64()
+        body_id(self.body.as_deref()?)
+    }
+
+    /// A 2xx reply.
+    pub fn is_success(&self) -> bool {
+        self.status.is_some_and(|s| (200..300).contains(&s))
     }
 }
 
+/// The `id` field of a JSON body, if any.
+pub fn body_id(body: &str) -> Option<i64> {
+    serde_json::from_str::<serde_json::Value>(body).ok()?.get("id")?.as_i64()
+}
+
+/// Everything the clients of one `[[request]]` saw.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RequestReport {
     pub id: String,
@@ -48,6 +76,103 @@ impl RequestReport {
     }
 }
 
+/// A business row as the judges see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RowRecord {
+    pub id: i64,
+    pub user: String,
+    pub operation: String,
+    pub item: String,
+    pub qty: i64,
+    pub intent: String,
+    pub created_ms: i64,
+}
+
+/// Where a key record lives: (user, operation, key), unscoped fields stored as "".
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Scope {
+    pub user: String,
+    pub operation: String,
+    pub key: String,
+}
+
+/// The life of a key record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordState {
+    /// Claimed, no outcome recorded yet.
+    InProgress,
+    /// An outcome (status and body) is recorded.
+    Done,
+}
+
+impl RecordState {
+    /// The value stored in the `keys.state` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordState::InProgress => "in-progress",
+            RecordState::Done => "done",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RecordState> {
+        match s {
+            "in-progress" => Some(RecordState::InProgress),
+            "done" => Some(RecordState::Done),
+            _ => None,
+        }
+    }
+}
+
+/// A key record, wherever it is stored (the `keys` table, a TTL cache, process memory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    pub fingerprint: String,
+    pub status: Option<i64>,
+    pub response: Option<String>,
+    pub state: RecordState,
+    pub created_ms: u64,
+    pub lease_until_ms: Option<u64>,
+    /// The owner token of the execution that claimed it.
+    pub token: Option<u64>,
+    pub intent: String,
+}
+
+/// What one run of the simulated world observed: plain data, judged outside the world.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    /// What the clients saw, per `[[request]]` (in sim order).
+    pub requests: Vec<RequestReport>,
+    /// The business rows at the end, in id order.
+    pub rows: Vec<RowRecord>,
+    /// Every key record alive at the end: SQLite's, then the cache's, then process memories'.
+    pub keys: Vec<(Scope, KeyRecord)>,
+    /// (intent, ms) of every effect the receiver counted (after deduplication), in order.
+    pub effect_log: Vec<(String, u64)>,
+    /// Deliveries the receiver got, before deduplication.
+    pub deliveries: u64,
+    /// (intent, ms) of every key deleted by the collector, an expiry or a delete-keys action.
+    pub collected: Vec<(String, u64)>,
+    /// Limits hit (simulated time, steps).
+    pub bounds_hit: Vec<String>,
+    /// Simulated time of the last event (µs).
+    pub end_us: u64,
+    /// Number of events in the history.
+    pub events: usize,
+    /// Hash of the typed event history (what determinism checks compare).
+    pub trace_hash: u64,
+}
+
+impl Observation {
+    /// Effects per intent, from the receiver's log.
+    pub fn effects_per_intent(&self) -> BTreeMap<String, u64> {
+        let mut effects = BTreeMap::new();
+        for (intent, _) in &self.effect_log {
+            *effects.entry(intent.clone()).or_insert(0) += 1;
+        }
+        effects
+    }
+}
+
 /// One expectation of the sim and whether it held.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
@@ -55,6 +180,127 @@ pub struct Check {
     pub held: bool,
     pub expected: String,
     pub actual: String,
+}
+
+/// The invariants the oracle checks, in report order (the order of [`ViolationKind::ALL`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ViolationKind {
+    DuplicateRow,
+    DuplicateEffect,
+    LostSuccess,
+    ForeignReply,
+    ScopeLeak,
+    ReplayMismatch,
+    PayloadMismatchExecuted,
+    LostEffect,
+    UnacknowledgedEffect,
+    StuckKey,
+    UnfinishedIntent,
+    ExpiredDuplicateRow,
+    ExpiredDuplicateEffect,
+    ExpiredReplayMismatch,
+}
+
+impl ViolationKind {
+    /// Every kind, in report order.
+    pub const ALL: [ViolationKind; 14] = [
+        ViolationKind::DuplicateRow,
+        ViolationKind::DuplicateEffect,
+        ViolationKind::LostSuccess,
+        ViolationKind::ForeignReply,
+        ViolationKind::ScopeLeak,
+        ViolationKind::ReplayMismatch,
+        ViolationKind::PayloadMismatchExecuted,
+        ViolationKind::LostEffect,
+        ViolationKind::UnacknowledgedEffect,
+        ViolationKind::StuckKey,
+        ViolationKind::UnfinishedIntent,
+        ViolationKind::ExpiredDuplicateRow,
+        ViolationKind::ExpiredDuplicateEffect,
+        ViolationKind::ExpiredReplayMismatch,
+    ];
+
+    /// The stable kebab-case name used in reports, tables and docs.
+    pub fn name(self) -> &'static str {
+        match self {
+            ViolationKind::DuplicateRow => "duplicate-row",
+            ViolationKind::DuplicateEffect => "duplicate-effect",
+            ViolationKind::LostSuccess => "lost-success",
+            ViolationKind::ForeignReply => "foreign-reply",
+            ViolationKind::ScopeLeak => "scope-leak",
+            ViolationKind::ReplayMismatch => "replay-mismatch",
+            ViolationKind::PayloadMismatchExecuted => "payload-mismatch-executed",
+            ViolationKind::LostEffect => "lost-effect",
+            ViolationKind::UnacknowledgedEffect => "unacknowledged-effect",
+            ViolationKind::StuckKey => "stuck-key",
+            ViolationKind::UnfinishedIntent => "unfinished-intent",
+            ViolationKind::ExpiredDuplicateRow => "expired-duplicate-row",
+            ViolationKind::ExpiredDuplicateEffect => "expired-duplicate-effect",
+            ViolationKind::ExpiredReplayMismatch => "expired-replay-mismatch",
+        }
+    }
+
+    /// What the violation means, in one line.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ViolationKind::DuplicateRow => "more than one row for one intent",
+            ViolationKind::DuplicateEffect => "more than one external effect for one intent",
+            ViolationKind::LostSuccess => "the client saw a success whose row does not exist",
+            ViolationKind::ForeignReply => {
+                "a success naming a row of another intent of the same user"
+            }
+            ViolationKind::ScopeLeak => {
+                "a success naming another user's row (a stored reply crossed users)"
+            }
+            ViolationKind::ReplayMismatch => {
+                "successes for one (user, operation, key) with different status or body"
+            }
+            ViolationKind::PayloadMismatchExecuted => {
+                "a different payload executed under a used key"
+            }
+            ViolationKind::LostEffect => {
+                "the client saw a success but the intent's external effect never happened"
+            }
+            ViolationKind::UnacknowledgedEffect => {
+                "an effect happened but the client never saw a success and stopped trying"
+            }
+            ViolationKind::StuckKey => "a key still in progress at quiescence",
+            ViolationKind::UnfinishedIntent => {
+                "no attempt chain of the intent ended with a final outcome (2xx, or \
+                 400/401/403/404/412/422) within its retry budget"
+            }
+            ViolationKind::ExpiredDuplicateRow => {
+                "policy-permitted: a second row after the intent's key was collected"
+            }
+            ViolationKind::ExpiredDuplicateEffect => {
+                "policy-permitted: a second effect after the intent's key was collected"
+            }
+            ViolationKind::ExpiredReplayMismatch => {
+                "policy-permitted: a different reply after the key was collected"
+            }
+        }
+    }
+
+    /// Position in report order.
+    pub fn order(self) -> usize {
+        self as usize
+    }
+
+    /// The kind with this name.
+    pub fn from_name(name: &str) -> Option<ViolationKind> {
+        ViolationKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// One violation found in a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub name: ViolationKind,
+    pub intent: String,
+    pub detail: String,
+    /// Caused only by documented expiry (a retry after the key was collected).
+    pub permitted: bool,
 }
 
 /// The report of one run.
@@ -74,7 +320,7 @@ pub struct RunReport {
     pub deliveries: u64,
     pub checks: Vec<Check>,
     /// Invariant violations found by the oracle (bugs and policy-permitted ones).
-    pub violations: Vec<crate::oracle::Violation>,
+    pub violations: Vec<Violation>,
     /// Rows and effects per intent, in intent order.
     pub per_intent: Vec<(u64, u64)>,
     /// Intents whose client never saw a final outcome (the `unfinished-intent` violations).
@@ -90,9 +336,9 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// Violation names found (bugs only, not policy-permitted), deduplicated, in order.
-    pub fn violation_names(&self) -> Vec<&'static str> {
-        let mut v: Vec<&'static str> =
+    /// Violation kinds found (bugs only, not policy-permitted), deduplicated, in order.
+    pub fn violation_names(&self) -> Vec<ViolationKind> {
+        let mut v: Vec<ViolationKind> =
             self.violations.iter().filter(|x| !x.permitted).map(|x| x.name).collect();
         v.dedup();
         v
@@ -110,7 +356,7 @@ impl RunReport {
                 for a in c {
                     let k = match a.status {
                         Some(s) => s.to_string(),
-                        None => a.outcome.to_string(),
+                        None => a.outcome.name().to_string(),
                     };
                     *h.entry(k).or_insert(0) += 1;
                 }

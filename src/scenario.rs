@@ -3,15 +3,15 @@
 //! See `docs/sims.md` for the format. Everything here is checked at load time; a problem names
 //! file, line and column.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::{InputError, ms_range};
-use crate::model::is_kebab;
+use crate::input::{InputError, Source, is_kebab, parse_seeds};
+use crate::report::Outcome;
 
 /// Which server process a request (copy) goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,8 +68,7 @@ impl Default for Policy {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestExpect {
     pub status: Option<u16>,
-    /// `reply` or `transport-failure`.
-    pub outcome: Option<String>,
+    pub outcome: Option<Outcome>,
     pub replayed: Option<bool>,
     pub id: Option<i64>,
     /// Same `id` in the body as this other request.
@@ -425,25 +424,6 @@ struct ExpectFile {
     row_qty: Option<Vec<i64>>,
 }
 
-fn actions_ids_clash(actions: &[ActionFile], id: &str) -> bool {
-    actions.iter().any(|a| a.id.get_ref() == id)
-}
-
-/// Parse `A..B` (half-open) into a seed range.
-pub fn parse_seeds(s: &str) -> Result<Range<u64>, String> {
-    let (a, b) = s
-        .split_once("..")
-        .ok_or_else(|| format!("seed range `{s}`: expected A..B, e.g. 0..100"))?;
-    let a: u64 =
-        a.trim().parse().map_err(|_| format!("seed range `{s}`: `{a}` is not a number"))?;
-    let b: u64 =
-        b.trim().parse().map_err(|_| format!("seed range `{s}`: `{b}` is not a number"))?;
-    if a >= b {
-        return Err(format!("seed range `{s}` is empty; expected A..B with A < B"));
-    }
-    Ok(a..b)
-}
-
 fn default_body() -> String {
     r#"{"item":"test-item","qty":2}"#.to_string()
 }
@@ -455,277 +435,17 @@ impl Sim {
         Self::parse(path, &src)
     }
 
+    /// Parse sim text; `path` names it in errors and gives the sim its name.
     pub fn parse(path: &Path, src: &str) -> Result<Sim, InputError> {
-        let f: SimFile = toml::from_str(src).map_err(|e| InputError::from_toml(path, src, &e))?;
-        let err = |span: Range<usize>, msg: String| InputError::span(path, src, span, msg);
-
+        let file = Source::new(path, src);
+        let f: SimFile = file.toml()?;
         let seeds = match &f.seeds {
             None => DEFAULT_SEEDS,
-            Some(s) => parse_seeds(s.get_ref()).map_err(|m| err(s.span(), m))?,
+            Some(s) => parse_seeds(s.get_ref()).map_err(|m| file.err(s.span(), m))?,
         };
-
-        let processes = match &f.world.processes {
-            None => 1,
-            Some(p) if (1..=16).contains(p.get_ref()) => *p.get_ref(),
-            Some(p) => return Err(err(p.span(), "world.processes: expected 1..=16".into())),
-        };
-        let latency_ms = ms_range(
-            path,
-            src,
-            "world.latency_ms",
-            &f.world.latency_ms,
-            (1, 10),
-            |lo, hi| 1 <= lo && lo < hi && hi <= 60_000,
-            "[low, high] with 1 <= low < high <= 60000",
-        )?;
-        let client_timeout_ms = match &f.world.client_timeout_ms {
-            None => 30_000,
-            Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
-            Some(t) => {
-                return Err(err(t.span(), "world.client_timeout_ms: expected at least 1".into()));
-            }
-        };
-        let world = WorldSpec {
-            processes,
-            wait_budget_ms: f.world.wait_budget_ms,
-            client_timeout_ms,
-            latency_ms,
-            time_limit_ms: f.world.time_limit_ms.unwrap_or(3_600_000),
-            max_steps: f.world.max_steps.unwrap_or(100_000),
-        };
-
-        // Names: requests and actions share one namespace (`after` refers to either).
-        let mut names: Vec<(String, Range<usize>)> = Vec::new();
-        for (id, span) in f
-            .requests
-            .iter()
-            .map(|r| (&r.id, r.id.span()))
-            .chain(f.actions.iter().map(|a| (&a.id, a.id.span())))
-        {
-            if !is_kebab(id.get_ref()) {
-                return Err(err(
-                    span,
-                    format!("id `{}`: expected lowercase letters, digits and '-'", id.get_ref()),
-                ));
-            }
-            if names.iter().any(|(n, _)| n == id.get_ref()) {
-                return Err(err(span, format!("duplicate id `{}`", id.get_ref())));
-            }
-            names.push((id.get_ref().clone(), span));
-        }
-        let known = |s: &Spanned<String>| -> Result<String, InputError> {
-            if names.iter().any(|(n, _)| n == s.get_ref()) {
-                Ok(s.get_ref().clone())
-            } else {
-                let all: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
-                Err(err(
-                    s.span(),
-                    format!(
-                        "unknown request or action `{}`; expected one of: {}",
-                        s.get_ref(),
-                        all.join(", ")
-                    ),
-                ))
-            }
-        };
-        let known_request = |s: &Spanned<String>| -> Result<String, InputError> {
-            if f.requests.iter().any(|r| r.id.get_ref() == s.get_ref()) {
-                Ok(s.get_ref().clone())
-            } else {
-                let all: Vec<&str> = f.requests.iter().map(|r| r.id.get_ref().as_str()).collect();
-                Err(err(
-                    s.span(),
-                    format!(
-                        "unknown request `{}`; expected one of: {}",
-                        s.get_ref(),
-                        all.join(", ")
-                    ),
-                ))
-            }
-        };
-        let after_list = |v: &Option<Spanned<toml::Value>>| -> Result<Vec<String>, InputError> {
-            let Some(v) = v else { return Ok(vec![]) };
-            let items: Vec<String> = match v.get_ref() {
-                toml::Value::String(s) => vec![s.clone()],
-                toml::Value::Array(a) if a.iter().all(|x| x.is_str()) => {
-                    a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect()
-                }
-                _ => return Err(err(v.span(), "after: expected an id or a list of ids".into())),
-            };
-            for i in &items {
-                if !names.iter().any(|(n, _)| n == i) {
-                    return Err(err(v.span(), format!("after: unknown request or action `{i}`")));
-                }
-            }
-            Ok(items)
-        };
-
-        let mut requests = Vec::new();
-        let mut expanded: Vec<(String, String)> = Vec::new();
-        for r in &f.requests {
-            let copies = match &r.copies {
-                None => 1,
-                Some(c) if (1..=1000).contains(c.get_ref()) => *c.get_ref(),
-                Some(c) => return Err(err(c.span(), "copies: expected 1..=1000".into())),
-            };
-            let route = match &r.process {
-                None => Route::Fixed(0),
-                Some(p) => match p.get_ref() {
-                    toml::Value::Integer(i) if *i >= 1 && (*i as usize) <= processes => {
-                        Route::Fixed(*i as usize - 1)
-                    }
-                    toml::Value::String(s) if s == "alternate" => Route::Alternate,
-                    toml::Value::String(s) if s == "random" => Route::Random,
-                    _ => {
-                        return Err(err(
-                            p.span(),
-                            format!(
-                                "process: expected 1..={processes}, \"alternate\" or \"random\""
-                            ),
-                        ));
-                    }
-                },
-            };
-            let mut policy = Policy::default();
-            if let Some(rt) = &r.retry {
-                if let Some(m) = &rt.max_attempts {
-                    if !(1..=100).contains(m.get_ref()) {
-                        return Err(err(m.span(), "retry.max_attempts: expected 1..=100".into()));
-                    }
-                    policy.max_attempts = *m.get_ref();
-                } else {
-                    policy.max_attempts = 5;
-                }
-                let on = rt.on.clone().unwrap_or_else(|| {
-                    vec![
-                        Spanned::new(0..0, toml::Value::String("transport".into())),
-                        Spanned::new(0..0, toml::Value::Integer(503)),
-                    ]
-                });
-                for o in &on {
-                    match o.get_ref() {
-                        toml::Value::String(s) if s == "transport" => policy.on.transport = true,
-                        toml::Value::Integer(s)
-                            if [409, 425, 429, 500, 502, 503, 504].contains(s) =>
-                        {
-                            policy.on.statuses.insert(*s as u16);
-                        }
-                        _ => {
-                            return Err(err(
-                                o.span(),
-                                "retry.on: expected \"transport\" or one of 409, 425, 429, 500, 502, 503, 504 (never 400/401/422)".into(),
-                            ));
-                        }
-                    }
-                }
-                policy.backoff_ms = rt.backoff_ms.unwrap_or(100);
-                policy.backoff_cap_ms = rt.backoff_cap_ms.unwrap_or(5_000).max(policy.backoff_ms);
-                policy.jitter = rt.jitter.unwrap_or(true);
-                policy.horizon_ms = rt.horizon_ms;
-                policy.new_key_per_attempt = rt.new_key.unwrap_or(false);
-                policy.retry_body = rt.body.clone();
-            }
-            let expect = match &r.expect {
-                None => RequestExpect::default(),
-                Some(e) => RequestExpect {
-                    status: e.status,
-                    outcome: match &e.outcome {
-                        None => None,
-                        Some(o) if o.get_ref() == "reply" || o.get_ref() == "transport-failure" => {
-                            Some(o.get_ref().clone())
-                        }
-                        Some(o) => {
-                            return Err(err(
-                                o.span(),
-                                "expect.outcome: expected \"reply\" or \"transport-failure\""
-                                    .into(),
-                            ));
-                        }
-                    },
-                    replayed: e.replayed,
-                    id: e.id,
-                    same_id_as: e.same_id_as.as_ref().map(&known_request).transpose()?,
-                    id_differs_from: e.id_differs_from.as_ref().map(&known_request).transpose()?,
-                    same_id: e.same_id,
-                    rows_after: e.rows_after,
-                    keys_after: e.keys_after,
-                },
-            };
-            let timeout_ms = match &r.timeout_ms {
-                None => client_timeout_ms,
-                Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
-                Some(t) => return Err(err(t.span(), "timeout_ms: expected at least 1".into())),
-            };
-            let intents = match &r.intents {
-                None => 1,
-                Some(n) if (1..=1000).contains(n.get_ref()) => *n.get_ref(),
-                Some(n) => return Err(err(n.span(), "intents: expected 1..=1000".into())),
-            };
-            let first = requests.len();
-            requests.push(RequestSpec {
-                id: r.id.get_ref().clone(),
-                group: r.id.get_ref().clone(),
-                intent: r.intent.clone().unwrap_or_else(|| r.id.get_ref().clone()),
-                user: match r.user.as_deref() {
-                    None => Some("u1".into()),
-                    Some("") => None,
-                    Some(u) => Some(u.into()),
-                },
-                method: r.method.clone().unwrap_or_else(|| "POST".into()),
-                path: r.path.clone().unwrap_or_else(|| "/api/orders".into()),
-                key: r.key.clone(),
-                body: r.body.clone().unwrap_or_else(default_body),
-                copies,
-                route,
-                after: after_list(&r.after)?,
-                delay_ms: r.delay_ms.unwrap_or(0),
-                timeout_ms,
-                policy,
-                expect,
-            });
-            if intents > 1 {
-                // `intents = N`: N logical operations one after the other, each with its own
-                // intent id and key. Others' `after = "<id>"` waits for the last one.
-                let base = requests.pop().expect("just pushed");
-                for n in 1..=intents {
-                    let mut q = base.clone();
-                    q.id = format!("{}-{n}", base.id);
-                    q.intent = format!("{}-{n}", base.intent);
-                    q.key = base.key.as_ref().map(|k| format!("{k}-{n}"));
-                    if n > 1 {
-                        q.after = vec![format!("{}-{}", base.id, n - 1)];
-                        q.delay_ms = 0;
-                    }
-                    requests.push(q);
-                }
-                expanded.push((base.id.clone(), format!("{}-{intents}", base.id)));
-            }
-            let _ = first;
-        }
-        for (i, q) in requests.iter().enumerate() {
-            if requests[..i].iter().any(|o| o.id == q.id) || actions_ids_clash(&f.actions, &q.id) {
-                let span = f
-                    .requests
-                    .iter()
-                    .find(|r| *r.id.get_ref() == q.group)
-                    .map(|r| r.id.span())
-                    .unwrap_or(0..0);
-                return Err(err(
-                    span,
-                    format!("id `{}` is used twice (after expanding `intents`)", q.id),
-                ));
-            }
-        }
-        if requests.len() > MAX_REQUESTS {
-            return Err(InputError::file(
-                path,
-                format!(
-                    "{} requests after expanding `intents`; at most {MAX_REQUESTS}",
-                    requests.len()
-                ),
-            ));
-        }
-        // Point `after` and expectation references at the last of an expanded request.
+        let world = parse_world(file, &f.world)?;
+        let names = Names::collect(file, &f)?;
+        let (requests, expanded) = parse_requests(file, &f, &names, &world)?;
         let rename = |n: &String| {
             expanded
                 .iter()
@@ -733,200 +453,11 @@ impl Sim {
                 .map(|(_, b)| b.clone())
                 .unwrap_or_else(|| n.clone())
         };
-        for q in &mut requests {
-            q.after = q.after.iter().map(&rename).collect();
-            q.expect.same_id_as = q.expect.same_id_as.as_ref().map(&rename);
-            q.expect.id_differs_from = q.expect.id_differs_from.as_ref().map(&rename);
-        }
-
-        let mut actions = Vec::new();
-        for a in &f.actions {
-            let kind = match a.kind.get_ref().as_str() {
-                "hold-lock" => {
-                    if a.until.is_none() && a.for_ms.is_none() {
-                        return Err(err(
-                            a.kind.span(),
-                            "hold-lock needs `until` (an id) or `for_ms`".into(),
-                        ));
-                    }
-                    ActionKind::HoldLock {
-                        until: a.until.as_ref().map(&known).transpose()?,
-                        for_ms: a.for_ms,
-                    }
-                }
-                "delete-keys" => {
-                    if let Some(u) = &a.until {
-                        return Err(err(u.span(), "`until` applies to hold-lock only".into()));
-                    }
-                    ActionKind::DeleteKeys
-                }
-                other => {
-                    return Err(err(
-                        a.kind.span(),
-                        format!("unknown action kind `{other}`; expected hold-lock or delete-keys"),
-                    ));
-                }
-            };
-            let kind = match kind {
-                ActionKind::HoldLock { until, for_ms } => {
-                    ActionKind::HoldLock { until: until.as_ref().map(&rename), for_ms }
-                }
-                k => k,
-            };
-            let after = after_list(&a.after)?.iter().map(&rename).collect();
-            actions.push(ActionSpec {
-                id: a.id.get_ref().clone(),
-                kind,
-                after,
-                delay_ms: a.delay_ms.unwrap_or(0),
-            });
-        }
-
-        // `after` must not form a cycle (it would only show up as a time-limit bound).
-        {
-            let deps = |id: &str| -> Vec<String> {
-                requests
-                    .iter()
-                    .find(|q| q.id == id)
-                    .map(|q| q.after.clone())
-                    .or_else(|| {
-                        actions.iter().find(|a| a.id == id).map(|a| {
-                            let mut d = a.after.clone();
-                            if let ActionKind::HoldLock { until: Some(u), .. } = &a.kind {
-                                d.push(u.clone());
-                            }
-                            d
-                        })
-                    })
-                    .unwrap_or_default()
-            };
-            let ids: Vec<String> = requests
-                .iter()
-                .map(|q| q.id.clone())
-                .chain(actions.iter().map(|a| a.id.clone()))
-                .collect();
-            for start in &ids {
-                let mut stack = deps(start);
-                let mut seen: Vec<String> = Vec::new();
-                while let Some(d) = stack.pop() {
-                    if d == *start {
-                        let span = names
-                            .iter()
-                            .find(|(n, _)| n == start || start.starts_with(&format!("{n}-")))
-                            .map(|(_, s)| s.clone())
-                            .unwrap_or(0..0);
-                        return Err(err(
-                            span,
-                            format!(
-                                "`{start}` waits for itself through `after`/`until`; expected an order without cycles"
-                            ),
-                        ));
-                    }
-                    if !seen.contains(&d) {
-                        seen.push(d.clone());
-                        stack.extend(deps(&d));
-                    }
-                }
-            }
-        }
-
-        let mut injects = Vec::new();
-        for i in &f.injects {
-            let point = i.point.get_ref().trim_start_matches('@').to_string();
-            if !is_kebab(&point) {
-                return Err(err(
-                    i.point.span(),
-                    "point: expected a point name such as before-commit".into(),
-                ));
-            }
-            let action = match i.action.get_ref().as_str() {
-                "fail" => InjectAction::Fail,
-                "effect" => InjectAction::Effect,
-                "drop-reply" => InjectAction::DropReply,
-                "crash" => InjectAction::Crash { restart_ms: i.restart_ms.unwrap_or(100) },
-                "pause" => InjectAction::Pause { ms: i.pause_ms.unwrap_or(1000) },
-                other => {
-                    return Err(err(
-                        i.action.span(),
-                        format!(
-                            "unknown inject action `{other}`; expected fail, effect, drop-reply, crash or pause"
-                        ),
-                    ));
-                }
-            };
-            let rate = match &i.rate {
-                None => 1.0,
-                Some(r) if (0.0..=1.0).contains(r.get_ref()) => *r.get_ref(),
-                Some(r) => {
-                    return Err(err(
-                        r.span(),
-                        format!("rate {}: expected a probability in 0.0..=1.0", r.get_ref()),
-                    ));
-                }
-            };
-            let request = match &i.request {
-                None => None,
-                Some(r) if f.requests.iter().any(|q| q.id.get_ref() == r.get_ref()) => {
-                    Some(r.get_ref().clone())
-                }
-                Some(r) => return Err(err(r.span(), format!("unknown request `{}`", r.get_ref()))),
-            };
-            injects.push(Inject { point, action, request, times: i.times, rate });
-        }
-
-        let rate = |r: &Option<Spanned<f64>>, what: &str| -> Result<f64, InputError> {
-            match r {
-                None => Ok(0.0),
-                Some(r) if (0.0..=1.0).contains(r.get_ref()) => Ok(*r.get_ref()),
-                Some(r) => Err(err(
-                    r.span(),
-                    format!("faults.{what} = {}: expected a probability in 0.0..=1.0", r.get_ref()),
-                )),
-            }
-        };
-        let ff = &f.faults;
-        let delay_ms = ms_range(
-            path,
-            src,
-            "faults.delay_ms",
-            &ff.delay_ms,
-            (10, 500),
-            |lo, hi| lo <= hi && hi <= 3_600_000,
-            "[low, high] with low <= high",
-        )?;
-        let mut partitions = Vec::new();
-        for p in &f.partitions {
-            if !(1..=processes).contains(p.process.get_ref()) {
-                return Err(err(
-                    p.process.span(),
-                    format!("partition.process: expected 1..={processes}"),
-                ));
-            }
-            partitions.push(Partition {
-                process: p.process.get_ref() - 1,
-                from_ms: p.from_ms,
-                for_ms: p.for_ms,
-            });
-        }
-        let faults = Faults {
-            request_drop: rate(&ff.request_drop, "request_drop")?,
-            reply_drop: rate(&ff.reply_drop, "reply_drop")?,
-            reply_drop_after_commit: rate(&ff.reply_drop_after_commit, "reply_drop_after_commit")?,
-            duplicate: rate(&ff.duplicate, "duplicate")?,
-            delay: rate(&ff.delay, "delay")?,
-            delay_ms,
-            crash: rate(&ff.crash, "crash")?,
-            restart_ms: ff.restart_ms.unwrap_or(100),
-            gc_every_ms: match &ff.gc_every_ms {
-                None => None,
-                Some(g) if *g.get_ref() >= 1 => Some(*g.get_ref()),
-                Some(g) => {
-                    return Err(err(g.span(), "faults.gc_every_ms: expected at least 1".into()));
-                }
-            },
-            partitions,
-        };
-
+        let requests = link_requests(requests, &rename);
+        let actions = parse_actions(file, &f, &names, &rename)?;
+        check_no_cycles(file, &names, &requests, &actions)?;
+        let injects = parse_injects(file, &f)?;
+        let faults = parse_faults(file, &f, world.processes)?;
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Sim {
             name,
@@ -974,6 +505,590 @@ impl Sim {
     }
 }
 
+/// The `[world]` section.
+fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
+    let processes = match &w.processes {
+        None => 1,
+        Some(p) if (1..=16).contains(p.get_ref()) => *p.get_ref(),
+        Some(p) => return Err(file.err(p.span(), "world.processes: expected 1..=16")),
+    };
+    let latency_ms = file.ms_range(
+        "world.latency_ms",
+        &w.latency_ms,
+        (1, 10),
+        |lo, hi| 1 <= lo && lo < hi && hi <= 60_000,
+        "[low, high] with 1 <= low < high <= 60000",
+    )?;
+    let client_timeout_ms = match &w.client_timeout_ms {
+        None => 30_000,
+        Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
+        Some(t) => return Err(file.err(t.span(), "world.client_timeout_ms: expected at least 1")),
+    };
+    Ok(WorldSpec {
+        processes,
+        wait_budget_ms: w.wait_budget_ms,
+        client_timeout_ms,
+        latency_ms,
+        time_limit_ms: w.time_limit_ms.unwrap_or(3_600_000),
+        max_steps: w.max_steps.unwrap_or(100_000),
+    })
+}
+
+/// The ids of a sim file: requests and actions share one namespace (`after` refers to either).
+struct Names<'a> {
+    file: Source<'a>,
+    /// Every id as written, with its span.
+    ids: Vec<(String, Range<usize>)>,
+    /// Request ids as written.
+    requests: Vec<String>,
+}
+
+impl<'a> Names<'a> {
+    fn collect(file: Source<'a>, f: &SimFile) -> Result<Names<'a>, InputError> {
+        let mut ids: Vec<(String, Range<usize>)> = Vec::new();
+        let all = f.requests.iter().map(|r| &r.id).chain(f.actions.iter().map(|a| &a.id));
+        for id in all {
+            if !is_kebab(id.get_ref()) {
+                return Err(file.err(
+                    id.span(),
+                    format!("id `{}`: expected lowercase letters, digits and '-'", id.get_ref()),
+                ));
+            }
+            if ids.iter().any(|(n, _)| n == id.get_ref()) {
+                return Err(file.err(id.span(), format!("duplicate id `{}`", id.get_ref())));
+            }
+            ids.push((id.get_ref().clone(), id.span()));
+        }
+        let requests = f.requests.iter().map(|r| r.id.get_ref().clone()).collect();
+        Ok(Names { file, ids, requests })
+    }
+
+    fn is_known(&self, id: &str) -> bool {
+        self.ids.iter().any(|(n, _)| n == id)
+    }
+
+    /// A request or action id.
+    fn known(&self, s: &Spanned<String>) -> Result<String, InputError> {
+        if self.is_known(s.get_ref()) {
+            return Ok(s.get_ref().clone());
+        }
+        let all: Vec<&str> = self.ids.iter().map(|(n, _)| n.as_str()).collect();
+        Err(self.file.err(
+            s.span(),
+            format!(
+                "unknown request or action `{}`; expected one of: {}",
+                s.get_ref(),
+                all.join(", ")
+            ),
+        ))
+    }
+
+    /// A request id.
+    fn known_request(&self, s: &Spanned<String>) -> Result<String, InputError> {
+        if self.requests.contains(s.get_ref()) {
+            return Ok(s.get_ref().clone());
+        }
+        Err(self.file.err(
+            s.span(),
+            format!(
+                "unknown request `{}`; expected one of: {}",
+                s.get_ref(),
+                self.requests.join(", ")
+            ),
+        ))
+    }
+
+    /// An `after` value: an id or a list of ids.
+    fn after_list(&self, v: &Option<Spanned<toml::Value>>) -> Result<Vec<String>, InputError> {
+        let Some(v) = v else { return Ok(vec![]) };
+        let items: Vec<String> = match v.get_ref() {
+            toml::Value::String(s) => vec![s.clone()],
+            toml::Value::Array(a) if a.iter().all(|x| x.is_str()) => {
+                a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect()
+            }
+            _ => return Err(self.file.err(v.span(), "after: expected an id or a list of ids")),
+        };
+        for i in &items {
+            if !self.is_known(i) {
+                return Err(self
+                    .file
+                    .err(v.span(), format!("after: unknown request or action `{i}`")));
+            }
+        }
+        Ok(items)
+    }
+
+    /// The span of the id an (expanded) id comes from.
+    fn span_of(&self, id: &str) -> Range<usize> {
+        self.ids
+            .iter()
+            .find(|(n, _)| n == id || id.starts_with(&format!("{n}-")))
+            .map(|(_, s)| s.clone())
+            .unwrap_or(0..0)
+    }
+}
+
+/// (written id, id of its last expanded intent) for every request with `intents > 1`.
+type Expanded = Vec<(String, String)>;
+
+/// Every `[[request]]`, with `intents = N` expanded into N requests.
+fn parse_requests(
+    file: Source,
+    f: &SimFile,
+    names: &Names,
+    world: &WorldSpec,
+) -> Result<(Vec<RequestSpec>, Expanded), InputError> {
+    let mut requests = Vec::new();
+    let mut expanded: Expanded = Vec::new();
+    for r in &f.requests {
+        let (spec, intents) = parse_request(file, r, names, world)?;
+        if intents > 1 {
+            expanded.push((spec.id.clone(), format!("{}-{intents}", spec.id)));
+            requests.extend(expand_intents(&spec, intents));
+        } else {
+            requests.push(spec);
+        }
+    }
+    for (i, q) in requests.iter().enumerate() {
+        let clash = requests[..i].iter().any(|o| o.id == q.id)
+            || f.actions.iter().any(|a| *a.id.get_ref() == q.id);
+        if clash {
+            return Err(file.err(
+                names.span_of(&q.group),
+                format!("id `{}` is used twice (after expanding `intents`)", q.id),
+            ));
+        }
+    }
+    if requests.len() > MAX_REQUESTS {
+        return Err(InputError::file(
+            file.path,
+            format!(
+                "{} requests after expanding `intents`; at most {MAX_REQUESTS}",
+                requests.len()
+            ),
+        ));
+    }
+    Ok((requests, expanded))
+}
+
+/// One `[[request]]` as written, and its number of intents (before expansion).
+fn parse_request(
+    file: Source,
+    r: &RequestFile,
+    names: &Names,
+    world: &WorldSpec,
+) -> Result<(RequestSpec, u32), InputError> {
+    let processes = world.processes;
+    let copies = match &r.copies {
+        None => 1,
+        Some(c) if (1..=1000).contains(c.get_ref()) => *c.get_ref(),
+        Some(c) => return Err(file.err(c.span(), "copies: expected 1..=1000")),
+    };
+    let route = match &r.process {
+        None => Route::Fixed(0),
+        Some(p) => match p.get_ref() {
+            toml::Value::Integer(i) if *i >= 1 && (*i as usize) <= processes => {
+                Route::Fixed(*i as usize - 1)
+            }
+            toml::Value::String(s) if s == "alternate" => Route::Alternate,
+            toml::Value::String(s) if s == "random" => Route::Random,
+            _ => {
+                return Err(file.err(
+                    p.span(),
+                    format!("process: expected 1..={processes}, \"alternate\" or \"random\""),
+                ));
+            }
+        },
+    };
+    let policy = match &r.retry {
+        None => Policy::default(),
+        Some(rt) => parse_retry(file, rt)?,
+    };
+    let expect = match &r.expect {
+        None => RequestExpect::default(),
+        Some(e) => parse_request_expect(file, e, names)?,
+    };
+    let timeout_ms = match &r.timeout_ms {
+        None => world.client_timeout_ms,
+        Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
+        Some(t) => return Err(file.err(t.span(), "timeout_ms: expected at least 1")),
+    };
+    let intents = match &r.intents {
+        None => 1,
+        Some(n) if (1..=1000).contains(n.get_ref()) => *n.get_ref(),
+        Some(n) => return Err(file.err(n.span(), "intents: expected 1..=1000")),
+    };
+    let id = r.id.get_ref().clone();
+    let spec = RequestSpec {
+        group: id.clone(),
+        intent: r.intent.clone().unwrap_or_else(|| id.clone()),
+        id,
+        user: match r.user.as_deref() {
+            None => Some("u1".into()),
+            Some("") => None,
+            Some(u) => Some(u.into()),
+        },
+        method: r.method.clone().unwrap_or_else(|| "POST".into()),
+        path: r.path.clone().unwrap_or_else(|| "/api/orders".into()),
+        key: r.key.clone(),
+        body: r.body.clone().unwrap_or_else(default_body),
+        copies,
+        route,
+        after: names.after_list(&r.after)?,
+        delay_ms: r.delay_ms.unwrap_or(0),
+        timeout_ms,
+        policy,
+        expect,
+    };
+    Ok((spec, intents))
+}
+
+/// A `retry` table.
+fn parse_retry(file: Source, rt: &RetryFile) -> Result<Policy, InputError> {
+    let max_attempts = match &rt.max_attempts {
+        None => 5,
+        Some(m) if (1..=100).contains(m.get_ref()) => *m.get_ref(),
+        Some(m) => return Err(file.err(m.span(), "retry.max_attempts: expected 1..=100")),
+    };
+    let default_on = [
+        Spanned::new(0..0, toml::Value::String("transport".into())),
+        Spanned::new(0..0, toml::Value::Integer(503)),
+    ];
+    let mut on = RetryOn::default();
+    for o in rt.on.as_deref().unwrap_or(&default_on) {
+        match o.get_ref() {
+            toml::Value::String(s) if s == "transport" => on.transport = true,
+            toml::Value::Integer(s) if [409, 425, 429, 500, 502, 503, 504].contains(s) => {
+                on.statuses.insert(*s as u16);
+            }
+            _ => {
+                return Err(file.err(
+                    o.span(),
+                    "retry.on: expected \"transport\" or one of 409, 425, 429, 500, 502, 503, \
+                     504 (never 400/401/422)",
+                ));
+            }
+        }
+    }
+    let backoff_ms = rt.backoff_ms.unwrap_or(100);
+    Ok(Policy {
+        max_attempts,
+        on,
+        backoff_ms,
+        backoff_cap_ms: rt.backoff_cap_ms.unwrap_or(5_000).max(backoff_ms),
+        jitter: rt.jitter.unwrap_or(true),
+        horizon_ms: rt.horizon_ms,
+        new_key_per_attempt: rt.new_key.unwrap_or(false),
+        retry_body: rt.body.clone(),
+    })
+}
+
+/// A request's `expect` table.
+fn parse_request_expect(
+    file: Source,
+    e: &RequestExpectFile,
+    names: &Names,
+) -> Result<RequestExpect, InputError> {
+    let outcome = file.choice(
+        &e.outcome,
+        "expect.outcome",
+        &[("reply", Outcome::Reply), ("transport-failure", Outcome::TransportFailure)],
+    );
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(_) => {
+            let span = e.outcome.as_ref().map(|o| o.span()).unwrap_or(0..0);
+            return Err(
+                file.err(span, "expect.outcome: expected \"reply\" or \"transport-failure\"")
+            );
+        }
+    };
+    Ok(RequestExpect {
+        status: e.status,
+        outcome,
+        replayed: e.replayed,
+        id: e.id,
+        same_id_as: e.same_id_as.as_ref().map(|s| names.known_request(s)).transpose()?,
+        id_differs_from: e.id_differs_from.as_ref().map(|s| names.known_request(s)).transpose()?,
+        same_id: e.same_id,
+        rows_after: e.rows_after,
+        keys_after: e.keys_after,
+    })
+}
+
+/// `intents = N`: N logical operations one after the other, each with its own intent id and
+/// key. Others' `after = "<id>"` waits for the last one.
+fn expand_intents(base: &RequestSpec, intents: u32) -> Vec<RequestSpec> {
+    (1..=intents)
+        .map(|n| {
+            let mut q = base.clone();
+            q.id = format!("{}-{n}", base.id);
+            q.intent = format!("{}-{n}", base.intent);
+            q.key = base.key.as_ref().map(|k| format!("{k}-{n}"));
+            if n > 1 {
+                q.after = vec![format!("{}-{}", base.id, n - 1)];
+                q.delay_ms = 0;
+            }
+            q
+        })
+        .collect()
+}
+
+/// Point `after` and expectation references at the last of an expanded request.
+fn link_requests(
+    mut requests: Vec<RequestSpec>,
+    rename: &impl Fn(&String) -> String,
+) -> Vec<RequestSpec> {
+    for q in &mut requests {
+        q.after = q.after.iter().map(rename).collect();
+        q.expect.same_id_as = q.expect.same_id_as.as_ref().map(rename);
+        q.expect.id_differs_from = q.expect.id_differs_from.as_ref().map(rename);
+    }
+    requests
+}
+
+/// Every `[[action]]`.
+fn parse_actions(
+    file: Source,
+    f: &SimFile,
+    names: &Names,
+    rename: &impl Fn(&String) -> String,
+) -> Result<Vec<ActionSpec>, InputError> {
+    let mut actions = Vec::new();
+    for a in &f.actions {
+        let kind = match a.kind.get_ref().as_str() {
+            "hold-lock" => {
+                if a.until.is_none() && a.for_ms.is_none() {
+                    return Err(
+                        file.err(a.kind.span(), "hold-lock needs `until` (an id) or `for_ms`")
+                    );
+                }
+                let until = a.until.as_ref().map(|u| names.known(u)).transpose()?;
+                ActionKind::HoldLock { until: until.as_ref().map(rename), for_ms: a.for_ms }
+            }
+            "delete-keys" => {
+                if let Some(u) = &a.until {
+                    return Err(file.err(u.span(), "`until` applies to hold-lock only"));
+                }
+                ActionKind::DeleteKeys
+            }
+            other => {
+                return Err(file.err(
+                    a.kind.span(),
+                    format!("unknown action kind `{other}`; expected hold-lock or delete-keys"),
+                ));
+            }
+        };
+        let after = names.after_list(&a.after)?.iter().map(rename).collect();
+        actions.push(ActionSpec {
+            id: a.id.get_ref().clone(),
+            kind,
+            after,
+            delay_ms: a.delay_ms.unwrap_or(0),
+        });
+    }
+    Ok(actions)
+}
+
+/// `after` and `until` must not form a cycle (it would only show up as a time-limit bound).
+/// Tarjan's strongly connected components, linear in ids and edges; the error names the first
+/// id (in file order) that waits for itself.
+fn check_no_cycles(
+    file: Source,
+    names: &Names,
+    requests: &[RequestSpec],
+    actions: &[ActionSpec],
+) -> Result<(), InputError> {
+    let ids: Vec<&str> = requests
+        .iter()
+        .map(|q| q.id.as_str())
+        .chain(actions.iter().map(|a| a.id.as_str()))
+        .collect();
+    let index: BTreeMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let deps: Vec<Vec<usize>> = requests
+        .iter()
+        .map(|q| q.after.iter().collect::<Vec<_>>())
+        .chain(actions.iter().map(|a| {
+            let mut d: Vec<&String> = a.after.iter().collect();
+            if let ActionKind::HoldLock { until: Some(u), .. } = &a.kind {
+                d.push(u);
+            }
+            d
+        }))
+        .map(|d| d.into_iter().filter_map(|id| index.get(id.as_str()).copied()).collect())
+        .collect();
+    let on_cycle = nodes_on_cycles(&deps);
+    match ids.iter().zip(&on_cycle).find(|(_, c)| **c) {
+        None => Ok(()),
+        Some((start, _)) => Err(file.err(
+            names.span_of(start),
+            format!(
+                "`{start}` waits for itself through `after`/`until`; expected an order without \
+                 cycles"
+            ),
+        )),
+    }
+}
+
+/// Which nodes of a directed graph (adjacency lists) lie on a cycle (an SCC with more than one
+/// node, or a self-loop). Iterative Tarjan: no recursion depth limit.
+fn nodes_on_cycles(adj: &[Vec<usize>]) -> Vec<bool> {
+    const NONE: usize = usize::MAX;
+    let n = adj.len();
+    let (mut index, mut low) = (vec![NONE; n], vec![0; n]);
+    let (mut on_stack, mut stack) = (vec![false; n], Vec::new());
+    let mut on_cycle = vec![false; n];
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != NONE {
+            continue;
+        }
+        // (node, next edge to visit)
+        let mut work = vec![(root, 0usize)];
+        while let Some(&mut (v, ref mut e)) = work.last_mut() {
+            if *e == 0 && index[v] == NONE {
+                index[v] = next;
+                low[v] = next;
+                next += 1;
+                stack.push(v);
+                on_stack[v] = true;
+            }
+            if let Some(&w) = adj[v].get(*e) {
+                *e += 1;
+                if w == v {
+                    on_cycle[v] = true;
+                }
+                if index[w] == NONE {
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(parent, _)) = work.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut component = Vec::new();
+                loop {
+                    let w = stack.pop().expect("v is on the stack");
+                    on_stack[w] = false;
+                    component.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    for w in component {
+                        on_cycle[w] = true;
+                    }
+                }
+            }
+        }
+    }
+    on_cycle
+}
+
+/// Every `[[inject]]`.
+fn parse_injects(file: Source, f: &SimFile) -> Result<Vec<Inject>, InputError> {
+    let mut injects = Vec::new();
+    for i in &f.injects {
+        let point = i.point.get_ref().trim_start_matches('@').to_string();
+        if !is_kebab(&point) {
+            return Err(
+                file.err(i.point.span(), "point: expected a point name such as before-commit")
+            );
+        }
+        let action = match i.action.get_ref().as_str() {
+            "fail" => InjectAction::Fail,
+            "effect" => InjectAction::Effect,
+            "drop-reply" => InjectAction::DropReply,
+            "crash" => InjectAction::Crash { restart_ms: i.restart_ms.unwrap_or(100) },
+            "pause" => InjectAction::Pause { ms: i.pause_ms.unwrap_or(1000) },
+            other => {
+                return Err(file.err(
+                    i.action.span(),
+                    format!(
+                        "unknown inject action `{other}`; expected fail, effect, drop-reply, \
+                         crash or pause"
+                    ),
+                ));
+            }
+        };
+        let rate = match &i.rate {
+            None => 1.0,
+            Some(r) if (0.0..=1.0).contains(r.get_ref()) => *r.get_ref(),
+            Some(r) => {
+                return Err(file.err(
+                    r.span(),
+                    format!("rate {}: expected a probability in 0.0..=1.0", r.get_ref()),
+                ));
+            }
+        };
+        let request = match &i.request {
+            None => None,
+            Some(r) if f.requests.iter().any(|q| q.id.get_ref() == r.get_ref()) => {
+                Some(r.get_ref().clone())
+            }
+            Some(r) => return Err(file.err(r.span(), format!("unknown request `{}`", r.get_ref()))),
+        };
+        injects.push(Inject { point, action, request, times: i.times, rate });
+    }
+    Ok(injects)
+}
+
+/// The `[faults]` section and the `[[partition]]` windows.
+fn parse_faults(file: Source, f: &SimFile, processes: usize) -> Result<Faults, InputError> {
+    let rate = |r: &Option<Spanned<f64>>, what: &str| -> Result<f64, InputError> {
+        match r {
+            None => Ok(0.0),
+            Some(r) if (0.0..=1.0).contains(r.get_ref()) => Ok(*r.get_ref()),
+            Some(r) => Err(file.err(
+                r.span(),
+                format!("faults.{what} = {}: expected a probability in 0.0..=1.0", r.get_ref()),
+            )),
+        }
+    };
+    let ff = &f.faults;
+    let delay_ms = file.ms_range(
+        "faults.delay_ms",
+        &ff.delay_ms,
+        (10, 500),
+        |lo, hi| lo <= hi && hi <= 3_600_000,
+        "[low, high] with low <= high",
+    )?;
+    let mut partitions = Vec::new();
+    for p in &f.partitions {
+        if !(1..=processes).contains(p.process.get_ref()) {
+            return Err(
+                file.err(p.process.span(), format!("partition.process: expected 1..={processes}"))
+            );
+        }
+        partitions.push(Partition {
+            process: p.process.get_ref() - 1,
+            from_ms: p.from_ms,
+            for_ms: p.for_ms,
+        });
+    }
+    Ok(Faults {
+        request_drop: rate(&ff.request_drop, "request_drop")?,
+        reply_drop: rate(&ff.reply_drop, "reply_drop")?,
+        reply_drop_after_commit: rate(&ff.reply_drop_after_commit, "reply_drop_after_commit")?,
+        duplicate: rate(&ff.duplicate, "duplicate")?,
+        delay: rate(&ff.delay, "delay")?,
+        delay_ms,
+        crash: rate(&ff.crash, "crash")?,
+        restart_ms: ff.restart_ms.unwrap_or(100),
+        gc_every_ms: match &ff.gc_every_ms {
+            None => None,
+            Some(g) if *g.get_ref() >= 1 => Some(*g.get_ref()),
+            Some(g) => return Err(file.err(g.span(), "faults.gc_every_ms: expected at least 1")),
+        },
+        partitions,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1010,12 +1125,5 @@ mod tests {
         let e = parse("[[request]]\nid = \"a\"\n[[inject]]\npoint = \"x\"\naction = \"explode\"\n")
             .unwrap_err();
         assert!(e.to_string().starts_with("s.toml:5:10: unknown inject action `explode`"), "{e}");
-    }
-
-    #[test]
-    fn seeds_parse() {
-        assert_eq!(parse_seeds("3..7"), Ok(3..7));
-        assert!(parse_seeds("7..3").is_err());
-        assert!(parse_seeds("x").is_err());
     }
 }

@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
+use crate::catalog;
 use crate::model::Model;
-use crate::report::{Check, RunReport};
+use crate::report::{Check, RunReport, ViolationKind};
 
+use crate::run::{self, RunError, RunOptions};
 use crate::scenario::Sim;
-use crate::world::{self, RunError, RunOptions};
 
 /// The aggregate of one cell: one sim × one model over a seed range.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -58,7 +59,7 @@ impl Cell {
         Cell {
             model: model.name.clone(),
             sim: sim.name.clone(),
-            model_cli: model.cli_name(),
+            model_cli: catalog::cli_name(model),
             seeds: format!("{}..{}", seeds.start, seeds.end),
             runs: 0,
             passed: true,
@@ -75,7 +76,7 @@ impl Cell {
             ambiguous_intents: 0,
             violating_seeds: 0,
             nondeterministic_seeds: vec![],
-            sim_path: crate::catalog::display_path(&sim.path),
+            sim_path: catalog::display_path(&sim.path),
         }
     }
 
@@ -85,9 +86,9 @@ impl Cell {
             let pos = self.nondeterministic_seeds.partition_point(|s| *s < sr.seed);
             self.nondeterministic_seeds.insert(pos, sr.seed);
         }
-        let mut seen: Vec<&str> = Vec::new();
+        let mut seen: Vec<ViolationKind> = Vec::new();
         for v in &r.violations {
-            let st = self.violations.entry(v.name.to_string()).or_insert(ViolationStat {
+            let st = self.violations.entry(v.name.name().to_string()).or_insert(ViolationStat {
                 seeds: 0,
                 occurrences: 0,
                 first_seed: r.seed,
@@ -169,7 +170,7 @@ impl Cell {
 
     /// The command that replays this cell's first failure.
     pub fn replay_command(&self) -> Option<String> {
-        self.first_failed_seed.map(|s| replay_command(&self.sim_path, &self.model_cli, s))
+        self.first_failed_seed.map(|s| catalog::replay_command(&self.sim_path, &self.model_cli, s))
     }
 }
 
@@ -178,10 +179,6 @@ fn sum_into<K: Ord>(a: &mut BTreeMap<K, u64>, b: BTreeMap<K, u64>) {
     for (k, v) in b {
         *a.entry(k).or_insert(0) += v;
     }
-}
-
-pub fn replay_command(sim_path: &str, model: &str, seed: u64) -> String {
-    format!("cargo run --release -- run {sim_path} --model {model} --seed {seed} --trace")
 }
 
 /// How often one violation occurred in a cell.
@@ -197,11 +194,11 @@ pub struct ViolationStat {
 }
 
 impl Cell {
-    /// The violations found, in the order of [`crate::oracle::NAMES`].
+    /// The violations found, in report order ([`ViolationKind::ALL`]).
     pub fn violations_in_order(&self) -> Vec<(&String, &ViolationStat)> {
         let mut v: Vec<(&String, &ViolationStat)> = self.violations.iter().collect();
         v.sort_by_key(|(n, _)| {
-            crate::oracle::NAMES.iter().position(|(m, _)| m == n).unwrap_or(usize::MAX)
+            ViolationKind::from_name(n).map_or(usize::MAX, ViolationKind::order)
         });
         v
     }
@@ -328,10 +325,10 @@ pub fn run_cells(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((cell, sim, model, seed)) = job(i) else { break };
-                    let res = world::run(sim, model, seed, RunOptions::default()).and_then(|out| {
+                    let res = run::run(sim, model, seed, RunOptions::default()).and_then(|out| {
                         let mut nondeterministic = false;
                         if opts.check_determinism {
-                            let again = world::run(sim, model, seed, RunOptions::default())?;
+                            let again = run::run(sim, model, seed, RunOptions::default())?;
                             nondeterministic = again.report.trace_hash != out.report.trace_hash;
                         }
                         Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
@@ -426,7 +423,7 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
 /// One JSON line per seed, for researchers' own analysis.
 pub fn per_seed_line(r: &SeedResult, sim: &str, model: &str) -> String {
     let rep = &r.report;
-    let mut permitted: Vec<&str> =
+    let mut permitted: Vec<ViolationKind> =
         rep.violations.iter().filter(|v| v.permitted).map(|v| v.name).collect();
     permitted.dedup();
     serde_json::json!({

@@ -4,7 +4,7 @@
 //! observer connection and emptied at the start of every run. Every server process (and
 //! action, and collector) gets its own connection from the thread's pool, so locking between
 //! processes is SQLite's own. `busy_timeout` is 0 everywhere: a locked database is waited out in
-//! *simulated* time by the caller (see `server::Exec::sql`). Dropping a connection with an open
+//! *simulated* time by the caller (see `exec::Runner::sql`). Dropping a connection with an open
 //! transaction rolls it back, which is how a crashed process loses its work.
 //!
 //! The `intent` columns are the oracle's instrumentation (a correlation id the client sends in
@@ -14,7 +14,9 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, OpenFlags, params};
-use serde::Serialize;
+
+use crate::http::Order;
+use crate::report::{KeyRecord, RecordState, RowRecord, Scope};
 
 pub const SCHEMA: &str = "
 CREATE TABLE rows(
@@ -209,46 +211,25 @@ pub fn is_constraint(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }
 
-/// A business row as the checker sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RowRecord {
-    pub id: i64,
-    pub user: String,
-    pub operation: String,
-    pub item: String,
-    pub qty: i64,
-    pub intent: String,
-    pub created_ms: i64,
-}
-
-/// (user, operation, key), with unscoped fields stored as "".
-pub type Scope = (String, String, String);
-
-/// A key record, wherever it is stored (the `keys` table, a TTL cache, process memory).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    pub fingerprint: String,
-    pub status: Option<i64>,
-    pub response: Option<String>,
-    /// `in-progress` or `done`.
-    pub state: String,
-    pub created_ms: u64,
-    pub lease_until_ms: Option<u64>,
-    pub token: Option<u64>,
-    pub intent: String,
-}
-
 /// The columns [`record_from_row`] reads, in its order.
 pub const RECORD_COLUMNS: &str =
     "fingerprint, status, response, state, created_ms, lease_until_ms, token, intent";
 
-/// A [`Record`] from a row selected with [`RECORD_COLUMNS`] starting at column `at`.
-pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<Record> {
-    Ok(Record {
+/// A [`KeyRecord`] from a row selected with [`RECORD_COLUMNS`] starting at column `at`.
+pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<KeyRecord> {
+    let state: String = r.get(at + 3)?;
+    let state = RecordState::parse(&state).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            at + 3,
+            rusqlite::types::Type::Text,
+            format!("unknown key state `{state}`").into(),
+        )
+    })?;
+    Ok(KeyRecord {
         fingerprint: r.get(at)?,
         status: r.get(at + 1)?,
         response: r.get(at + 2)?,
-        state: r.get(at + 3)?,
+        state,
         created_ms: r.get::<_, i64>(at + 4)? as u64,
         lease_until_ms: r.get::<_, Option<i64>>(at + 5)?.map(|v| v as u64),
         token: r.get::<_, Option<i64>>(at + 6)?.map(|v| v as u64),
@@ -275,22 +256,71 @@ pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
 }
 
 /// Every stored key with its record, in scope order.
-pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<(Scope, Record)>> {
+pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<(Scope, KeyRecord)>> {
     let sql = format!(
         "SELECT user, operation, key, {RECORD_COLUMNS} FROM keys ORDER BY user, operation, key"
     );
     let mut st = conn.prepare_cached(&sql)?;
-    let rows =
-        st.query_map([], |r| Ok(((r.get(0)?, r.get(1)?, r.get(2)?), record_from_row(r, 3)?)))?;
+    let rows = st.query_map([], |r| {
+        Ok((
+            Scope { user: r.get(0)?, operation: r.get(1)?, key: r.get(2)? },
+            record_from_row(r, 3)?,
+        ))
+    })?;
     rows.collect()
 }
 
-pub fn count(conn: &Connection, table: &str) -> rusqlite::Result<u64> {
-    let sql = match table {
-        "rows" => "SELECT COUNT(*) FROM rows",
-        _ => "SELECT COUNT(*) FROM keys",
-    };
-    conn.query_row(sql, params![], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+/// Insert the business row of a validated order; returns its id.
+pub fn insert_row(c: &Connection, o: &Order, intent: &str, now_ms: u64) -> rusqlite::Result<i64> {
+    c.prepare_cached(
+        "INSERT INTO rows(user, operation, item, qty, intent, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![o.user, o.operation, o.item, o.qty, intent, now_ms as i64])?;
+    Ok(c.last_insert_rowid())
+}
+
+/// Queue an outbox message for `intent`'s effect; returns its id.
+pub fn insert_outbox(
+    c: &Connection,
+    intent: &str,
+    dedupe: Option<&str>,
+    now_ms: u64,
+) -> rusqlite::Result<i64> {
+    c.prepare_cached("INSERT INTO outbox(intent, dedupe, created_ms) VALUES (?1, ?2, ?3)")?
+        .execute(params![intent, dedupe, now_ms as i64])?;
+    Ok(c.last_insert_rowid())
+}
+
+/// Up to `limit` unsent outbox messages, oldest first: (id, intent, dedupe key).
+pub fn unsent_outbox(
+    c: &Connection,
+    limit: u32,
+) -> rusqlite::Result<Vec<(i64, String, Option<String>)>> {
+    c.prepare_cached("SELECT id, intent, dedupe FROM outbox WHERE sent = 0 ORDER BY id LIMIT ?1")?
+        .query_map([limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect()
+}
+
+/// Mark an outbox message sent.
+pub fn mark_sent(c: &Connection, id: i64) -> rusqlite::Result<usize> {
+    c.prepare_cached("UPDATE outbox SET sent = 1 WHERE id = ?1")?.execute(params![id])
+}
+
+/// Rows in the business table.
+pub fn count_rows(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.query_row("SELECT COUNT(*) FROM rows", params![], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+}
+
+/// Records in the `keys` table.
+pub fn count_keys(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.query_row("SELECT COUNT(*) FROM keys", params![], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+}
+
+/// Outbox messages not yet marked sent.
+pub fn count_unsent(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.query_row("SELECT COUNT(*) FROM outbox WHERE sent = 0", [], |r| r.get::<_, i64>(0))
+        .map(|n| n as u64)
 }
 
 #[cfg(test)]
@@ -309,6 +339,6 @@ mod tests {
         drop(a); // a crash: the open transaction rolls back
         b.execute_batch("BEGIN IMMEDIATE").unwrap();
         b.execute_batch("COMMIT").unwrap();
-        assert_eq!(count(&keep, "rows").unwrap(), 0);
+        assert_eq!(count_rows(&keep).unwrap(), 0);
     }
 }

@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+mod tidy;
+
 use idemsim::catalog;
 use idemsim::model::Model;
+use idemsim::run::{self, RunOptions};
 use idemsim::scenario::Sim;
 use idemsim::sweep::{self, Cell};
-use idemsim::world::{self, RunOptions};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -93,8 +95,8 @@ fn same_seed_gives_identical_trace() {
         let s = sim(rel);
         for m in reference_models() {
             for seed in 0..25 {
-                let a = world::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
-                let b = world::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
+                let a = run::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
+                let b = run::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
                 let (ta, tb) = (a.history.unwrap().render(), b.history.unwrap().render());
                 assert_eq!(ta, tb, "{rel} × {} seed {seed}", m.name);
                 assert_eq!(a.report.trace_hash, b.report.trace_hash);
@@ -109,11 +111,11 @@ fn trace_does_not_depend_on_the_thread() {
     let s = sim("sims/article/12-twenty-concurrent-two-processes.toml");
     let m = model("check-first");
     let here: Vec<String> = (0..10)
-        .map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash)
+        .map(|seed| run::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash)
         .collect();
     let there = std::thread::spawn(move || {
         (0..10)
-            .map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash)
+            .map(|seed| run::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash)
             .collect::<Vec<_>>()
     })
     .join()
@@ -127,7 +129,7 @@ fn seeds_change_the_schedule() {
     let s = sim("sims/article/11-twenty-concurrent-one-process.toml");
     let m = model("transactional");
     let hashes: std::collections::BTreeSet<String> = (0..10)
-        .map(|seed| world::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash)
+        .map(|seed| run::run(&s, &m, seed, RunOptions::default()).unwrap().report.trace_hash)
         .collect();
     assert!(hashes.len() > 5, "{hashes:?}");
 }
@@ -171,8 +173,7 @@ restart_ms = 100
 rows = 1
 "#;
     let s = Arc::new(Sim::parse(Path::new("crash.toml"), src).unwrap());
-    let out =
-        world::run(&s, &model("transactional"), 7, RunOptions { keep_history: true }).unwrap();
+    let out = run::run(&s, &model("transactional"), 7, RunOptions { keep_history: true }).unwrap();
     let trace = out.history.unwrap().render();
     assert!(out.report.passed(), "{:?}\n{trace}", out.report.checks);
     assert!(trace.contains("process crashed") && trace.contains("process restarted"), "{trace}");
@@ -578,8 +579,8 @@ fn scope_leak_is_named() {
         Sim::parse(Path::new("two-users.toml"), "[[request]]\nid = \"alice\"\nuser = \"alice\"\nkey = \"k1\"\n[[request]]\nid = \"bob\"\nuser = \"bob\"\nkey = \"k1\"\nafter = \"alice\"\n")
             .unwrap(),
     );
-    let out = world::run(&s, &m, 1, RunOptions::default()).unwrap();
-    let names: Vec<&str> = out.report.violations.iter().map(|v| v.name).collect();
+    let out = run::run(&s, &m, 1, RunOptions::default()).unwrap();
+    let names: Vec<&str> = out.report.violations.iter().map(|v| v.name.name()).collect();
     assert!(names.contains(&"scope-leak"), "{names:?}");
 }
 
@@ -593,7 +594,7 @@ fn hitting_a_bound_is_reported_not_a_hang() {
         )
         .unwrap(),
     );
-    let out = world::run(&s, &model("transactional"), 0, RunOptions::default()).unwrap();
+    let out = run::run(&s, &model("transactional"), 0, RunOptions::default()).unwrap();
     assert!(!out.report.passed());
     assert!(
         out.report.bounds_hit.iter().any(|b| b.starts_with("time-limit")),
@@ -606,7 +607,7 @@ fn hitting_a_bound_is_reported_not_a_hang() {
 /// A partitioned process: its clients time out, the retries reach the other process.
 #[test]
 fn partition_cuts_a_process_off() {
-    let out = world::run(
+    let out = run::run(
         &sim("sims/faults/partition.toml"),
         &model("transactional"),
         3,
@@ -624,7 +625,7 @@ fn partition_cuts_a_process_off() {
 /// The teaching demo: the check-first race as a sequence diagram, held as a snapshot.
 #[test]
 fn check_first_race_sequence_diagram() {
-    let out = world::run(
+    let out = run::run(
         &sim("sims/teaching/check-first-race.toml"),
         &model("check-first"),
         1,
@@ -632,10 +633,30 @@ fn check_first_race_sequence_diagram() {
     )
     .unwrap();
     assert!(!out.report.passed());
-    let names: Vec<&str> = out.report.violations.iter().map(|v| v.name).collect();
+    let names: Vec<&str> = out.report.violations.iter().map(|v| v.name.name()).collect();
     assert_eq!(names, ["duplicate-row"]);
     snapshot(
         "teaching__check-first-race__check-first__seed-1.mermaid",
         &out.history.unwrap().mermaid(),
     );
+}
+
+/// A fault kind with rate 0 draws nothing from the RNG: spelling out zero rates leaves every
+/// schedule (trace hash) as it was.
+#[test]
+fn zero_rate_faults_draw_nothing() {
+    let base = std::fs::read_to_string(root().join("sims/teaching/check-first-race.toml")).unwrap();
+    let zeroed = format!(
+        "{base}\n[faults]\nrequest_drop = 0.0\nreply_drop = 0.0\nreply_drop_after_commit = 0.0\n\
+         duplicate = 0.0\ndelay = 0.0\ncrash = 0.0\n"
+    );
+    let a = Arc::new(Sim::parse(Path::new("a.toml"), &base).unwrap());
+    let b = Arc::new(Sim::parse(Path::new("a.toml"), &zeroed).unwrap());
+    for m in reference_models() {
+        for seed in 0..10 {
+            let ha = run::run(&a, &m, seed, RunOptions::default()).unwrap().report.trace_hash;
+            let hb = run::run(&b, &m, seed, RunOptions::default()).unwrap().report.trace_hash;
+            assert_eq!(ha, hb, "{} seed {seed}", m.name);
+        }
+    }
 }

@@ -1,18 +1,22 @@
-//! The checker: turns a run's outcomes into named checks of the sim's expectations.
+//! Expectations: the sim's `expect` tables turned into named [`Check`]s of one run's
+//! observation. A pure function of (sim, observation).
 
-use crate::report::{Check, RunReport};
+use std::collections::BTreeSet;
+
+use crate::report::{Check, Observation, Outcome};
 use crate::scenario::Sim;
 
-fn check(out: &mut Vec<Check>, what: String, expected: String, actual: String) {
+fn push(out: &mut Vec<Check>, what: String, expected: String, actual: String) {
     out.push(Check { held: expected == actual, what, expected, actual });
 }
 
+/// A value as a check shows it: `none` when absent.
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_else(|| "none".into())
 }
 
-/// Evaluate every expectation of `sim` against `report`.
-pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
+/// Evaluate every expectation of `sim` against what one run observed.
+pub fn check(sim: &Sim, report: &Observation) -> Vec<Check> {
     let mut out = Vec::new();
     for (i, spec) in sim.requests.iter().enumerate() {
         let r = &report.requests[i];
@@ -22,25 +26,31 @@ pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
         for (c, a) in r.copies.iter().enumerate() {
             let who = if many { format!("{}[{c}]", spec.id) } else { spec.id.clone() };
             let Some(a) = a.last() else {
-                check(&mut out, format!("{who} finished"), "true".into(), "false".into());
+                push(&mut out, format!("{who} finished"), "true".into(), "false".into());
                 continue;
             };
             if let Some(s) = e.status {
-                check(
+                push(
                     &mut out,
                     format!("{who}.status"),
                     s.to_string(),
-                    opt(a.status).replace("none", "transport-failure"),
+                    a.status
+                        .map_or_else(|| Outcome::TransportFailure.name().into(), |s| s.to_string()),
                 );
             }
             if let Some(o) = &e.outcome {
-                check(&mut out, format!("{who}.outcome"), o.clone(), a.outcome.to_string());
+                push(
+                    &mut out,
+                    format!("{who}.outcome"),
+                    o.name().to_string(),
+                    a.outcome.name().to_string(),
+                );
             }
             if let Some(rp) = e.replayed {
-                check(&mut out, format!("{who}.replayed"), rp.to_string(), a.replayed.to_string());
+                push(&mut out, format!("{who}.replayed"), rp.to_string(), a.replayed.to_string());
             }
             if let Some(id) = e.id {
-                check(&mut out, format!("{who}.id"), id.to_string(), opt(a.id()));
+                push(&mut out, format!("{who}.id"), id.to_string(), opt(a.id()));
             }
             if let Some(other) = &e.same_id_as {
                 let j = sim.request_index(other).expect("checked at load");
@@ -65,36 +75,28 @@ pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
             }
         }
         if let Some(same) = e.same_id {
-            let mut ids: Vec<String> = finals.iter().map(|a| opt(a.id())).collect();
-            ids.sort();
-            ids.dedup();
-            let all_same = ids.len() == 1 && ids[0] != "none";
-            let real = ids.iter().filter(|i| *i != "none").count();
+            // Distinct ids in text order, and whether some copy got no id at all.
+            let ids: BTreeSet<String> =
+                finals.iter().filter_map(|a| a.id()).map(|i| i.to_string()).collect();
+            let without = finals.iter().any(|a| a.id().is_none());
+            let list: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let suffix = if without { " (and copies without an id)" } else { "" };
             out.push(Check {
                 what: format!("{}: every copy got the same id", spec.id),
-                held: if same { all_same } else { real > 1 },
+                held: if same { ids.len() == 1 && !without } else { ids.len() > 1 },
                 expected: if same {
                     "1 distinct id, on every copy".into()
                 } else {
                     "more than 1 distinct id".into()
                 },
-                actual: {
-                    let real: Vec<&String> = ids.iter().filter(|i| *i != "none").collect();
-                    let none =
-                        if ids.len() > real.len() { " (and copies without an id)" } else { "" };
-                    format!(
-                        "{} distinct id(s): {}{none}",
-                        real.len(),
-                        real.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                    )
-                },
+                actual: format!("{} distinct id(s): {}{suffix}", ids.len(), list.join(", ")),
             });
         }
         if let Some(n) = e.rows_after {
-            check(&mut out, format!("rows after {}", spec.id), n.to_string(), opt(r.rows_after));
+            push(&mut out, format!("rows after {}", spec.id), n.to_string(), opt(r.rows_after));
         }
         if let Some(n) = e.keys_after {
-            check(
+            push(
                 &mut out,
                 format!("stored keys after {}", spec.id),
                 n.to_string(),
@@ -104,17 +106,17 @@ pub fn check_expectations(sim: &Sim, report: &RunReport) -> Vec<Check> {
     }
     let x = &sim.expect;
     if let Some(n) = x.rows {
-        check(&mut out, "rows".into(), n.to_string(), report.rows.len().to_string());
+        push(&mut out, "rows".into(), n.to_string(), report.rows.len().to_string());
     }
     if let Some(n) = x.keys {
-        check(&mut out, "stored keys".into(), n.to_string(), report.keys.to_string());
+        push(&mut out, "stored keys".into(), n.to_string(), report.keys.len().to_string());
     }
     if let Some(n) = x.effects {
-        check(&mut out, "effects".into(), n.to_string(), report.effects_total.to_string());
+        push(&mut out, "effects".into(), n.to_string(), report.effect_log.len().to_string());
     }
     if let Some(q) = &x.row_qty {
         let actual: Vec<i64> = report.rows.iter().map(|r| r.qty).collect();
-        check(&mut out, "row qty".into(), format!("{q:?}"), format!("{actual:?}"));
+        push(&mut out, "row qty".into(), format!("{q:?}"), format!("{actual:?}"));
     }
     out
 }

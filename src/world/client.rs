@@ -8,10 +8,12 @@ use madsim::net::Endpoint;
 use madsim::rand::Rng;
 use madsim::time::{sleep, timeout};
 
+use super::control;
+use super::net::{self, Envelope};
+use super::shared::{World, client_ip, server_addr};
+use crate::history::{Actor, Node, What};
 use crate::http::{self, Request, Response};
-use crate::net::{self, Envelope};
-use crate::report::AttemptOutcome;
-use crate::world::{self, World};
+use crate::report::{AttemptOutcome, Outcome};
 
 /// Run one request spec: all copies concurrently, each with its retries.
 pub(crate) async fn run_request(world: Arc<World>, req: usize) {
@@ -20,11 +22,11 @@ pub(crate) async fn run_request(world: Arc<World>, req: usize) {
     if spec.delay_ms > 0 {
         sleep(Duration::from_millis(spec.delay_ms)).await;
     }
-    let node = format!("client-{}", spec.id);
-    let ep = match Endpoint::bind(std::net::SocketAddr::new(world::client_ip(req), 9000)).await {
+    let node = Node::Client(req as u32);
+    let ep = match Endpoint::bind(std::net::SocketAddr::new(client_ip(req), 9000)).await {
         Ok(ep) => Arc::new(ep),
         Err(e) => {
-            world.event(&node, format!("cannot bind: {e}"));
+            world.emit(node, None, What::CannotBind { error: e.to_string() });
             world.mark_done(&spec.id);
             return;
         }
@@ -37,20 +39,15 @@ pub(crate) async fn run_request(world: Arc<World>, req: usize) {
         let _ = c.await;
     }
     if spec.expect.needs_probe() {
-        match world.probe().await {
+        let req32 = req as u32;
+        match control::probe().await {
             Some((rows, keys)) => {
-                world.event(
-                    "control",
-                    format!("after {}: {rows} row(s), {keys} stored key(s)", spec.id),
-                );
+                world.emit(Node::Control, None, What::Probe { req: req32, rows, keys });
                 let mut st = world.lock();
                 st.outcomes[req].rows_after = Some(rows);
                 st.outcomes[req].keys_after = Some(keys);
             }
-            None => world.event(
-                "control",
-                format!("after {}: probe gave up (database locked for 1000 ms)", spec.id),
-            ),
+            None => world.emit(Node::Control, None, What::ProbeGaveUp { req: req32 }),
         }
     }
     world.lock().outcomes[req].finished = true;
@@ -60,10 +57,10 @@ pub(crate) async fn run_request(world: Arc<World>, req: usize) {
 async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
     let spec = &world.sim.requests[req];
     let policy = &spec.policy;
-    let node = format!("client-{}", spec.id);
-    let first_sent = world.now_ms();
+    let node = Node::Client(req as u32);
+    let first_sent = world.now_ms_f();
     for attempt in 1..=policy.max_attempts {
-        let label = label(&spec.id, spec.copies, copy, attempt);
+        let who = Actor::Attempt { req: req as u32, copy, attempt };
         let key = spec.key.as_ref().map(|k| {
             if policy.new_key_per_attempt && attempt > 1 {
                 format!("{k}-{attempt}")
@@ -79,7 +76,7 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
         if let Some(k) = &key {
             headers.push((http::KEY_HEADER.to_string(), k.clone()));
         }
-        headers.push(("X-Intent".to_string(), spec.intent.clone()));
+        headers.push((http::INTENT_HEADER.to_string(), spec.intent.clone()));
         let http = Request {
             method: spec.method.clone(),
             path: spec.path.clone(),
@@ -88,21 +85,19 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
         };
         let process = world.route(req, copy);
         let tag = world.next_tag();
-        world.message(
-            &node,
-            &format!("server-{}", process + 1),
-            format!("{label}: {} {} key={}", http.method, http.path, key.as_deref().unwrap_or("-")),
+        world.emit(
+            node,
+            Some(who),
+            What::Sent {
+                to: process as u32,
+                method: http.method.clone(),
+                path: http.path.clone(),
+                key: key.clone(),
+            },
         );
-        let sent_ms = world.now_ms();
-        let env = Envelope {
-            reply_tag: tag,
-            reply_to: ep.local_addr().expect("bound"),
-            req,
-            label: label.clone(),
-            client_node: node.clone(),
-            http,
-        };
-        net::send_request(&world, &node, &ep, world::server_addr(process), env).await;
+        let sent_ms = world.now_ms_f();
+        let env = Envelope { reply_tag: tag, reply_to: ep.local_addr().expect("bound"), who, http };
+        net::send_request(&world, node, &ep, server_addr(process), env).await;
         let timeout_d = Duration::from_millis(spec.timeout_ms);
         let reply = match timeout(timeout_d, ep.recv_from_raw(tag)).await {
             Ok(Ok((payload, _))) => payload.downcast::<Response>().ok().map(|b| *b),
@@ -116,37 +111,31 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             .unwrap_or("Idempotent-Replayed");
         let replayed = reply.as_ref().is_some_and(|r| r.header(marker).is_some());
         match &reply {
-            Some(r) => world.event(
-                &node,
-                format!(
-                    "{label}: ← {} {}{}",
-                    r.status,
-                    r.body,
-                    if replayed { " (replayed)" } else { "" }
-                ),
+            Some(r) => world.emit(
+                node,
+                Some(who),
+                What::Received { status: r.status, body: r.body.clone(), replayed },
             ),
-            None => world.event(
-                &node,
-                format!(
-                    "{label}: transport failure (no reply within {} ms)",
-                    timeout_d.as_millis()
-                ),
+            None => world.emit(
+                node,
+                Some(who),
+                What::TransportFailure { timeout_ms: timeout_d.as_millis() as u64 },
             ),
         }
         let outcome = AttemptOutcome {
-            outcome: if reply.is_some() { "reply" } else { "transport-failure" },
+            outcome: if reply.is_some() { Outcome::Reply } else { Outcome::TransportFailure },
             status: reply.as_ref().map(|r| r.status),
             replayed,
             body: reply.map(|r| r.body),
             key: key.clone(),
             sent_ms,
-            done_ms: world.now_ms(),
+            done_ms: world.now_ms_f(),
         };
         let retry = match outcome.status {
             None => policy.on.transport,
             Some(s) => policy.on.statuses.contains(&s),
         };
-        world::record_attempt(&world, req, copy, outcome);
+        world.record_attempt(req, copy, outcome);
         if !retry || attempt == policy.max_attempts {
             return;
         }
@@ -156,23 +145,11 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             backoff = madsim::rand::thread_rng().gen_range(backoff / 2..=backoff);
         }
         if let Some(h) = policy.horizon_ms
-            && world.now_ms() + backoff as f64 - first_sent > h as f64
+            && world.now_ms_f() + backoff as f64 - first_sent > h as f64
         {
-            world.event(&node, format!("{label}: retry horizon of {h} ms reached, giving up"));
+            world.emit(node, Some(who), What::GaveUp { horizon_ms: h });
             return;
         }
         sleep(Duration::from_millis(backoff.max(1))).await;
     }
-}
-
-/// `first`, `burst[3]`, `first/2` (attempt 2), `burst[3]/2`.
-fn label(id: &str, copies: u32, copy: u32, attempt: u32) -> String {
-    let mut s = id.to_string();
-    if copies > 1 {
-        s.push_str(&format!("[{copy}]"));
-    }
-    if attempt > 1 {
-        s.push_str(&format!("/{attempt}"));
-    }
-    s
 }

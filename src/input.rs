@@ -1,0 +1,180 @@
+//! Input: the error type every loader returns (file, line, column and what was expected) and
+//! the small parsers the model and sim loaders share. Violations found by a run are *not*
+//! errors: they are values in the report. Imports nothing from the crate.
+
+use std::ops::Range;
+use std::path::Path;
+
+/// A problem with user input (a sim file, a model file, a command-line value).
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// A located problem inside a file.
+    #[error("{file}:{line}:{col}: {msg}")]
+    At { file: String, line: usize, col: usize, msg: String },
+    /// A problem with a whole file (missing, unreadable) or a value given on the command line.
+    #[error("{file}: {msg}")]
+    File { file: String, msg: String },
+}
+
+impl InputError {
+    /// An error at a byte offset of `src`.
+    pub fn at(file: &Path, src: &str, offset: usize, msg: impl Into<String>) -> Self {
+        let (line, col) = line_col(src, offset);
+        InputError::At { file: file.display().to_string(), line, col, msg: msg.into() }
+    }
+
+    /// An error at a span of `src` (its start is reported).
+    pub fn span(file: &Path, src: &str, span: Range<usize>, msg: impl Into<String>) -> Self {
+        Self::at(file, src, span.start, msg)
+    }
+
+    pub fn file(file: &Path, msg: impl Into<String>) -> Self {
+        InputError::File { file: file.display().to_string(), msg: msg.into() }
+    }
+
+    /// A TOML syntax or shape error, located from its span.
+    pub fn from_toml(file: &Path, src: &str, err: &toml::de::Error) -> Self {
+        let msg = err.message().trim().to_string();
+        match err.span() {
+            Some(span) => Self::at(file, src, span.start, msg),
+            None => Self::file(file, msg),
+        }
+    }
+}
+
+/// A file being loaded: its path and text, for located errors and the loaders' shared parsers.
+#[derive(Clone, Copy)]
+pub struct Source<'a> {
+    pub path: &'a Path,
+    pub src: &'a str,
+}
+
+impl<'a> Source<'a> {
+    pub fn new(path: &'a Path, src: &'a str) -> Self {
+        Source { path, src }
+    }
+
+    /// An error at a span of the file.
+    pub fn err(&self, span: Range<usize>, msg: impl Into<String>) -> InputError {
+        InputError::span(self.path, self.src, span, msg)
+    }
+
+    /// Parse TOML into `T`, locating syntax and shape errors.
+    pub fn toml<T: serde::de::DeserializeOwned>(&self) -> Result<T, InputError> {
+        toml::from_str(self.src).map_err(|e| InputError::from_toml(self.path, self.src, &e))
+    }
+
+    /// One of a closed set of names (None when absent); otherwise an error at the value:
+    /// ``unknown {what} `x`; expected a, b or c``.
+    pub fn choice<T: Copy>(
+        &self,
+        value: &Option<toml::Spanned<String>>,
+        what: &str,
+        choices: &[(&str, T)],
+    ) -> Result<Option<T>, InputError> {
+        let Some(v) = value else { return Ok(None) };
+        match choices.iter().find(|(name, _)| *name == v.get_ref()) {
+            Some((_, t)) => Ok(Some(*t)),
+            None => {
+                let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+                Err(self.err(
+                    v.span(),
+                    format!("unknown {what} `{}`; expected {}", v.get_ref(), one_of(&names)),
+                ))
+            }
+        }
+    }
+
+    /// See [`ms_range`].
+    pub fn ms_range(
+        &self,
+        field: &str,
+        value: &Option<toml::Spanned<Vec<u64>>>,
+        default: (u64, u64),
+        ok: impl Fn(u64, u64) -> bool,
+        expected: &str,
+    ) -> Result<(u64, u64), InputError> {
+        ms_range(self.path, self.src, field, value, default, ok, expected)
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`.
+pub fn one_of(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// A `[low, high]` range of milliseconds from a file: `default` when absent, else it must
+/// satisfy `ok(low, high)`; otherwise an error at the value saying `field: expected <expected>`.
+pub fn ms_range(
+    file: &Path,
+    src: &str,
+    field: &str,
+    value: &Option<toml::Spanned<Vec<u64>>>,
+    default: (u64, u64),
+    ok: impl Fn(u64, u64) -> bool,
+    expected: &str,
+) -> Result<(u64, u64), InputError> {
+    match value {
+        None => Ok(default),
+        Some(v) => match v.get_ref().as_slice() {
+            [lo, hi] if ok(*lo, *hi) => Ok((*lo, *hi)),
+            _ => {
+                Err(InputError::span(file, src, v.span(), format!("{field}: expected {expected}")))
+            }
+        },
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_col(src: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(src.len());
+    let before = &src[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let col = before[line_start..].chars().count() + 1;
+    (line, col)
+}
+
+/// A name made of lowercase ASCII letters, digits and `-` (ids, point names).
+pub fn is_kebab(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// Parse `A..B` (half-open) into a seed range.
+pub fn parse_seeds(s: &str) -> Result<Range<u64>, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("seed range `{s}`: expected A..B, e.g. 0..100"))?;
+    let a: u64 =
+        a.trim().parse().map_err(|_| format!("seed range `{s}`: `{a}` is not a number"))?;
+    let b: u64 =
+        b.trim().parse().map_err(|_| format!("seed range `{s}`: `{b}` is not a number"))?;
+    if a >= b {
+        return Err(format!("seed range `{s}` is empty; expected A..B with A < B"));
+    }
+    Ok(a..b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_from_one() {
+        let src = "a = 1\nbb = 2\n";
+        assert_eq!(line_col(src, 0), (1, 1));
+        assert_eq!(line_col(src, 6), (2, 1));
+        assert_eq!(line_col(src, 11), (2, 6));
+    }
+
+    #[test]
+    fn seeds_parse() {
+        assert_eq!(parse_seeds("3..7"), Ok(3..7));
+        assert!(parse_seeds("7..3").is_err());
+        assert!(parse_seeds("x").is_err());
+    }
+}

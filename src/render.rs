@@ -1,0 +1,353 @@
+//! Renderings of reports as text: one run, a sweep, the matrix tables (the reference table,
+//! the compact table, the survival Markdown) and JSON. Pure functions of their inputs.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::catalog;
+use crate::model::Model;
+use crate::run::{self, RunOutput};
+use crate::scenario::Sim;
+use crate::sweep::{self, Cell};
+
+/// The text report of one run: header, trace (when kept), attempts, counts, checks, violations
+/// and the verdict with its replay command.
+pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> String {
+    let r = &out.report;
+    let mut o = String::new();
+    let w = &sim.world;
+    let _ = writeln!(o, "idemsim run: sim {} · model {} · seed {}", sim.name, model.name, r.seed);
+    let _ = writeln!(
+        o,
+        "  world: {} process(es), wait budget {} ms, client timeout {} ms, network latency \
+         {}..{} ms",
+        w.processes,
+        w.wait_budget_ms.unwrap_or(model.wait_budget_ms),
+        w.client_timeout_ms,
+        w.latency_ms.0,
+        w.latency_ms.1
+    );
+    let _ = writeln!(o, "  model: {}", model.program_text());
+    let _ = writeln!(o, "  faults: {}", sim.faults.describe());
+    for w in &r.warnings {
+        let _ = writeln!(o, "  warning: {w}");
+    }
+    if let Some(h) = &out.history {
+        let _ = writeln!(o, "\ntrace:");
+        o.push_str(&h.render());
+    }
+    let _ = writeln!(o, "\nrequests:");
+    for q in &r.requests {
+        let copies = q.copies.len() as u32;
+        for (c, attempts) in q.copies.iter().enumerate() {
+            for (n, a) in attempts.iter().enumerate() {
+                let name = crate::history::attempt_label(&q.id, copies, c as u32, n as u32 + 1);
+                let what = match a.status {
+                    Some(s) => format!(
+                        "{s} {}{}",
+                        a.body.as_deref().unwrap_or(""),
+                        if a.replayed { " (replayed)" } else { "" }
+                    ),
+                    None => "transport failure".into(),
+                };
+                let _ = writeln!(o, "  {name:<14} {what}");
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nrows: {}   stored keys: {}   effects: {}",
+        r.rows.len(),
+        r.keys,
+        r.effects_total
+    );
+    let _ = writeln!(o, "\nchecks:");
+    for c in &r.checks {
+        if c.held {
+            let _ = writeln!(o, "  ok    {}: {}", c.what, c.actual);
+        } else {
+            let _ = writeln!(o, "  FAIL  {}: expected {}, got {}", c.what, c.expected, c.actual);
+        }
+    }
+    for b in &r.bounds_hit {
+        let _ = writeln!(o, "  BOUND {b}");
+    }
+    if !r.violations.is_empty() {
+        let _ = writeln!(o, "\nviolations (oracle):");
+        for v in &r.violations {
+            let p = if v.permitted { " (policy-permitted)" } else { "" };
+            let _ = writeln!(o, "  {}{p}: intent {}: {}", v.name.name(), v.intent, v.detail);
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\n{} events, trace hash {}, ended at {:.3} ms simulated",
+        r.events, r.trace_hash, r.end_ms
+    );
+    if r.passed() {
+        let _ = writeln!(o, "PASS");
+    } else {
+        let _ = writeln!(o, "FAIL: replay with: {replay}");
+    }
+    o
+}
+
+/// The text report of a sweep.
+pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "idemsim sweep: sim {} · model {} · seeds {} · {jobs} job(s)",
+        sim.name, model.name, c.seeds
+    );
+    let _ = writeln!(out, "  faults: {}", sim.faults.describe());
+    let _ = writeln!(out, "  model: {}", model.program_text());
+    for w in run::warnings(sim, model) {
+        let _ = writeln!(out, "  warning: {w}");
+    }
+    let runs = c.runs;
+    // A share of seeds in percent, with its Wilson 95 % interval.
+    let pct = |k: u64| {
+        let (lo, hi) = sweep::wilson(k, runs);
+        (100.0 * k as f64 / runs.max(1) as f64, 100.0 * lo, 100.0 * hi)
+    };
+    let (p, lo, hi) = pct(c.violating_seeds);
+    let _ = writeln!(
+        out,
+        "\n{runs} runs · seeds with a violation: {} ({p:.1}%, 95% CI {lo:.1}%–{hi:.1}%) · bounds hit: {} · ambiguous intents: {}",
+        c.violating_seeds, c.bounded_runs, c.ambiguous_intents
+    );
+    if c.violations.is_empty() {
+        let _ = writeln!(out, "\nno violations on any seed");
+    } else {
+        let _ = writeln!(
+            out,
+            "\n{:<28} {:>6} {:>8}  {:<17} {:>10}",
+            "violation", "seeds", "rate", "95% CI", "first seed"
+        );
+        for (name, v) in c.violations_in_order() {
+            let (p, lo, hi) = pct(v.seeds);
+            let label = if v.permitted { format!("{name}*") } else { name.to_string() };
+            let _ = writeln!(
+                out,
+                "{label:<28} {:>6} {p:>7.1}%  {lo:>6.1}%–{hi:>6.1}%  {:>10}\n    replay: {}",
+                v.seeds,
+                v.first_seed,
+                catalog::replay_command(&c.sim_path, &c.model_cli, v.first_seed)
+            );
+        }
+    }
+    if c.violations.values().any(|v| v.permitted) {
+        let _ = writeln!(
+            out,
+            "  * policy-permitted: caused only by a retry after the key's documented retention"
+        );
+    }
+    let hist = |h: &std::collections::BTreeMap<u64, u64>| {
+        h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
+    };
+    let _ = writeln!(out, "\nrows per intent     {}", hist(&c.rows_per_intent));
+    let _ = writeln!(out, "effects per intent  {}", hist(&c.effects_per_intent));
+    let _ = writeln!(
+        out,
+        "attempt outcomes    {}",
+        c.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
+    );
+    if !c.nondeterministic_seeds.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nNONDETERMINISTIC seeds (trace differed on a second run): {:?}",
+            c.nondeterministic_seeds
+        );
+    }
+    if let Some(cmd) = c.replay_command() {
+        let _ = writeln!(
+            out,
+            "\nexpectations failed first on seed {}; replay: {cmd}",
+            c.first_failed_seed.unwrap_or_default()
+        );
+    }
+    out
+}
+
+/// Models as rows, cases as columns (numbered by the sims' leading digits), ✓/✗ per cell.
+pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
+    let mut out = String::new();
+    let width = models.iter().map(|m| m.name.len()).max().unwrap_or(5) + 2;
+    let _ = write!(out, "{:<width$}", "");
+    for (i, s) in sims.iter().enumerate() {
+        let num: String = s.name.chars().take_while(|c| c.is_ascii_digit()).collect();
+        let num = if num.is_empty() { format!("{:02}", i + 1) } else { num };
+        let _ = write!(out, "{num:>3}");
+    }
+    out.push_str("   passed\n");
+    for (mi, m) in models.iter().enumerate() {
+        let _ = write!(out, "{:<width$}", m.name);
+        let mut passed = 0;
+        for si in 0..sims.len() {
+            let c = sweep::cell(cells, models.len(), si, mi);
+            passed += c.passed as usize;
+            let _ = write!(out, "{:>3}", if c.passed { "✓" } else { "✗" });
+        }
+        let _ = writeln!(out, "   {passed}/{}", sims.len());
+    }
+    out
+}
+
+/// Short names for table cells.
+fn short(name: &str) -> &str {
+    match name {
+        "duplicate-row" => "dup-row",
+        "duplicate-effect" => "dup-effect",
+        "payload-mismatch-executed" => "payload-executed",
+        "unacknowledged-effect" => "unacked-effect",
+        "unfinished-intent" => "unfinished",
+        "expired-duplicate-row" => "expired-row",
+        "expired-duplicate-effect" => "expired-effect",
+        "expired-replay-mismatch" => "expired-replay",
+        other => other,
+    }
+}
+
+/// Models × sims as Markdown: `✓` when no violation was found on any seed, else each
+/// violation (short name) with the share of seeds it occurred on; policy-permitted ones in
+/// italics.
+pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
+    let mut out = String::new();
+    out.push_str("| design |");
+    for s in sims {
+        let _ = write!(out, " {} |", s.name);
+    }
+    out.push_str("\n|---|");
+    for _ in sims {
+        out.push_str("---|");
+    }
+    out.push('\n');
+    for (mi, m) in models.iter().enumerate() {
+        let _ = write!(out, "| **{}** |", m.name);
+        for si in 0..sims.len() {
+            let c = sweep::cell(cells, models.len(), si, mi);
+            let parts: Vec<String> = c
+                .violations_in_order()
+                .iter()
+                .map(|(n, v)| {
+                    let pct = (100.0 * v.seeds as f64 / c.runs.max(1) as f64).round();
+                    if v.permitted {
+                        format!("*{} {pct}%*", short(n))
+                    } else {
+                        format!("{} {pct}%", short(n))
+                    }
+                })
+                .collect();
+            let text = if parts.is_empty() { "✓".to_string() } else { parts.join("<br>") };
+            let _ = write!(out, " {text} |");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The pass/fail table, like the published results table, with per-variant totals and then
+/// one line per failing cell ending with its replay command.
+pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
+    let mut out = String::new();
+    if !sims.iter().any(|s| s.has_expectations()) {
+        out.push_str("(these sims state no expectations: the oracle's findings are the result)\n");
+        return out + &violation_lines(cells);
+    }
+    let width = sims.iter().map(|s| s.name.len()).max().unwrap_or(4).max(5) + 2;
+    let colw = models.iter().map(|m| m.name.len()).max().unwrap_or(8).max(12) + 2;
+    let _ = write!(out, "{:<width$}", "case");
+    for m in models {
+        let _ = write!(out, "{:<colw$}", m.name);
+    }
+    out.push('\n');
+    for (si, s) in sims.iter().enumerate() {
+        let _ = write!(out, "{:<width$}", s.name);
+        for (mi, _) in models.iter().enumerate() {
+            let c = sweep::cell(cells, models.len(), si, mi);
+            let text = if c.passed {
+                "pass".to_string()
+            } else if c.failed_seeds == c.runs {
+                "FAIL".to_string()
+            } else {
+                format!("FAIL {}/{}", c.failed_seeds, c.runs)
+            };
+            let _ = write!(out, "{text:<colw$}");
+        }
+        out.push('\n');
+    }
+    let _ = write!(out, "{:<width$}", "passed");
+    for t in sweep::totals(models, cells) {
+        let _ = write!(out, "{:<colw$}", format!("{}/{}", t.passed, t.total));
+    }
+    out.push('\n');
+    out.push_str(&violation_lines(cells));
+    let failing: Vec<&Cell> = cells.iter().filter(|c| !c.passed).collect();
+    if !failing.is_empty() {
+        out.push_str("\nfailures (first failing seed of each cell):\n");
+        for c in failing {
+            let why = c
+                .first_failure
+                .first()
+                .map(|k| format!("{}: expected {}, got {}", k.what, k.expected, k.actual))
+                .unwrap_or_default();
+            let more = if c.first_failure.len() > 1 {
+                format!(" (+{} more)", c.first_failure.len() - 1)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "  {} × {}: failed on {}/{} seeds; seed {}: {why}{more}\n    replay: {}",
+                c.model,
+                c.sim,
+                c.failed_seeds,
+                c.runs,
+                c.first_failed_seed.unwrap_or_default(),
+                c.replay_command().unwrap_or_default()
+            );
+        }
+    }
+    out
+}
+
+/// One line per cell with violations: names, seeds with each, first seed's replay command.
+fn violation_lines(cells: &[Cell]) -> String {
+    let mut out = String::new();
+    let violating: Vec<&Cell> = cells.iter().filter(|c| !c.violations.is_empty()).collect();
+    if violating.is_empty() {
+        out.push_str("\nno violations found by the oracle on any seed\n");
+        return out;
+    }
+    out.push_str(
+        "\nviolations found by the oracle (seeds with each / seeds run; * = policy-permitted):\n",
+    );
+    for c in violating {
+        let list: Vec<String> = c
+            .violations_in_order()
+            .into_iter()
+            .map(|(n, v)| {
+                format!("{n}{} {}/{}", if v.permitted { "*" } else { "" }, v.seeds, c.runs)
+            })
+            .collect();
+        let first = c.violations.values().filter(|v| !v.permitted).map(|v| v.first_seed).min();
+        let _ = writeln!(out, "  {} × {}: {}", c.model, c.sim, list.join(", "));
+        if let Some(seed) = first {
+            let _ = writeln!(
+                out,
+                "    replay: {}",
+                catalog::replay_command(&c.sim_path, &c.model_cli, seed)
+            );
+        }
+    }
+    out
+}
+
+pub fn matrix_json(models: &[Arc<Model>], cells: &[Cell]) -> String {
+    let v = serde_json::json!({
+        "cells": cells,
+        "totals": sweep::totals(models, cells),
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable")
+}

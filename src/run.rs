@@ -1,0 +1,90 @@
+//! One run end to end: the simulated world observes ([`world::simulate`]), the expectations
+//! and the oracle judge the observation, and the [`RunReport`] is built once, complete.
+
+use std::sync::Arc;
+
+pub use crate::world::RunError;
+
+use crate::history::History;
+use crate::model::{Model, Step};
+use crate::report::{RecordState, RunReport};
+use crate::scenario::Sim;
+use crate::{expect, oracle, world};
+
+/// Options of one run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Keep the typed event history in the output (for `--trace`, `--mermaid`); the hash is
+    /// always computed.
+    pub keep_history: bool,
+}
+
+/// A run's report and (optionally) its history.
+pub struct RunOutput {
+    pub report: RunReport,
+    pub history: Option<History>,
+}
+
+/// Run one seed of one sim against one model, and judge it.
+pub fn run(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    opts: RunOptions,
+) -> Result<RunOutput, RunError> {
+    let sim_out = world::simulate(sim, model, seed, opts.keep_history)?;
+    let obs = sim_out.observation;
+    let checks = expect::check(sim, &obs);
+    let violations = oracle::violations(sim, model, &obs);
+    let report = RunReport {
+        seed,
+        sim: sim.name.clone(),
+        model: model.name.clone(),
+        keys: obs.keys.len() as u64,
+        keys_in_progress: obs.keys.iter().filter(|(_, r)| r.state != RecordState::Done).count()
+            as u64,
+        effects_total: obs.effect_log.len() as u64,
+        effects: obs.effects_per_intent(),
+        deliveries: obs.deliveries,
+        checks,
+        warnings: warnings(sim, model),
+        per_intent: oracle::per_intent(sim, &obs),
+        ambiguous_intents: oracle::ambiguous_intents(&violations),
+        violations,
+        end_ms: obs.end_us as f64 / 1000.0,
+        events: obs.events,
+        trace_hash: format!("{:016x}", obs.trace_hash),
+        bounds_hit: obs.bounds_hit,
+        rows: obs.rows,
+        requests: obs.requests,
+    };
+    Ok(RunOutput { report, history: sim_out.history })
+}
+
+/// What in the sim cannot take effect with this model.
+pub fn warnings(sim: &Sim, model: &Model) -> Vec<String> {
+    let points = model.points();
+    let mut w: Vec<String> = sim
+        .injects
+        .iter()
+        .filter(|i| !points.contains(&i.point.as_str()))
+        .filter(|i| !(i.point == "relay-after-send" && model.program.contains(&Step::Outbox)))
+        .map(|i| {
+            format!(
+                "inject `{}` at @{} never fires: model {} has no such point",
+                i.action.name(),
+                i.point,
+                model.name
+            )
+        })
+        .collect();
+    if sim.faults.gc_every_ms.is_some() && model.key.as_ref().and_then(|k| k.retention_ms).is_none()
+    {
+        w.push(format!(
+            "faults.gc_every_ms is set but model {} has no key retention_ms: nothing expires",
+            model.name
+        ));
+    }
+    w.dedup();
+    w
+}

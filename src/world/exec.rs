@@ -1,0 +1,794 @@
+//! The step interpreter. A [`Runner`] is anything that runs on a server process (a request's
+//! execution, or the outbox relay): it owns the process's event loop while it runs
+//! synchronously, runs SQL statements waiting out a locked database in simulated time, calls
+//! the effect receiver, fires the sim's injections at named points and crashes. An [`Exec`]
+//! is one request's execution of the model's step program: every step kind is implemented
+//! once, in [`Exec::step`].
+//!
+//! Interleaving happens only at awaits: `await` steps, driver latency under
+//! `awaits = "every-statement"`, statement time (`statement_ms`), waiting out a locked
+//! database, cache round trips, effects and injected pauses. A synchronous rusqlite call runs
+//! to completion within one poll.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use madsim::net::Endpoint;
+use madsim::rand::Rng;
+use madsim::time::{sleep, timeout};
+use rusqlite::Connection;
+
+use super::control;
+use super::keystore::{self, Takeover};
+use super::net::{EffectMsg, Envelope};
+use super::shared::{EFFECT_TAG, World, chance, receiver_addr, server_addr};
+use super::store::{self, Pooled};
+use crate::history::{Actor, CrashSite, Node, Refusal, Stmt, What, save_refused};
+use crate::http::{self, Order, Response};
+use crate::model::{
+    Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, KeyPolicy, KeyStore, Replay, Step,
+    StoreOutcomes,
+};
+use crate::report::{KeyRecord, RecordState, Scope};
+use crate::scenario::InjectAction;
+
+/// Why a request failed.
+pub(crate) enum Failure {
+    /// The database stayed locked past the wait budget → 503.
+    Busy,
+    /// Anything else → 500.
+    Error(Why),
+    /// A run bound was hit → 500, and the bound is reported.
+    Bound,
+}
+
+/// What went wrong, for the trace (`failed: …`).
+pub(crate) enum Why {
+    /// SQLite's own message.
+    Sql(String),
+    /// A `claim` lost with `claim_conflict = "error"`.
+    ClaimUnique,
+    Injected(String),
+    EffectUnacknowledged,
+    EffectBind(String),
+    SaveRefused {
+        fencing: bool,
+    },
+    NoResponse,
+    SaveBeforeInsert,
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Why::Sql(e) => f.write_str(e),
+            Why::ClaimUnique => f.write_str("UNIQUE constraint failed: keys"),
+            Why::Injected(point) => write!(f, "injected failure at @{point}"),
+            Why::EffectUnacknowledged => f.write_str("effect not acknowledged"),
+            Why::EffectBind(e) => write!(f, "effect: {e}"),
+            Why::SaveRefused { fencing } => write!(f, "save-response: {}", save_refused(*fencing)),
+            Why::NoResponse => f.write_str("program ended without a response"),
+            Why::SaveBeforeInsert => f.write_str("save-response before insert-row"),
+        }
+    }
+}
+
+/// What a step asks of the program.
+pub(crate) enum Flow {
+    Next,
+    Finish(Response),
+}
+
+/// Something running on server process `idx`: a request's execution or the outbox relay.
+pub(crate) struct Runner {
+    /// Unique per execution (a duplicated request gets two): the event loop's holder and the
+    /// owner token of its claims.
+    pub id: u64,
+    pub world: Arc<World>,
+    pub idx: usize,
+    pub node: Node,
+    pub conn: Rc<Pooled>,
+    /// Who the trace names.
+    pub who: Actor,
+    /// The sim request this executes (None: the relay), for targeted injections.
+    pub req: Option<usize>,
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.release_loop();
+    }
+}
+
+impl Runner {
+    pub fn new(
+        world: Arc<World>,
+        idx: usize,
+        conn: Rc<Pooled>,
+        who: Actor,
+        req: Option<usize>,
+    ) -> Runner {
+        Runner { id: world.next_tag(), node: Node::Server(idx as u32), world, idx, conn, who, req }
+    }
+
+    pub fn event(&self, what: What) {
+        self.world.emit(self.node, Some(self.who), what);
+    }
+
+    /// Is this a synchronous driver whose statements take time (and so block the process)?
+    fn blocking_driver(&self) -> bool {
+        let d = &self.world.model.driver;
+        d.awaits == Awaits::Explicit && d.statement_ms.1 > 0
+    }
+
+    /// Take the process's event loop (synchronous driver): other executions of this process
+    /// wait until it is released; other processes run.
+    async fn acquire_loop(&self) {
+        let (idx, me) = (self.idx, self.id);
+        std::future::poll_fn(|cx| {
+            let mut st = self.world.lock();
+            let p = &mut st.processes[idx];
+            match p.loop_holder {
+                None => {
+                    p.loop_holder = Some(me);
+                    Poll::Ready(())
+                }
+                Some(o) if o == me => Poll::Ready(()),
+                Some(_) => {
+                    p.loop_waiters.push(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    /// Give the event loop back (at an await); wakes the executions waiting for it.
+    pub fn release_loop(&self) {
+        let wakers = {
+            let mut st = self.world.lock();
+            let p = &mut st.processes[self.idx];
+            if p.loop_holder != Some(self.id) {
+                return;
+            }
+            p.loop_holder = None;
+            std::mem::take(&mut p.loop_waiters)
+        };
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// The driver's latency at an await: the event loop is free meanwhile.
+    async fn driver_latency(&self) {
+        let (lo, hi) = self.world.model.driver.latency_ms;
+        let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
+        self.event(What::DriverAwait { ms });
+        sleep(Duration::from_millis(ms)).await;
+    }
+
+    /// Run one SQL statement, waiting out a locked database in simulated time up to the budget.
+    pub async fn sql<T>(
+        &self,
+        stmt: Stmt,
+        f: impl Fn(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, Failure> {
+        let blocking = self.blocking_driver();
+        if blocking {
+            self.acquire_loop().await;
+        }
+        let r = self.sql_inner(stmt, f).await;
+        if blocking && self.conn.is_autocommit() {
+            self.release_loop();
+        }
+        r
+    }
+
+    async fn sql_inner<T>(
+        &self,
+        stmt: Stmt,
+        f: impl Fn(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, Failure> {
+        let (lo, hi) = self.world.model.driver.statement_ms;
+        if hi > 0 {
+            let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
+            sleep(Duration::from_millis(ms.max(1))).await;
+        }
+        let budget = self.world.wait_budget_ms;
+        let mut waited = 0u64;
+        let mut backoff = 1u64;
+        let mut said = false;
+        loop {
+            match f(&self.conn) {
+                Ok(v) => return Ok(v),
+                Err(e) if store::is_busy(&e) => {
+                    if !said {
+                        self.event(What::LockWait { stmt, budget_ms: budget });
+                        said = true;
+                    }
+                    if waited >= budget {
+                        self.event(What::StillLocked { stmt, waited_ms: waited });
+                        return Err(Failure::Busy);
+                    }
+                    let d = backoff.min(budget - waited);
+                    sleep(Duration::from_millis(d.max(1))).await;
+                    waited += d.max(1);
+                    backoff = (backoff * 2).min(16);
+                }
+                Err(e) => {
+                    let error = e.to_string();
+                    self.event(What::SqlError { stmt, error: error.clone() });
+                    return Err(Failure::Error(Why::Sql(error)));
+                }
+            }
+        }
+    }
+
+    /// Call the effect receiver for `intent` and wait for its acknowledgement.
+    pub async fn effect(&self, intent: &str, dedupe: Option<String>) -> Result<(), Failure> {
+        self.release_loop(); // a network call yields the event loop
+        let ep = Endpoint::bind(std::net::SocketAddr::new(server_addr(self.idx).ip(), 0))
+            .await
+            .map_err(|e| Failure::Error(Why::EffectBind(e.to_string())))?;
+        let tag = self.world.next_tag();
+        self.event(What::EffectCall { intent: intent.to_string() });
+        let msg = EffectMsg {
+            reply_tag: tag,
+            reply_to: ep.local_addr().expect("bound"),
+            intent: intent.to_string(),
+            from: self.who,
+            dedupe,
+        };
+        let _ = ep.send_to_raw(receiver_addr(), EFFECT_TAG, Box::new(msg)).await;
+        // Long enough for a round trip at the world's worst latency.
+        let wait = Duration::from_millis(1000 + 2 * self.world.sim.world.latency_ms.1);
+        match timeout(wait, ep.recv_from_raw(tag)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => {
+                self.event(What::EffectUnacknowledged);
+                Err(Failure::Error(Why::EffectUnacknowledged))
+            }
+        }
+    }
+
+    /// A named point: run the sim's injections for it, in file order. An injected effect is
+    /// for `intent`, deduplicated by `dedupe()`. Returns whether the reply must be dropped.
+    pub async fn point(
+        &self,
+        point: &str,
+        intent: &str,
+        dedupe: impl Fn() -> Option<String>,
+    ) -> Result<bool, Failure> {
+        let sim = self.world.sim.clone();
+        let req = self.req.map(|r| &sim.requests[r]);
+        let mut drop_reply = false;
+        for (i, inj) in sim.injects.iter().enumerate() {
+            // `request` names a request as written in the file: all its intents, copies, attempts.
+            let mine = match (&inj.request, req) {
+                (None, _) => true,
+                (Some(r), Some(q)) => *r == q.group || *r == q.id,
+                (Some(_), None) => false,
+            };
+            if inj.point != point || !mine {
+                continue;
+            }
+            let spent = inj.times.is_some_and(|t| self.world.lock().inject_fired[i] >= t);
+            if spent || !chance(inj.rate) {
+                continue;
+            }
+            self.world.lock().inject_fired[i] += 1;
+            self.event(What::Injected { point: point.to_string(), action: inj.action.name() });
+            match &inj.action {
+                InjectAction::Fail => {
+                    return Err(Failure::Error(Why::Injected(point.to_string())));
+                }
+                InjectAction::Effect => self.effect(intent, dedupe()).await?,
+                InjectAction::DropReply => drop_reply = true,
+                InjectAction::Pause { ms } => sleep(Duration::from_millis(*ms)).await,
+                InjectAction::Crash { restart_ms } => self.crash(*restart_ms).await,
+            }
+        }
+        Ok(drop_reply)
+    }
+
+    /// The random crash fault at a step boundary: with `faults.crash`'s probability, crash here.
+    pub async fn maybe_crash(&self, site: impl FnOnce() -> CrashSite) {
+        if chance(self.world.sim.faults.crash) {
+            self.event(What::CrashFault(site()));
+            self.crash(self.world.sim.faults.restart_ms).await;
+        }
+    }
+
+    /// Kill this process now; the control node restarts it after `restart_ms`.
+    pub async fn crash(&self, restart_ms: u64) {
+        control::crash_process(&self.world, self.idx, restart_ms).await
+    }
+}
+
+/// One request's execution of the model's program.
+pub(crate) struct Exec {
+    pub run: Runner,
+    /// The logical operation (from the harness's correlation header).
+    pub intent: String,
+    pub order: Option<Order>,
+    /// The request's key in its scope (None: no key, or the variant never reads it).
+    pub key: Option<Scope>,
+    pub fingerprint: String,
+    pub row_id: Option<i64>,
+    pub response: Option<Response>,
+    pub claimed: bool,
+    /// This request recorded its outcome under its claim.
+    pub completed: bool,
+    pub drop_reply: bool,
+}
+
+impl Exec {
+    pub fn new(run: Runner, intent: String) -> Exec {
+        Exec {
+            run,
+            intent,
+            order: None,
+            key: None,
+            fingerprint: String::new(),
+            row_id: None,
+            response: None,
+            claimed: false,
+            completed: false,
+            drop_reply: false,
+        }
+    }
+
+    fn event(&self, what: What) {
+        self.run.event(what);
+    }
+
+    fn world(&self) -> &World {
+        &self.run.world
+    }
+
+    fn key_policy(&self) -> &KeyPolicy {
+        self.run.world.model.key.as_ref().expect("key steps need a key policy (checked at load)")
+    }
+
+    /// A 2xx this execution produced itself (not a replay).
+    pub fn fresh_success(&self, resp: &Response) -> bool {
+        self.row_id.is_some() && (200..300).contains(&resp.status)
+    }
+
+    /// Admit the request, read its key, then run the program to a response.
+    pub async fn serve(&mut self, env: &Envelope) -> Response {
+        // The fixed front half: route, authenticate, validate, then the key policy.
+        let order = match http::admit(&env.http) {
+            Ok(o) => o,
+            Err(resp) => {
+                let (status, body) = (resp.status, resp.body.clone());
+                self.event(What::Rejected(Refusal::FrontHalf { status, body }));
+                return resp;
+            }
+        };
+        if let Err(resp) = self.read_key(env, &order) {
+            return resp;
+        }
+        self.order = Some(order);
+
+        let model = self.run.world.model.clone();
+        for step in &model.program {
+            let over = {
+                let mut st = self.world().lock();
+                st.steps += 1;
+                st.steps > self.world().sim.world.max_steps
+            };
+            if over {
+                let max = self.world().sim.world.max_steps;
+                self.world().bound_hit(format!("max-steps: more than {max} server steps"));
+                return self.fail(Failure::Bound).await;
+            }
+            self.run.maybe_crash(|| CrashSite::BeforeStep(step.name())).await;
+            if model.driver.awaits == Awaits::EveryStatement && step.is_statement() {
+                self.run.driver_latency().await;
+            }
+            match self.step(step).await {
+                Ok(Flow::Next) => {}
+                Ok(Flow::Finish(resp)) => {
+                    if !self.run.conn.is_autocommit() {
+                        // A lookup hit inside a transaction: commit the (read-only) transaction.
+                        let commit =
+                            self.run.sql(Stmt::CommitReadOnly, |c| store::exec_cached(c, "COMMIT"));
+                        if let Err(f) = commit.await {
+                            return self.fail(f).await;
+                        }
+                        self.event(What::CommitNothingWritten);
+                    }
+                    return resp;
+                }
+                Err(f) => return self.fail(f).await,
+            }
+        }
+        match self.response.take() {
+            Some(r) => r,
+            None => self.fail(Failure::Error(Why::NoResponse)).await,
+        }
+    }
+
+    /// The key policy's checks on the `Idempotency-Key` header; sets the key and fingerprint.
+    fn read_key(&mut self, env: &Envelope, order: &Order) -> Result<(), Response> {
+        let Some(kp) = &self.run.world.model.key else { return Ok(()) };
+        match env.http.header(http::KEY_HEADER) {
+            None | Some("") if kp.required => {
+                self.event(What::Rejected(Refusal::MissingKey));
+                Err(Response::error(400, "missing Idempotency-Key"))
+            }
+            None | Some("") => Ok(()),
+            Some(k) if k.chars().count() > kp.max_len => {
+                self.event(What::Rejected(Refusal::KeyTooLong));
+                Err(Response::error(400, "Idempotency-Key too long"))
+            }
+            Some(k) => {
+                self.key = Some(Scope {
+                    user: if kp.scope_user { order.user.clone() } else { String::new() },
+                    operation: if kp.scope_operation {
+                        order.operation.to_string()
+                    } else {
+                        String::new()
+                    },
+                    key: k.to_string(),
+                });
+                self.fingerprint = match kp.fingerprint {
+                    Fingerprint::Validated => http::sha256_hex(order.canonical().as_bytes()),
+                    Fingerprint::Raw => http::sha256_hex(&env.http.body),
+                    Fingerprint::None => String::new(),
+                };
+                Ok(())
+            }
+        }
+    }
+
+    async fn step(&mut self, step: &Step) -> Result<Flow, Failure> {
+        match step {
+            Step::Await => {
+                // An await yields the event loop, even inside a transaction (the hazard).
+                self.run.release_loop();
+                self.run.driver_latency().await;
+                Ok(Flow::Next)
+            }
+            Step::Begin => {
+                self.run.sql(Stmt::Begin, |c| store::exec_cached(c, "BEGIN IMMEDIATE")).await?;
+                self.event(What::Begin);
+                Ok(Flow::Next)
+            }
+            Step::Commit => {
+                self.run.sql(Stmt::Commit, |c| store::exec_cached(c, "COMMIT")).await?;
+                self.event(What::Commit);
+                Ok(Flow::Next)
+            }
+            Step::Lookup => {
+                if self.key.is_none() {
+                    return Ok(Flow::Next);
+                }
+                match self.key_lookup().await? {
+                    None => {
+                        self.event(What::LookupMiss);
+                        Ok(Flow::Next)
+                    }
+                    Some(r) => self.on_hit(r).await,
+                }
+            }
+            Step::Claim => self.claim().await,
+            Step::InsertRow => {
+                let o = self.order.clone().expect("admitted");
+                let intent = self.intent.clone();
+                let now = self.world().now_ms();
+                let id = self
+                    .run
+                    .sql(Stmt::InsertRow, |c| store::insert_row(c, &o, &intent, now))
+                    .await?;
+                self.event(What::RowInserted { row: id });
+                self.row_id = Some(id);
+                self.response = Some(Response::new(201, o.created_body(id)));
+                Ok(Flow::Next)
+            }
+            Step::SaveResponse => {
+                let Some(resp) = self.response.clone() else {
+                    return Err(Failure::Error(Why::SaveBeforeInsert));
+                };
+                self.save(resp.status, &resp.body).await?;
+                Ok(Flow::Next)
+            }
+            Step::Effect => {
+                self.run.effect(&self.intent, self.effect_key()).await?;
+                Ok(Flow::Next)
+            }
+            Step::Outbox => {
+                let (intent, dedupe, now) =
+                    (self.intent.clone(), self.effect_key(), self.world().now_ms());
+                let id = self
+                    .run
+                    .sql(Stmt::Outbox, |c| store::insert_outbox(c, &intent, dedupe.as_deref(), now))
+                    .await?;
+                self.event(What::OutboxQueued { message: id });
+                Ok(Flow::Next)
+            }
+            Step::Point(p) => {
+                if self.run.point(p, &self.intent, || self.effect_key()).await? {
+                    self.drop_reply = true;
+                }
+                Ok(Flow::Next)
+            }
+        }
+    }
+
+    /// `claim`: insert an in-progress record if none exists; a conflict is answered like a
+    /// lookup hit, unless the record's lease expired and this request can take it over.
+    async fn claim(&mut self) -> Result<Flow, Failure> {
+        if self.key.is_none() {
+            return Ok(Flow::Next);
+        }
+        if self.key_claim().await? {
+            self.claimed = true;
+            self.event(What::Claimed);
+            return Ok(Flow::Next);
+        }
+        if self.key_policy().claim_conflict == ClaimConflict::Error {
+            self.event(What::ClaimUniqueFailed);
+            return Err(Failure::Error(Why::ClaimUnique));
+        }
+        match self.key_lookup().await? {
+            Some(rec) => {
+                let now = self.world().now_ms();
+                let expired = rec.state == RecordState::InProgress
+                    && rec.lease_until_ms.is_some_and(|l| l <= now);
+                if expired && rec.fingerprint == self.fingerprint && self.key_takeover(&rec).await?
+                {
+                    self.claimed = true;
+                    self.event(What::TookOver);
+                    return Ok(Flow::Next);
+                }
+                self.event(What::AlreadyClaimed);
+                self.on_hit(rec).await
+            }
+            None => {
+                self.event(What::ClaimGone);
+                Ok(Flow::Finish(Response::error(409, "request in progress")))
+            }
+        }
+    }
+
+    /// The key the effect receiver deduplicates this request's effect by (model's choice).
+    fn effect_key(&self) -> Option<String> {
+        match self.run.world.model.effect_dedupe {
+            EffectDedupe::None => None,
+            EffectDedupe::Key => {
+                self.key.as_ref().map(|s| format!("key:{}/{}/{}", s.user, s.operation, s.key))
+            }
+            EffectDedupe::Payload => self.order.as_ref().map(|o| {
+                let input = format!("{}|{}|{}", o.user, o.operation, o.canonical());
+                format!("payload:{}", http::sha256_hex(input.as_bytes()))
+            }),
+            EffectDedupe::Row => self.row_id.map(|id| format!("row:{id}")),
+        }
+    }
+
+    /// A stored record was found: replay, mismatch, or in flight.
+    async fn on_hit(&mut self, mut rec: KeyRecord) -> Result<Flow, Failure> {
+        let kp = self.key_policy().clone();
+        if rec.fingerprint != self.fingerprint {
+            self.event(What::Mismatch { status: kp.on_mismatch });
+            return Ok(Flow::Finish(Response::error(
+                kp.on_mismatch,
+                "Idempotency-Key reused with a different payload",
+            )));
+        }
+        if rec.state != RecordState::Done {
+            match kp.in_flight {
+                InFlight::Status(s) => {
+                    self.event(What::InFlight { status: s });
+                    return Ok(Flow::Finish(Response::error(
+                        s,
+                        "request with this Idempotency-Key in progress",
+                    )));
+                }
+                InFlight::Wait => match self.wait_for_original().await? {
+                    Some(done) => rec = done,
+                    None => {
+                        return Ok(Flow::Finish(Response::error(
+                            409,
+                            "request with this Idempotency-Key in progress",
+                        )));
+                    }
+                },
+            }
+        }
+        if let Replay::Status(s) = kp.replay {
+            self.event(What::HitCompleted { status: s });
+            return Ok(Flow::Finish(Response::error(
+                s,
+                "request with this Idempotency-Key already processed",
+            )));
+        }
+        let status = rec.status.unwrap_or(500) as u16;
+        self.event(What::Replayed { status });
+        let mut resp = Response::new(status, rec.response.unwrap_or_default());
+        resp.headers.push((kp.replay_marker.clone(), "true".into()));
+        Ok(Flow::Finish(resp))
+    }
+
+    /// `in_flight = "wait"`: poll the record every 10 ms up to the wait budget; the completed
+    /// record, or None (gone, or still in progress at the budget).
+    async fn wait_for_original(&mut self) -> Result<Option<KeyRecord>, Failure> {
+        self.event(What::WaitingForOriginal);
+        let mut waited = 0;
+        loop {
+            if waited >= self.world().wait_budget_ms {
+                return Ok(None);
+            }
+            sleep(Duration::from_millis(10)).await;
+            waited += 10;
+            match self.key_lookup().await? {
+                Some(r) if r.state == RecordState::Done => return Ok(Some(r)),
+                Some(_) => {}
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Record (status, body) under the key: complete our claim, or insert a new record.
+    async fn save(&mut self, status: u16, body: &str) -> Result<(), Failure> {
+        if self.key.is_none() {
+            return Ok(());
+        }
+        if self.claimed {
+            if self.key_complete(status, body).await? == 0 {
+                let fencing = self.key_policy().fencing;
+                self.event(What::SaveRefused { fencing });
+                return Err(Failure::Error(Why::SaveRefused { fencing }));
+            }
+            self.event(What::ClaimCompleted { status });
+            self.completed = true;
+        } else {
+            self.key_insert(Stmt::SaveResponse, self.new_record(Some((status, body))), false)
+                .await?;
+            self.event(What::Stored { status });
+        }
+        Ok(())
+    }
+
+    /// The error path: roll back if the model says so, record the error if the model stores
+    /// all outcomes, answer 503 (busy) or 500.
+    async fn fail(&mut self, f: Failure) -> Response {
+        let model = self.run.world.model.clone();
+        if model.on_error.rollback && !self.run.conn.is_autocommit() {
+            let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
+            self.event(What::Rollback);
+        }
+        let resp = match f {
+            Failure::Busy => Response::error(503, "database busy, safe to retry"),
+            Failure::Error(why) => {
+                self.event(What::Failed { why: why.to_string() });
+                Response::error(500, "internal error")
+            }
+            Failure::Bound => Response::error(500, "internal error"),
+        };
+        if model.store_outcomes == StoreOutcomes::All && self.claimed && !self.completed {
+            let _ = self.save(resp.status, &resp.body.clone()).await;
+        } else if model.on_error.release_claim
+            && self.claimed
+            && !self.completed
+            && let Ok(n) = self.key_release().await
+        {
+            self.event(What::ClaimReleased { n });
+        }
+        resp
+    }
+
+    // ---- key records, in the model's store ----
+
+    fn scope(&self) -> Scope {
+        self.key.clone().expect("key present")
+    }
+
+    fn store_kind(&self) -> KeyStore {
+        self.run.world.model.key.as_ref().map(|k| k.store).unwrap_or(KeyStore::Sqlite)
+    }
+
+    /// Run `f` on the map that holds this request's records. For the cache that is a network
+    /// round trip (it yields the event loop and takes time) and expired records are dropped
+    /// first (recorded as collected); for process memory it is immediate.
+    async fn on_map<T>(&self, f: impl FnOnce(&mut BTreeMap<Scope, KeyRecord>) -> T) -> T {
+        let kp = self.key_policy();
+        if kp.store == KeyStore::Cache {
+            self.run.release_loop();
+            let (lo, hi) = kp.store_latency_ms;
+            let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
+            sleep(Duration::from_millis(ms.max(1))).await;
+        }
+        let now = self.world().now_ms();
+        let mut st = self.world().lock();
+        let st = &mut *st;
+        match kp.store {
+            KeyStore::Cache => {
+                if let Some(ttl) = kp.retention_ms {
+                    keystore::map_expire(&mut st.cache, ttl, now, &mut st.collected);
+                }
+                f(&mut st.cache)
+            }
+            _ => f(&mut st.processes[self.run.idx].memory),
+        }
+    }
+
+    async fn key_lookup(&self) -> Result<Option<KeyRecord>, Failure> {
+        let s = self.scope();
+        if self.store_kind() != KeyStore::Sqlite {
+            return Ok(self.on_map(|m| keystore::map_lookup(m, &s)).await);
+        }
+        self.run.sql(Stmt::Lookup, |c| keystore::sql_lookup(c, &s)).await
+    }
+
+    /// A new record for this request, in progress (a claim) or done (a saved response).
+    fn new_record(&self, done: Option<(u16, &str)>) -> KeyRecord {
+        let now = self.world().now_ms();
+        let lease = self.key_policy().lease_ms;
+        KeyRecord {
+            fingerprint: self.fingerprint.clone(),
+            status: done.map(|d| d.0 as i64),
+            response: done.map(|d| d.1.to_string()),
+            state: if done.is_some() { RecordState::Done } else { RecordState::InProgress },
+            created_ms: now,
+            lease_until_ms: if done.is_none() { lease.map(|l| now + l) } else { None },
+            token: Some(self.run.id),
+            intent: self.intent.clone(),
+        }
+    }
+
+    async fn key_insert(&self, stmt: Stmt, rec: KeyRecord, claim: bool) -> Result<bool, Failure> {
+        let s = self.scope();
+        if self.store_kind() != KeyStore::Sqlite {
+            return Ok(self.on_map(|m| keystore::map_insert(m, &s, rec, claim)).await);
+        }
+        self.run.sql(stmt, |c| keystore::sql_insert(c, &s, &rec, claim)).await
+    }
+
+    /// Insert this request's in-progress claim if no record exists. `true`: claimed.
+    async fn key_claim(&self) -> Result<bool, Failure> {
+        self.key_insert(Stmt::Claim, self.new_record(None), true).await
+    }
+
+    /// Take over an in-progress claim whose lease has expired (compare-and-set on its token).
+    async fn key_takeover(&self, old: &KeyRecord) -> Result<bool, Failure> {
+        let now = self.world().now_ms();
+        let lease = self.key_policy().lease_ms.unwrap_or(0);
+        let t =
+            Takeover { me: self.run.id, until_ms: now + lease, now_ms: now, old_token: old.token };
+        let s = self.scope();
+        if self.store_kind() != KeyStore::Sqlite {
+            return Ok(self.on_map(|m| keystore::map_takeover(m, &s, t)).await);
+        }
+        self.run.sql(Stmt::Claim, |c| keystore::sql_takeover(c, &s, t)).await
+    }
+
+    /// Complete this request's claim with its outcome. With fencing, only while this request
+    /// still owns the claim. Returns the number of records updated.
+    async fn key_complete(&self, status: u16, body: &str) -> Result<usize, Failure> {
+        let fencing = self.key_policy().fencing;
+        let (me, s) = (self.run.id, self.scope());
+        if self.store_kind() != KeyStore::Sqlite {
+            let rec = self.new_record(Some((status, body)));
+            return Ok(self.on_map(|m| keystore::map_complete(m, &s, rec, fencing, me)).await);
+        }
+        self.run
+            .sql(Stmt::SaveResponse, |c| keystore::sql_complete(c, &s, status, body, fencing, me))
+            .await
+    }
+
+    /// Delete this request's own in-progress claim (on error, so a retry can run).
+    async fn key_release(&self) -> Result<usize, Failure> {
+        let (me, s) = (self.run.id, self.scope());
+        if self.store_kind() != KeyStore::Sqlite {
+            return Ok(self.on_map(|m| keystore::map_release(m, &s, me)).await);
+        }
+        self.run.sql(Stmt::ReleaseClaim, |c| keystore::sql_release(c, &s, me)).await
+    }
+}

@@ -1,0 +1,309 @@
+//! Key-record operations, each written twice side by side: once for the SQLite `keys` table
+//! (`sql_*`, transactional and shared by every process) and once for an in-memory map
+//! (`map_*`, the TTL cache and process memory, which differ only in round trips and expiry).
+//! Plain functions: no awaits, no simulated time of their own. The step interpreter
+//! (`exec.rs`) picks the store, waits out locks and pays the round trips.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::store::{self, RECORD_COLUMNS};
+use crate::report::{KeyRecord, RecordState, Scope};
+
+/// A parameter for an optional integer column.
+fn opt_i64(v: Option<u64>) -> Option<i64> {
+    v.map(|v| v as i64)
+}
+
+/// The record under `scope`, if any.
+pub(crate) fn sql_lookup(c: &Connection, s: &Scope) -> rusqlite::Result<Option<KeyRecord>> {
+    let sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3"
+    );
+    c.prepare_cached(&sql)?
+        .query_row(params![s.user, s.operation, s.key], |r| store::record_from_row(r, 0))
+        .optional()
+}
+
+pub(crate) fn map_lookup(m: &BTreeMap<Scope, KeyRecord>, s: &Scope) -> Option<KeyRecord> {
+    m.get(s).cloned()
+}
+
+/// Insert `rec` under `scope`. A claim (`claim`) only succeeds if no record exists (`false`
+/// otherwise: SQLite's unique key, the cache's `SET NX`). Without a claim, SQLite's
+/// primary-key clash is an error, while a map overwrites (`SET`: the last writer wins).
+pub(crate) fn sql_insert(
+    c: &Connection,
+    s: &Scope,
+    rec: &KeyRecord,
+    claim: bool,
+) -> rusqlite::Result<bool> {
+    c.prepare_cached(
+        "INSERT INTO keys(user, operation, key, fingerprint, status, response, state, created_ms,
+                          lease_until_ms, token, intent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        s.user,
+        s.operation,
+        s.key,
+        rec.fingerprint,
+        rec.status,
+        rec.response,
+        rec.state.as_str(),
+        rec.created_ms as i64,
+        opt_i64(rec.lease_until_ms),
+        opt_i64(rec.token),
+        rec.intent
+    ])
+    .map(|_| true)
+    .or_else(|e| if claim && store::is_constraint(&e) { Ok(false) } else { Err(e) })
+}
+
+pub(crate) fn map_insert(
+    m: &mut BTreeMap<Scope, KeyRecord>,
+    s: &Scope,
+    rec: KeyRecord,
+    claim: bool,
+) -> bool {
+    if claim && m.contains_key(s) {
+        return false;
+    }
+    m.insert(s.clone(), rec);
+    true
+}
+
+/// A takeover of an in-progress claim whose lease expired: who takes it, until when, the
+/// current time and the token of the claim being taken over (compare-and-set on it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Takeover {
+    pub me: u64,
+    pub until_ms: u64,
+    pub now_ms: u64,
+    pub old_token: Option<u64>,
+}
+
+pub(crate) fn sql_takeover(c: &Connection, s: &Scope, t: Takeover) -> rusqlite::Result<bool> {
+    let n = c
+        .prepare_cached(
+            "UPDATE keys SET token = ?4, lease_until_ms = ?5
+             WHERE user = ?1 AND operation = ?2 AND key = ?3 AND state = 'in-progress'
+               AND lease_until_ms <= ?6 AND token IS ?7",
+        )?
+        .execute(params![
+            s.user,
+            s.operation,
+            s.key,
+            t.me as i64,
+            t.until_ms as i64,
+            t.now_ms as i64,
+            opt_i64(t.old_token)
+        ])?;
+    Ok(n == 1)
+}
+
+pub(crate) fn map_takeover(m: &mut BTreeMap<Scope, KeyRecord>, s: &Scope, t: Takeover) -> bool {
+    match m.get_mut(s) {
+        Some(r)
+            if r.state == RecordState::InProgress
+                && r.lease_until_ms.is_some_and(|l| l <= t.now_ms)
+                && r.token == t.old_token =>
+        {
+            r.token = Some(t.me);
+            r.lease_until_ms = Some(t.until_ms);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Complete a claim with its outcome; with `fencing`, only while `me` still owns it. Returns
+/// the number of records updated. SQLite updates the existing record only.
+pub(crate) fn sql_complete(
+    c: &Connection,
+    s: &Scope,
+    status: u16,
+    body: &str,
+    fencing: bool,
+    me: u64,
+) -> rusqlite::Result<usize> {
+    let sql = if fencing {
+        "UPDATE keys SET status = ?4, response = ?5, state = 'done', lease_until_ms = NULL
+         WHERE user = ?1 AND operation = ?2 AND key = ?3 AND state = 'in-progress' AND token = ?6"
+    } else {
+        "UPDATE keys SET status = ?4, response = ?5, state = 'done', lease_until_ms = NULL
+         WHERE user = ?1 AND operation = ?2 AND key = ?3 AND ?6 = ?6"
+    };
+    c.prepare_cached(sql)?.execute(params![s.user, s.operation, s.key, status, body, me as i64])
+}
+
+/// The map version is a cache's `SET key value EX ttl` (a compare-and-set script with
+/// fencing): without fencing it writes even when the claim is gone, keeping the claim's
+/// creation time and intent when there is one.
+pub(crate) fn map_complete(
+    m: &mut BTreeMap<Scope, KeyRecord>,
+    s: &Scope,
+    mut rec: KeyRecord,
+    fencing: bool,
+    me: u64,
+) -> usize {
+    match m.get(s) {
+        Some(r) if fencing && !(r.state == RecordState::InProgress && r.token == Some(me)) => 0,
+        None if fencing => 0,
+        old => {
+            if let Some(r) = old {
+                rec.created_ms = r.created_ms;
+                rec.intent = r.intent.clone();
+            }
+            m.insert(s.clone(), rec);
+            1
+        }
+    }
+}
+
+/// Delete `me`'s own in-progress claim (on error, so a retry can run).
+pub(crate) fn sql_release(c: &Connection, s: &Scope, me: u64) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "DELETE FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3
+           AND state = 'in-progress' AND token = ?4",
+    )?
+    .execute(params![s.user, s.operation, s.key, me as i64])
+}
+
+pub(crate) fn map_release(m: &mut BTreeMap<Scope, KeyRecord>, s: &Scope, me: u64) -> usize {
+    match m.get(s) {
+        Some(r) if r.state == RecordState::InProgress && r.token == Some(me) => {
+            m.remove(s);
+            1
+        }
+        _ => 0,
+    }
+}
+
+/// Delete the stored keys created at or before `cutoff_ms` (all of them: None) in one
+/// transaction; returns their intents, so that the oracle knows every collected key.
+pub(crate) fn sql_collect(c: &Connection, cutoff_ms: Option<u64>) -> rusqlite::Result<Vec<String>> {
+    let cutoff = cutoff_ms.map_or(i64::MAX, |c| c as i64);
+    let tx = c.unchecked_transaction()?;
+    let intents = tx
+        .prepare_cached(
+            "SELECT intent FROM keys WHERE created_ms <= ?1 ORDER BY user, operation, key",
+        )?
+        .query_map([cutoff], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    tx.execute("DELETE FROM keys WHERE created_ms <= ?1", [cutoff])?;
+    tx.commit()?;
+    Ok(intents)
+}
+
+/// Drop the records of a TTL map that expired at `now_ms`, appending (intent, now) of each
+/// to `collected`.
+pub(crate) fn map_expire(
+    m: &mut BTreeMap<Scope, KeyRecord>,
+    ttl_ms: u64,
+    now_ms: u64,
+    collected: &mut Vec<(String, u64)>,
+) {
+    m.retain(|_, r| {
+        let live = r.created_ms + ttl_ms > now_ms;
+        if !live {
+            collected.push((r.intent.clone(), now_ms));
+        }
+        live
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    //! Parity: each operation gives the same answer on SQLite and on a map, where the two are
+    //! meant to agree.
+    use super::*;
+
+    fn scope(k: &str) -> Scope {
+        Scope { user: "u1".into(), operation: "order.create".into(), key: k.into() }
+    }
+
+    fn rec(state: RecordState, token: u64, lease: Option<u64>) -> KeyRecord {
+        KeyRecord {
+            fingerprint: "f".into(),
+            status: (state == RecordState::Done).then_some(201),
+            response: (state == RecordState::Done).then(|| "{}".into()),
+            state,
+            created_ms: 5,
+            lease_until_ms: lease,
+            token: Some(token),
+            intent: "i".into(),
+        }
+    }
+
+    fn db() -> (Connection, BTreeMap<Scope, KeyRecord>) {
+        let (_, c) = store::new_database().unwrap();
+        (c, BTreeMap::new())
+    }
+
+    #[test]
+    fn claim_lookup_complete_release_agree() {
+        let (c, mut m) = db();
+        let s = scope("k1");
+        let claim = rec(RecordState::InProgress, 7, Some(100));
+        assert!(sql_insert(&c, &s, &claim, true).unwrap());
+        assert!(map_insert(&mut m, &s, claim.clone(), true));
+        // A second claim loses on both.
+        assert!(!sql_insert(&c, &s, &rec(RecordState::InProgress, 8, None), true).unwrap());
+        assert!(!map_insert(&mut m, &s, rec(RecordState::InProgress, 8, None), true));
+        assert_eq!(sql_lookup(&c, &s).unwrap(), map_lookup(&m, &s));
+        // Only the owner releases.
+        assert_eq!(sql_release(&c, &s, 8).unwrap(), map_release(&mut m, &s, 8));
+        // Takeover before the lease ends fails, after it succeeds, once.
+        let early = Takeover { me: 9, until_ms: 300, now_ms: 50, old_token: Some(7) };
+        assert_eq!(sql_takeover(&c, &s, early).unwrap(), map_takeover(&mut m, &s, early));
+        let late = Takeover { now_ms: 150, ..early };
+        assert!(sql_takeover(&c, &s, late).unwrap());
+        assert!(map_takeover(&mut m, &s, late));
+        assert!(!sql_takeover(&c, &s, late).unwrap());
+        assert!(!map_takeover(&mut m, &s, late));
+        assert_eq!(sql_lookup(&c, &s).unwrap(), map_lookup(&m, &s));
+        // With fencing, the stale owner's completion is refused; the new owner's accepted.
+        let done = rec(RecordState::Done, 9, None);
+        assert_eq!(sql_complete(&c, &s, 201, "{}", true, 7).unwrap(), 0);
+        assert_eq!(map_complete(&mut m, &s, done.clone(), true, 7), 0);
+        assert_eq!(sql_complete(&c, &s, 201, "{}", true, 9).unwrap(), 1);
+        assert_eq!(map_complete(&mut m, &s, done, true, 9), 1);
+        let (a, b) = (sql_lookup(&c, &s).unwrap().unwrap(), map_lookup(&m, &s).unwrap());
+        assert_eq!((a.state, a.status, a.created_ms), (b.state, b.status, b.created_ms));
+        // A done record is not released.
+        assert_eq!(sql_release(&c, &s, 9).unwrap(), map_release(&mut m, &s, 9));
+        assert_eq!(sql_release(&c, &s, 9).unwrap(), 0);
+    }
+
+    #[test]
+    fn completion_without_a_claim_differs_by_design() {
+        // SQLite's UPDATE finds nothing; a cache SET writes the record anyway.
+        let (c, mut m) = db();
+        let s = scope("gone");
+        assert_eq!(sql_complete(&c, &s, 201, "{}", false, 1).unwrap(), 0);
+        assert_eq!(map_complete(&mut m, &s, rec(RecordState::Done, 1, None), false, 1), 1);
+        // A plain insert over an existing record: SQLite refuses, a map overwrites.
+        let done = rec(RecordState::Done, 2, None);
+        assert!(sql_insert(&c, &s, &done, false).unwrap());
+        assert!(sql_insert(&c, &s, &done, false).is_err());
+        assert!(map_insert(&mut m, &s, done, false));
+    }
+
+    #[test]
+    fn collection_and_expiry_report_intents() {
+        let (c, mut m) = db();
+        for (k, created) in [("a", 5), ("b", 50)] {
+            let r = KeyRecord { created_ms: created, ..rec(RecordState::Done, 1, None) };
+            sql_insert(&c, &scope(k), &r, false).unwrap();
+            map_insert(&mut m, &scope(k), r, false);
+        }
+        assert_eq!(sql_collect(&c, Some(10)).unwrap(), vec!["i".to_string()]);
+        let mut collected = vec![];
+        map_expire(&mut m, 20, 30, &mut collected);
+        assert_eq!(collected, vec![("i".to_string(), 30)]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(sql_collect(&c, None).unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,257 @@
+//! One run's simulated world: the only code that imports madsim or rusqlite.
+//!
+//! One run = one seed = one madsim runtime: client nodes, server process nodes, an effect
+//! receiver, a control node (actions, restarts, partitions, the key collector), the simulated
+//! network and clock, and one real SQLite database. [`simulate`] builds the world, drives it to
+//! quiescence or a bound, kills every node and returns what it observed as plain data
+//! ([`Observation`]) and, when asked, the typed event history. Judging happens outside.
+
+mod client;
+mod control;
+mod exec;
+mod keystore;
+mod net;
+mod server;
+mod shared;
+mod store;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use madsim::runtime::{Handle, Runtime};
+use madsim::task::NodeId;
+use madsim::time::{Instant, sleep};
+
+use self::shared::{Latch, ProcessState, Recorder, State, World, client_ip, receiver_addr};
+use crate::history::{History, Legend, Node, What};
+use crate::model::{Model, Step};
+use crate::report::{KeyRecord, Observation, RequestReport};
+use crate::scenario::Sim;
+
+/// A run could not be carried out (the harness's own database failed). Violations and failed
+/// expectations are not errors: they are in the observation.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("SQLite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// What one simulation gives back.
+pub struct Simulated {
+    pub observation: Observation,
+    /// The typed event history, when asked for (it is always hashed).
+    pub history: Option<History>,
+}
+
+/// Run one seed of one sim against one model; `keep_history` keeps the typed events.
+pub fn simulate(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    keep_history: bool,
+) -> Result<Simulated, RunError> {
+    let db_uri = store::fresh_run_database()?;
+    let mut cfg = madsim::Config::default();
+    let (lo, hi) = sim.world.latency_ms;
+    cfg.net.send_latency = Duration::from_millis(lo)..Duration::from_millis(hi);
+    let rt = Runtime::with_seed_and_config(seed, cfg);
+
+    let names: Vec<String> = sim
+        .requests
+        .iter()
+        .map(|r| r.id.clone())
+        .chain(sim.actions.iter().map(|a| a.id.clone()))
+        .collect();
+    let outcomes = sim
+        .requests
+        .iter()
+        .map(|r| RequestReport {
+            id: r.id.clone(),
+            intent: r.intent.clone(),
+            copies: vec![Vec::new(); r.copies as usize],
+            rows_after: None,
+            keys_after: None,
+            finished: false,
+        })
+        .collect();
+    let state = State {
+        history: Recorder { keep: keep_history, ..Default::default() },
+        inject_fired: vec![0; sim.injects.len()],
+        outcomes,
+        next_tag: 1000,
+        processes: (0..sim.world.processes).map(|_| ProcessState::default()).collect(),
+        done: names.iter().map(|_| Latch::default()).collect(),
+        ..Default::default()
+    };
+
+    let world = rt.block_on({
+        let (sim, model) = (sim.clone(), model.clone());
+        async move {
+            let world = Arc::new(World {
+                wait_budget_ms: sim.world.wait_budget_ms.unwrap_or(model.wait_budget_ms),
+                sim,
+                model,
+                db_uri,
+                start: Instant::now(),
+                state: Mutex::new(state),
+                control: Mutex::new(None),
+                server_nodes: Mutex::new(vec![]),
+                names,
+            });
+            supervise(world.clone()).await;
+            world
+        }
+    });
+    // Every node was killed at the end of `supervise`, and dropping the runtime drops what is
+    // left: connections have rolled back and gone back to the pool, as if every process
+    // stopped. Then the observer reads the final state.
+    drop(rt);
+    // The control node's handle lives in the world; drop it so no task keeps the world alive.
+    world.control.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let rows = store::with_observer(store::read_rows)?;
+    let mut keys = store::with_observer(store::read_keys)?;
+    let st = std::mem::take(&mut *world.lock());
+    let h = st.history;
+    // Keys held outside SQLite (a TTL cache, process memory) as the judges see them: cache
+    // records still alive at the end, and what each process's memory holds (a restart has
+    // emptied it).
+    let end_ms = h.last_t_us / 1000;
+    let ttl = world.model.key.as_ref().and_then(|k| k.retention_ms);
+    let live = |r: &KeyRecord| ttl.is_none_or(|ttl| r.created_ms + ttl > end_ms);
+    keys.extend(st.cache.into_iter().filter(|(_, r)| live(r)));
+    keys.extend(st.processes.into_iter().flat_map(|p| p.memory));
+    let observation = Observation {
+        requests: st.outcomes,
+        rows,
+        keys,
+        effect_log: st.effect_log,
+        deliveries: st.deliveries,
+        collected: st.collected,
+        bounds_hit: st.bounds_hit,
+        end_us: h.last_t_us,
+        events: h.count,
+        trace_hash: h.hasher.0,
+    };
+    let history = keep_history.then(|| History { events: h.events, legend: legend(sim) });
+    Ok(Simulated { observation, history })
+}
+
+/// The names the history's events refer to.
+fn legend(sim: &Sim) -> Legend {
+    Legend {
+        requests: sim.requests.iter().map(|r| (r.id.clone(), r.copies)).collect(),
+        actions: sim.actions.iter().map(|a| a.id.clone()).collect(),
+    }
+}
+
+/// The supervisor: builds the nodes, starts clients and actions, waits for quiescence.
+async fn supervise(world: Arc<World>) {
+    let h = Handle::current();
+    let mut nodes: Vec<NodeId> = Vec::new();
+    supervise_nodes(&world, &h, &mut nodes).await;
+    // Stop every node: its tasks are dropped at the executor's next pass (open transactions roll
+    // back, connections return to the pool). Without this, madsim leaves waiting tasks alive
+    // forever (the runtime has no Drop that cancels them) and every run would leak its world.
+    for id in nodes {
+        h.kill(id);
+    }
+    sleep(Duration::from_millis(1)).await;
+}
+
+async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>) {
+    let control = h.create_node().name("control").ip("10.0.0.2".parse().unwrap()).build();
+    nodes.push(control.id());
+    *world.control.lock().unwrap() = Some(control.clone());
+    {
+        let w = world.clone();
+        let r = h
+            .create_node()
+            .name("receiver")
+            .ip(receiver_addr().ip())
+            .init(move || server::receiver_main(w.clone()))
+            .build();
+        nodes.push(r.id());
+    }
+    for i in 0..world.sim.world.processes {
+        let w = world.clone();
+        let node = h
+            .create_node()
+            .name(format!("server-{}", i + 1))
+            .ip(shared::server_addr(i).ip())
+            .init(move || server::process_main(w.clone(), i))
+            .build();
+        world.server_nodes.lock().unwrap().push(node.id());
+        nodes.push(node.id());
+    }
+    for (i, a) in world.sim.actions.iter().enumerate() {
+        world.lock().actions_running += 1;
+        let (w, kind) = (world.clone(), a.kind.clone());
+        // The action holds a (Send, !Sync) connection across awaits: run it as a local task.
+        control.spawn(async move {
+            madsim::task::spawn_local(control::run_action(w, i, kind));
+        });
+    }
+    if let (Some(every), Some(retention)) =
+        (world.sim.faults.gc_every_ms, world.model.key.as_ref().and_then(|k| k.retention_ms))
+    {
+        let w = world.clone();
+        control.spawn(async move {
+            madsim::task::spawn_local(control::collector(w, every, retention));
+        });
+    }
+    for p in world.sim.faults.partitions.clone() {
+        control.spawn(control::partition(world.clone(), p));
+    }
+    let mut clients = Vec::new();
+    for i in 0..world.sim.requests.len() {
+        let node = h
+            .create_node()
+            .name(format!("client-{}", world.sim.requests[i].id))
+            .ip(client_ip(i))
+            .build();
+        nodes.push(node.id());
+        clients.push(node.spawn(client::run_request(world.clone(), i)));
+    }
+
+    let limit = Duration::from_millis(world.sim.world.time_limit_ms);
+    let all_clients = async {
+        for c in clients {
+            let _ = c.await;
+        }
+    };
+    if madsim::time::timeout(limit, all_clients).await.is_err() {
+        world.bound_hit(format!(
+            "time-limit: clients not finished after {} ms of simulated time",
+            limit.as_millis()
+        ));
+        return;
+    }
+    // Quiescence: no request handler or action still running on any node.
+    loop {
+        let busy = {
+            let st = world.lock();
+            st.handlers_in_flight + st.actions_running
+        } as u64
+            + outbox_pending(world);
+        if busy == 0 {
+            break;
+        }
+        if Instant::now().duration_since(world.start) >= limit {
+            world.bound_hit(format!(
+                "time-limit: server work still running after {} ms of simulated time",
+                limit.as_millis()
+            ));
+            break;
+        }
+        sleep(Duration::from_millis(10)).await;
+    }
+    world.emit(Node::Control, None, What::Quiescent);
+}
+
+/// Outbox rows not yet delivered (0 when the model has no outbox or the table is locked).
+fn outbox_pending(world: &World) -> u64 {
+    if !world.model.program.contains(&Step::Outbox) {
+        return 0;
+    }
+    store::with_observer(store::count_unsent).unwrap_or(1)
+}

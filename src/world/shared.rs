@@ -1,0 +1,213 @@
+//! What every node of one run can reach: the [`World`] handle (the sim, the model, the clock,
+//! the run's database) and its mutable [`State`], owned in named parts. Also the addresses
+//! and message tags of the simulated network, and the one rule for drawing a fault decision.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::Hash;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
+
+use madsim::rand::Rng;
+use madsim::runtime::NodeHandle;
+use madsim::task::NodeId;
+use madsim::time::Instant;
+
+use crate::history::{Actor, Event, Node, TraceHasher, What};
+use crate::model::Model;
+use crate::report::{AttemptOutcome, KeyRecord, RequestReport, Scope};
+use crate::scenario::{Route, Sim};
+
+pub(crate) const REQ_TAG: u64 = 1;
+pub(crate) const EFFECT_TAG: u64 = 2;
+pub(crate) const SERVER_PORT: u16 = 80;
+
+pub(crate) fn server_addr(i: usize) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 1, i as u8 + 1)), SERVER_PORT)
+}
+
+pub(crate) fn client_ip(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, 2 + (i / 250) as u8, (i % 250) as u8 + 1))
+}
+
+pub(crate) fn receiver_addr() -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 80)
+}
+
+/// Draw one fault decision from the seed. Rates of 0 draw nothing, so adding a fault kind to
+/// a sim does not perturb the schedules of sims without it.
+pub(crate) fn chance(rate: f64) -> bool {
+    rate > 0.0 && (rate >= 1.0 || madsim::rand::thread_rng().gen_bool(rate))
+}
+
+/// A server process as the rest of the world sees it.
+#[derive(Default)]
+pub(crate) struct ProcessState {
+    /// Which execution holds the process's event loop (a synchronous driver), and who waits
+    /// for it, in order.
+    pub loop_holder: Option<u64>,
+    pub loop_waiters: Vec<Waker>,
+    /// A crash is under way (the process is going down, restart pending).
+    pub crashing: bool,
+    /// The process-memory key store (lost on restart).
+    pub memory: BTreeMap<Scope, KeyRecord>,
+}
+
+/// A request or action that others may wait for (`after`, `until`).
+#[derive(Default)]
+pub(crate) struct Latch {
+    pub done: bool,
+    pub waiters: Vec<Waker>,
+}
+
+/// The history as it is being recorded: always hashed, kept only when asked for.
+#[derive(Default)]
+pub(crate) struct Recorder {
+    pub keep: bool,
+    pub events: Vec<Event>,
+    pub hasher: TraceHasher,
+    pub count: usize,
+    pub last_t_us: u64,
+}
+
+/// Mutable state of a run, shared by every node (one thread: the lock is never contended).
+#[derive(Default)]
+pub(crate) struct State {
+    pub history: Recorder,
+    /// Times each `[[inject]]` fired.
+    pub inject_fired: Vec<u32>,
+    /// What the clients saw, per request.
+    pub outcomes: Vec<RequestReport>,
+    /// Server steps executed (bounded by `max_steps`).
+    pub steps: u64,
+    pub handlers_in_flight: u32,
+    pub actions_running: u32,
+    pub bounds_hit: Vec<String>,
+    pub next_tag: u64,
+    /// (intent, ms) of every effect the receiver counted (after dedupe), in order.
+    pub effect_log: Vec<(String, u64)>,
+    /// (intent, ms) of every key deleted by the collector, expiry or a delete-keys action.
+    pub collected: Vec<(String, u64)>,
+    /// The TTL cache key store, shared by all processes.
+    pub cache: BTreeMap<Scope, KeyRecord>,
+    /// Every delivery the effect receiver got (before deduplication).
+    pub deliveries: u64,
+    /// Dedupe keys the receiver has seen.
+    pub dedupe_seen: BTreeSet<String>,
+    pub processes: Vec<ProcessState>,
+    /// Per request then action (the index into [`World::names`]).
+    pub done: Vec<Latch>,
+}
+
+/// Everything a node of the run can reach.
+pub(crate) struct World {
+    pub sim: Arc<Sim>,
+    pub model: Arc<Model>,
+    pub db_uri: String,
+    pub wait_budget_ms: u64,
+    pub start: Instant,
+    pub state: Mutex<State>,
+    pub control: Mutex<Option<NodeHandle>>,
+    pub server_nodes: Mutex<Vec<NodeId>>,
+    /// Ids of requests then actions (the index into `State::done`).
+    pub names: Vec<String>,
+}
+
+impl World {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Simulated time since the run started.
+    pub fn now_us(&self) -> u64 {
+        Instant::now().duration_since(self.start).as_micros() as u64
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.now_us() / 1000
+    }
+
+    /// Simulated time in fractional milliseconds (for attempt outcomes).
+    pub fn now_ms_f(&self) -> f64 {
+        self.now_us() as f64 / 1000.0
+    }
+
+    /// Record an event in the history at the current time.
+    pub fn emit(&self, node: Node, who: Option<Actor>, what: What) {
+        let t_us = self.now_us();
+        let e = Event { t_us, node, who, what };
+        let mut st = self.lock();
+        let h = &mut st.history;
+        e.hash(&mut h.hasher);
+        h.count += 1;
+        h.last_t_us = t_us;
+        if h.keep {
+            h.events.push(e);
+        }
+    }
+
+    pub fn bound_hit(&self, what: String) {
+        let mut st = self.lock();
+        if !st.bounds_hit.contains(&what) {
+            st.bounds_hit.push(what);
+        }
+    }
+
+    pub fn next_tag(&self) -> u64 {
+        let mut st = self.lock();
+        st.next_tag += 1;
+        st.next_tag
+    }
+
+    fn index_of(&self, name: &str) -> usize {
+        self.names.iter().position(|n| n == name).expect("ids are checked at load")
+    }
+
+    /// Wait until every named request or action has finished.
+    ///
+    /// Hand-written rather than tokio's `watch`: tokio picks a notify shard with a thread-local
+    /// RNG seeded from the OS, which made wake-up order (and so the schedule) vary between runs.
+    pub async fn wait_for(&self, names: &[String]) {
+        for n in names {
+            let i = self.index_of(n);
+            std::future::poll_fn(|cx| {
+                let mut st = self.lock();
+                if st.done[i].done {
+                    Poll::Ready(())
+                } else {
+                    st.done[i].waiters.push(cx.waker().clone());
+                    Poll::Pending
+                }
+            })
+            .await;
+        }
+    }
+
+    /// Mark a request or action finished and wake its waiters, in the order they waited.
+    pub fn mark_done(&self, name: &str) {
+        let i = self.index_of(name);
+        let wakers = {
+            let mut st = self.lock();
+            st.done[i].done = true;
+            std::mem::take(&mut st.done[i].waiters)
+        };
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Which server process a copy's attempt goes to.
+    pub fn route(&self, req: usize, copy: u32) -> usize {
+        let n = self.sim.world.processes;
+        match self.sim.requests[req].route {
+            Route::Fixed(i) => i,
+            Route::Alternate => copy as usize % n,
+            Route::Random => madsim::rand::thread_rng().gen_range(0..n),
+        }
+    }
+
+    /// Record a finished attempt.
+    pub fn record_attempt(&self, req: usize, copy: u32, a: AttemptOutcome) {
+        self.lock().outcomes[req].copies[copy as usize].push(a);
+    }
+}

@@ -1,0 +1,178 @@
+//! Tidy checks (rust-analyzer style): the architecture's rules, read from the source text.
+//! - only `src/world/` uses madsim or rusqlite;
+//! - the leaves (`report`, `history`, `http`, `input`) import nothing from the crate;
+//! - the judges (`expect`, `oracle`) see only the sim, the model and the observation;
+//! - the top-level modules form no cycle;
+//! - `ARCHITECTURE.md` names every source file.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn src() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The file's code without comments (line comments and doc comments).
+fn code(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|l| match l.find("//") {
+            // A `//` inside a string literal is rare in this code base; good enough for a lint.
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The top-level module a file belongs to: `world` for `src/world/exec.rs`, `cli` for
+/// `src/cli.rs`; None for `lib.rs` and `main.rs`.
+fn module_of(path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(src()).unwrap();
+    let first = rel.components().next()?.as_os_str().to_string_lossy().into_owned();
+    let name = first.trim_end_matches(".rs").to_string();
+    (name != "lib" && name != "main").then_some(name)
+}
+
+/// Top-level module → the top-level modules it uses (`crate::x`).
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let Some(m) = module_of(f) else { continue };
+        let deps = g.entry(m.clone()).or_default();
+        let text = code(f);
+        for (i, _) in text.match_indices("crate::") {
+            let rest = &text[i + "crate::".len()..];
+            if let Some(used) = rest.strip_prefix('{') {
+                // `use crate::{a, b::c}`: every first segment inside the braces.
+                let inner = &used[..used.find('}').unwrap_or(used.len())];
+                for part in inner.split(',') {
+                    let name: String = part
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() && name != m {
+                        deps.insert(name);
+                    }
+                }
+            } else {
+                let name: String =
+                    rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if !name.is_empty() && name != m {
+                    deps.insert(name);
+                }
+            }
+        }
+    }
+    g
+}
+
+#[test]
+fn only_the_world_uses_madsim_and_sqlite() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let world = src().join("world");
+    let mut offenders = Vec::new();
+    for f in &files {
+        if f.starts_with(&world) {
+            continue;
+        }
+        let text = code(f);
+        for needle in ["madsim::", "rusqlite::", "use madsim", "use rusqlite"] {
+            if text.contains(needle) {
+                offenders.push(format!("{}: {needle}", f.display()));
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "madsim/rusqlite outside src/world/: {offenders:#?}");
+}
+
+#[test]
+fn leaves_import_nothing_from_the_crate() {
+    let g = graph();
+    for leaf in ["report", "history", "http", "input"] {
+        let deps = &g[leaf];
+        assert!(deps.is_empty(), "{leaf} must be a leaf, uses {deps:?}");
+    }
+}
+
+#[test]
+fn judges_see_only_sim_model_and_observation() {
+    let g = graph();
+    let allowed: BTreeSet<&str> = ["scenario", "model", "report", "http", "input"].into();
+    for judge in ["expect", "oracle"] {
+        let extra: Vec<&String> =
+            g[judge].iter().filter(|d| !allowed.contains(d.as_str())).collect();
+        assert!(extra.is_empty(), "{judge} may use only {allowed:?}, also uses {extra:?}");
+    }
+}
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let g = graph();
+    // Depth-first search with colours; report the first cycle found as a path.
+    fn visit<'a>(
+        n: &'a str,
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<&'a str, u8>,
+        path: &mut Vec<&'a str>,
+    ) -> Option<Vec<String>> {
+        match state.get(n) {
+            Some(2) => return None,
+            Some(1) => {
+                let from = path.iter().position(|p| *p == n).unwrap();
+                let mut cycle: Vec<String> = path[from..].iter().map(|s| s.to_string()).collect();
+                cycle.push(n.to_string());
+                return Some(cycle);
+            }
+            _ => {}
+        }
+        state.insert(n, 1);
+        path.push(n);
+        for d in g.get(n).into_iter().flatten() {
+            if let Some(c) = visit(d, g, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(n, 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in g.keys() {
+        if let Some(cycle) = visit(n, &g, &mut state, &mut Vec::new()) {
+            panic!("module cycle: {}", cycle.join(" → "));
+        }
+    }
+}
+
+#[test]
+fn architecture_md_names_every_source_file() {
+    let arch =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .unwrap();
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let missing: Vec<String> = files
+        .iter()
+        .map(|f| f.strip_prefix(src().parent().unwrap()).unwrap().display().to_string())
+        .filter(|rel| !arch.contains(&format!("`{rel}`")))
+        .collect();
+    assert!(missing.is_empty(), "ARCHITECTURE.md's code map lacks {missing:?}");
+}

@@ -1,10 +1,13 @@
 //! The event history of one run: typed events in simulated time. `--trace` renders them as a
 //! timeline, `--mermaid` as a sequence diagram; the determinism hash is computed from the typed
 //! events themselves, so a sweep that only needs counts formats no text at all. Imports
-//! nothing from the crate: names (request ids, copies, intents) come with the [`Legend`].
+//! nothing from the crate but [`crate::units`]: names (request ids, copies) come with the
+//! [`Legend`]. Durations are microseconds of model time, shown as milliseconds.
 
 use std::fmt::{self, Write};
 use std::hash::{Hash, Hasher};
+
+use crate::units::show_ms;
 
 /// Where an event happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,7 +46,10 @@ pub enum Stmt {
     SaveResponse,
     Outbox,
     ReleaseClaim,
+    /// The relay reading unsent outbox messages.
     Relay,
+    /// The relay marking a message sent.
+    RelayMark,
 }
 
 impl Stmt {
@@ -58,8 +64,21 @@ impl Stmt {
             Stmt::SaveResponse => "save-response",
             Stmt::Outbox => "outbox",
             Stmt::ReleaseClaim => "release-claim",
-            Stmt::Relay => "relay",
+            Stmt::Relay | Stmt::RelayMark => "relay",
         }
+    }
+
+    /// Does the statement write (so that, in autocommit mode, it also commits)?
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Stmt::Claim
+                | Stmt::InsertRow
+                | Stmt::SaveResponse
+                | Stmt::Outbox
+                | Stmt::ReleaseClaim
+                | Stmt::RelayMark
+        )
     }
 }
 
@@ -104,10 +123,10 @@ pub enum What {
         replayed: bool,
     },
     TransportFailure {
-        timeout_ms: u64,
+        timeout_us: u64,
     },
     GaveUp {
-        horizon_ms: u64,
+        horizon_us: u64,
     },
     // -- the network
     RequestDropped,
@@ -116,9 +135,15 @@ pub enum What {
         status: u16,
     },
     Delayed {
-        ms: u64,
+        us: u64,
     },
+    /// A message cut by a partition (at the process on the cut side).
+    LostInPartition,
+    /// A message that reached a crashed process.
+    LostToDownProcess,
     // -- server processes
+    /// A request reached its server process (the end of a `Sent` arrow).
+    Arrived,
     /// A reply sent to the client of request `to` (a message).
     Reply {
         to: u32,
@@ -131,21 +156,36 @@ pub enum What {
     },
     Rejected(Refusal),
     DriverAwait {
-        ms: u64,
+        us: u64,
     },
     LockWait {
         stmt: Stmt,
-        budget_ms: u64,
+        budget_us: u64,
     },
     StillLocked {
         stmt: Stmt,
-        waited_ms: u64,
+        waited_us: u64,
+    },
+    /// `SQLITE_BUSY` that SQLite does not wait out (it does not call its busy handler): a
+    /// transaction that has read cannot take the write lock (`snapshot`: in WAL, its snapshot
+    /// is stale).
+    LockedAtOnce {
+        stmt: Stmt,
+        snapshot: bool,
+    },
+    /// Waiting for one of the process's pooled connections.
+    PoolWait,
+    PoolExhausted {
+        waited_us: u64,
     },
     SqlError {
         stmt: Stmt,
         error: String,
     },
-    Begin,
+    /// `BEGIN DEFERRED | IMMEDIATE | EXCLUSIVE` (the SQL).
+    Begin {
+        sql: &'static str,
+    },
     Commit,
     CommitNothingWritten,
     Rollback,
@@ -251,7 +291,7 @@ pub enum What {
     },
     Collected {
         n: usize,
-        retention_ms: u64,
+        retention_us: u64,
     },
     Probe {
         req: u32,
@@ -343,18 +383,21 @@ impl Legend {
             What::Received { status, body, replayed } => {
                 write!(s, "← {status} {body}{}", if *replayed { " (replayed)" } else { "" })
             }
-            What::TransportFailure { timeout_ms } => {
-                write!(s, "transport failure (no reply within {timeout_ms} ms)")
+            What::TransportFailure { timeout_us } => {
+                write!(s, "transport failure (no reply within {} ms)", show_ms(*timeout_us))
             }
-            What::GaveUp { horizon_ms } => {
-                write!(s, "retry horizon of {horizon_ms} ms reached, giving up")
+            What::GaveUp { horizon_us } => {
+                write!(s, "retry horizon of {} ms reached, giving up", show_ms(*horizon_us))
             }
             What::RequestDropped => write!(s, "fault: request dropped in the network"),
             What::RequestDuplicated => write!(s, "fault: request duplicated in the network"),
             What::ReplyDropped { status } => {
                 write!(s, "fault: reply {status} dropped in the network")
             }
-            What::Delayed { ms } => write!(s, "fault: message delayed {ms} ms"),
+            What::Delayed { us } => write!(s, "fault: message delayed {} ms", show_ms(*us)),
+            What::LostInPartition => write!(s, "fault: message lost in a partition"),
+            What::LostToDownProcess => write!(s, "message lost: the process is down"),
+            What::Arrived => write!(s, "request arrives"),
             What::Reply { status, body, .. } => write!(s, "reply {status} {body}"),
             What::ReplyLostAfterCommit => write!(s, "fault: reply lost after commit"),
             What::ConnectionDropped { status } => {
@@ -369,15 +412,35 @@ impl Legend {
             What::Rejected(Refusal::KeyTooLong) => {
                 write!(s, "rejected 400: Idempotency-Key too long")
             }
-            What::DriverAwait { ms } => write!(s, "await {ms} ms (driver)"),
-            What::LockWait { stmt, budget_ms } => {
-                write!(s, "{}: database locked, waiting (budget {budget_ms} ms)", stmt.name())
+            What::DriverAwait { us: 0 } => write!(s, "await: one event-loop turn"),
+            What::DriverAwait { us } => write!(s, "await {} ms (driver)", show_ms(*us)),
+            What::LockWait { stmt, budget_us } => write!(
+                s,
+                "{}: database locked, waiting (budget {} ms)",
+                stmt.name(),
+                show_ms(*budget_us)
+            ),
+            What::StillLocked { stmt, waited_us } => {
+                write!(s, "{}: still locked after {} ms", stmt.name(), show_ms(*waited_us))
             }
-            What::StillLocked { stmt, waited_ms } => {
-                write!(s, "{}: still locked after {waited_ms} ms", stmt.name())
+            What::LockedAtOnce { stmt, snapshot: false } => write!(
+                s,
+                "{}: database is locked, and SQLite does not wait: this transaction has read \
+                 and another connection holds the write lock",
+                stmt.name()
+            ),
+            What::LockedAtOnce { stmt, snapshot: true } => write!(
+                s,
+                "{}: database is locked (BUSY_SNAPSHOT): another connection committed since \
+                 this transaction read",
+                stmt.name()
+            ),
+            What::PoolWait => write!(s, "waiting for a pooled connection"),
+            What::PoolExhausted { waited_us } => {
+                write!(s, "no pooled connection after {} ms", show_ms(*waited_us))
             }
             What::SqlError { stmt, error } => write!(s, "{}: error: {error}", stmt.name()),
-            What::Begin => write!(s, "BEGIN IMMEDIATE"),
+            What::Begin { sql } => write!(s, "{sql}"),
             What::Commit => write!(s, "COMMIT"),
             What::CommitNothingWritten => write!(s, "COMMIT (nothing written)"),
             What::Rollback => write!(s, "ROLLBACK"),
@@ -453,15 +516,15 @@ impl Legend {
             What::KeysDeleted { action, n } => {
                 write!(s, "{}: deleted {n} stored key(s)", self.action(*action))
             }
-            What::Collected { n, retention_ms } => {
-                write!(s, "gc: deleted {n} key(s) older than {retention_ms} ms")
+            What::Collected { n, retention_us } => {
+                write!(s, "gc: deleted {n} key(s) older than {} ms", show_ms(*retention_us))
             }
             What::Probe { req, rows, keys } => {
                 write!(s, "after {}: {rows} row(s), {keys} stored key(s)", self.request(*req))
             }
             What::ProbeGaveUp { req } => write!(
                 s,
-                "after {}: probe gave up (database locked for 1000 ms)",
+                "after {}: probe gave up (the database stayed locked)",
                 self.request(*req)
             ),
         }
@@ -544,7 +607,8 @@ impl History {
                 Some(to) => {
                     let _ = writeln!(out, "    {}->>{}: {text} ({t})", id(e.node), id(to));
                 }
-                None if matches!(e.what, What::Received { .. }) => {}
+                // Receipts are the ends of arrows already drawn.
+                None if matches!(e.what, What::Received { .. } | What::Arrived) => {}
                 None => {
                     let _ = writeln!(out, "    Note over {}: {text} ({t})", id(e.node));
                 }

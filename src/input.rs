@@ -1,9 +1,11 @@
 //! Input: the error type every loader returns (file, line, column and what was expected) and
 //! the small parsers the model and sim loaders share. Violations found by a run are *not*
-//! errors: they are values in the report. Imports nothing from the crate.
+//! errors: they are values in the report. Uses nothing from the crate but [`crate::units`].
 
 use std::ops::Range;
 use std::path::Path;
+
+use crate::units::{MAX_MS, ms_to_us, show_ms};
 
 /// A problem with user input (a sim file, a model file, a command-line value).
 #[derive(Debug, thiserror::Error)]
@@ -85,16 +87,54 @@ impl<'a> Source<'a> {
         }
     }
 
-    /// See [`ms_range`].
+    /// A duration written in milliseconds (an integer or a fraction down to 0.001 ms), in
+    /// microseconds: `default_us` when absent; otherwise at least `min_us` and at most
+    /// [`MAX_MS`] ms, or an error at the value.
+    pub fn ms(
+        &self,
+        field: &str,
+        value: &Option<toml::Spanned<f64>>,
+        default_us: u64,
+        min_us: u64,
+    ) -> Result<u64, InputError> {
+        let Some(v) = value else { return Ok(default_us) };
+        match ms_to_us(*v.get_ref()) {
+            Some(us) if us >= min_us => Ok(us),
+            _ => Err(self.err(
+                v.span(),
+                format!(
+                    "{field} = {}: expected milliseconds from {} to {MAX_MS} (30 days), in \
+                     steps of 0.001",
+                    v.get_ref(),
+                    show_ms(min_us)
+                ),
+            )),
+        }
+    }
+
+    /// A `[low, high]` range written in milliseconds, in microseconds: `default` when absent,
+    /// else it must satisfy `ok(low_us, high_us)`; otherwise an error at the value saying
+    /// `field: expected <expected>`.
     pub fn ms_range(
         &self,
         field: &str,
-        value: &Option<toml::Spanned<Vec<u64>>>,
+        value: &Option<toml::Spanned<Vec<f64>>>,
         default: (u64, u64),
         ok: impl Fn(u64, u64) -> bool,
         expected: &str,
     ) -> Result<(u64, u64), InputError> {
-        ms_range(self.path, self.src, field, value, default, ok, expected)
+        let Some(v) = value else { return Ok(default) };
+        let parsed = match v.get_ref().as_slice() {
+            [lo, hi] => ms_to_us(*lo).zip(ms_to_us(*hi)),
+            _ => None,
+        };
+        match parsed {
+            Some((lo, hi)) if ok(lo, hi) => Ok((lo, hi)),
+            _ => Err(self.err(
+                v.span(),
+                format!("{field}: expected {expected} (milliseconds, in steps of 0.001)"),
+            )),
+        }
     }
 }
 
@@ -104,28 +144,6 @@ pub fn one_of(names: &[&str]) -> String {
         [] => String::new(),
         [one] => one.to_string(),
         [init @ .., last] => format!("{} or {last}", init.join(", ")),
-    }
-}
-
-/// A `[low, high]` range of milliseconds from a file: `default` when absent, else it must
-/// satisfy `ok(low, high)`; otherwise an error at the value saying `field: expected <expected>`.
-pub fn ms_range(
-    file: &Path,
-    src: &str,
-    field: &str,
-    value: &Option<toml::Spanned<Vec<u64>>>,
-    default: (u64, u64),
-    ok: impl Fn(u64, u64) -> bool,
-    expected: &str,
-) -> Result<(u64, u64), InputError> {
-    match value {
-        None => Ok(default),
-        Some(v) => match v.get_ref().as_slice() {
-            [lo, hi] if ok(*lo, *hi) => Ok((*lo, *hi)),
-            _ => {
-                Err(InputError::span(file, src, v.span(), format!("{field}: expected {expected}")))
-            }
-        },
     }
 }
 

@@ -21,6 +21,7 @@ pub mod http;
 pub mod input;
 pub mod model;
 pub mod scenario;
+pub mod units;
 
 // One run's world.
 pub mod world;

@@ -159,13 +159,13 @@ pub struct KeyPolicy {
     pub in_flight: InFlight,
     /// Header added to a replayed response (`Idempotent-Replayed: true`).
     pub replay_marker: String,
-    /// Keys older than this are expired; a collector deletes them (None: kept forever).
-    pub retention_ms: Option<u64>,
+    /// Keys older than this (µs) are expired; a collector deletes them (None: kept forever).
+    pub retention_us: Option<u64>,
     pub store: KeyStore,
-    /// Latency of one cache operation (ms, inclusive), for `store = "cache"`.
-    pub store_latency_ms: (u64, u64),
-    /// An in-progress claim older than this may be taken over by another request.
-    pub lease_ms: Option<u64>,
+    /// Latency of one cache operation (µs, inclusive), for `store = "cache"`.
+    pub store_latency_us: (u64, u64),
+    /// An in-progress claim older than this (µs) may be taken over by another request.
+    pub lease_us: Option<u64>,
     /// Completion checks the claim's owner token: a stale owner's save is rejected.
     pub fencing: bool,
     pub replay: Replay,
@@ -180,15 +180,70 @@ pub enum Awaits {
     EveryStatement,
 }
 
+/// How a transaction starts (SQLite's `BEGIN DEFERRED | IMMEDIATE | EXCLUSIVE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeginMode {
+    /// Locks are taken by the first read and the first write. A transaction that has read and
+    /// then meets another writer gets `SQLITE_BUSY` at once (SQLite does not wait: deadlock).
+    Deferred,
+    /// The write lock is taken at `BEGIN` (waited for with the busy handler).
+    Immediate,
+    /// As immediate; in rollback-journal mode readers are kept out too.
+    Exclusive,
+}
+
+impl BeginMode {
+    pub fn sql(self) -> &'static str {
+        match self {
+            BeginMode::Deferred => "BEGIN DEFERRED",
+            BeginMode::Immediate => "BEGIN IMMEDIATE",
+            BeginMode::Exclusive => "BEGIN EXCLUSIVE",
+        }
+    }
+}
+
+/// SQLite's journal mode for the run's database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Journal {
+    /// The rollback journal (SQLite's default, `journal_mode = DELETE`): readers share the
+    /// database with one writer until it commits, when it needs them all gone.
+    Rollback,
+    /// Write-ahead log: readers read a snapshot and never wait; one writer at a time; a read
+    /// transaction that tries to write after another commit gets `SQLITE_BUSY_SNAPSHOT`.
+    Wal,
+}
+
+impl Journal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Journal::Rollback => "rollback",
+            Journal::Wal => "wal",
+        }
+    }
+}
+
+/// Most pooled connections a process may have.
+pub const MAX_POOL: u32 = 64;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Driver {
     pub awaits: Awaits,
-    /// Simulated driver latency of one await, drawn uniformly from this range (ms, inclusive).
-    pub latency_ms: (u64, u64),
-    /// Simulated time one SQL statement takes (ms, inclusive range; [0, 0] = instant). With a
+    /// Driver latency of one await (µs, inclusive range drawn uniformly); [0, 0] is one
+    /// event-loop turn: a scheduling point that takes no time.
+    pub latency_us: (u64, u64),
+    /// Simulated time one SQL statement takes (µs, inclusive range; [0, 0] = instant). With a
     /// synchronous driver (`awaits = "explicit"`) the process is blocked meanwhile, and for the
     /// whole of an open transaction: other processes run, its own requests wait.
-    pub statement_ms: (u64, u64),
+    pub statement_us: (u64, u64),
+    /// Extra time (µs, inclusive range) of a statement that makes writes durable: the
+    /// `COMMIT` of a transaction that wrote, or a write run in autocommit mode (the journal
+    /// sync: an fsync with `synchronous = FULL`).
+    pub commit_us: (u64, u64),
+    pub begin: BeginMode,
+    pub journal: Journal,
+    /// Connections per process that requests check out for their whole execution (0: every
+    /// request of a process shares its one connection).
+    pub pool: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,10 +267,10 @@ pub struct Model {
     pub store_outcomes: StoreOutcomes,
     pub driver: Driver,
     /// How long a statement waits for a locked database before 503 (the sim may override).
-    pub wait_budget_ms: u64,
+    pub wait_budget_us: u64,
     pub effect_dedupe: EffectDedupe,
-    /// Period of the outbox relay (ms), when the program has an `outbox` step.
-    pub relay_every_ms: u64,
+    /// Period of the outbox relay (µs), when the program has an `outbox` step.
+    pub relay_every_us: u64,
 }
 
 impl Model {
@@ -236,7 +291,7 @@ struct ModelFile {
     key: Option<KeyFile>,
     #[serde(default)]
     driver: DriverFile,
-    wait_budget_ms: Option<u64>,
+    wait_budget_ms: Option<Spanned<f64>>,
     store_outcomes: Option<Spanned<String>>,
     #[serde(default)]
     effects: EffectsFile,
@@ -253,7 +308,7 @@ struct EffectsFile {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct OutboxFile {
-    relay_every_ms: Option<Spanned<u64>>,
+    relay_every_ms: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -268,10 +323,10 @@ struct KeyFile {
     on_mismatch: Option<Spanned<u16>>,
     in_flight: Option<Spanned<toml::Value>>,
     replay_marker: Option<String>,
-    retention_ms: Option<u64>,
+    retention_ms: Option<Spanned<f64>>,
     store: Option<Spanned<String>>,
-    store_latency_ms: Option<Spanned<Vec<u64>>>,
-    lease_ms: Option<Spanned<u64>>,
+    store_latency_ms: Option<Spanned<Vec<f64>>>,
+    lease_ms: Option<Spanned<f64>>,
     #[serde(default)]
     fencing: bool,
     replay: Option<Spanned<toml::Value>>,
@@ -282,8 +337,12 @@ struct KeyFile {
 #[serde(deny_unknown_fields)]
 struct DriverFile {
     awaits: Option<Spanned<String>>,
-    latency_ms: Option<Spanned<Vec<u64>>>,
-    statement_ms: Option<Spanned<Vec<u64>>>,
+    latency_ms: Option<Spanned<Vec<f64>>>,
+    statement_ms: Option<Spanned<Vec<f64>>>,
+    commit_ms: Option<Spanned<Vec<f64>>>,
+    begin: Option<Spanned<String>>,
+    journal: Option<Spanned<String>>,
+    pool: Option<Spanned<u32>>,
 }
 
 fn yes() -> bool {
@@ -329,13 +388,9 @@ impl Model {
                 ],
             )?
             .unwrap_or(EffectDedupe::None);
-        let relay_every_ms = match &f.outbox.relay_every_ms {
-            None => 50,
-            Some(r) if *r.get_ref() >= 1 => *r.get_ref(),
-            Some(r) => {
-                return Err(file.err(r.span(), "outbox.relay_every_ms: expected at least 1"));
-            }
-        };
+        let relay_every_us =
+            file.ms("outbox.relay_every_ms", &f.outbox.relay_every_ms, 50_000, 1)?;
+        let wait_budget_us = file.ms("wait_budget_ms", &f.wait_budget_ms, 5_000_000, 0)?;
         let default_name =
             path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Model {
@@ -347,9 +402,9 @@ impl Model {
             key,
             store_outcomes,
             driver,
-            wait_budget_ms: f.wait_budget_ms.unwrap_or(5000),
+            wait_budget_us,
             effect_dedupe,
-            relay_every_ms,
+            relay_every_us,
         })
     }
 
@@ -539,18 +594,20 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
             ],
         )?
         .unwrap_or(KeyStore::Sqlite);
-    let store_latency_ms = file.ms_range(
+    let store_latency_us = file.ms_range(
         "key.store_latency_ms",
         &k.store_latency_ms,
-        (1, 3),
-        |lo, hi| lo <= hi && hi <= 60_000,
+        (1_000, 3_000),
+        |lo, hi| lo <= hi && hi <= 60_000_000,
         "[low, high] with low <= high <= 60000",
     )?;
-    let lease_ms = match &k.lease_ms {
-        None => None,
-        Some(l) if *l.get_ref() >= 1 => Some(*l.get_ref()),
-        Some(l) => return Err(file.err(l.span(), "key.lease_ms: expected at least 1")),
-    };
+    let lease_us =
+        k.lease_ms.is_some().then(|| file.ms("key.lease_ms", &k.lease_ms, 0, 1)).transpose()?;
+    let retention_us = k
+        .retention_ms
+        .is_some()
+        .then(|| file.ms("key.retention_ms", &k.retention_ms, 0, 1))
+        .transpose()?;
     let replay = match &k.replay {
         None => Replay::Stored,
         Some(v) => match v.get_ref() {
@@ -574,8 +631,8 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
     }
     Ok(KeyPolicy {
         store,
-        store_latency_ms,
-        lease_ms,
+        store_latency_us,
+        lease_us,
         fencing: k.fencing,
         replay,
         claim_conflict,
@@ -587,7 +644,7 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         on_mismatch,
         in_flight,
         replay_marker: k.replay_marker.clone().unwrap_or_else(|| "Idempotent-Replayed".into()),
-        retention_ms: k.retention_ms,
+        retention_us,
     })
 }
 
@@ -605,13 +662,39 @@ fn parse_driver(file: Source, d: &DriverFile) -> Result<Driver, InputError> {
             field,
             value,
             default,
-            |lo, hi| lo <= hi && hi <= 60_000,
+            |lo, hi| lo <= hi && hi <= 60_000_000,
             "[low, high] with low <= high <= 60000",
         )
     };
-    let latency_ms = range("driver.latency_ms", &d.latency_ms, (1, 5))?;
-    let statement_ms = range("driver.statement_ms", &d.statement_ms, (0, 0))?;
-    Ok(Driver { awaits, latency_ms, statement_ms })
+    let latency_us = range("driver.latency_ms", &d.latency_ms, (1_000, 5_000))?;
+    let statement_us = range("driver.statement_ms", &d.statement_ms, (0, 0))?;
+    let commit_us = range("driver.commit_ms", &d.commit_ms, (0, 0))?;
+    let begin = file
+        .choice(
+            &d.begin,
+            "driver.begin",
+            &[
+                ("deferred", BeginMode::Deferred),
+                ("immediate", BeginMode::Immediate),
+                ("exclusive", BeginMode::Exclusive),
+            ],
+        )?
+        .unwrap_or(BeginMode::Immediate);
+    let journal = file
+        .choice(
+            &d.journal,
+            "driver.journal",
+            &[("rollback", Journal::Rollback), ("wal", Journal::Wal)],
+        )?
+        .unwrap_or(Journal::Rollback);
+    let pool = match &d.pool {
+        None => 0,
+        Some(p) if *p.get_ref() <= MAX_POOL => *p.get_ref(),
+        Some(p) => {
+            return Err(file.err(p.span(), format!("driver.pool: expected 0..={MAX_POOL}")));
+        }
+    };
+    Ok(Driver { awaits, latency_us, statement_us, commit_us, begin, journal, pool })
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ impl<'a> IntentView<'a> {
     }
 }
 
-/// Was a key of `intent` collected between `from` and `to` (ms, inclusive)?
+/// Was a key of `intent` collected between `from` and `to` (µs, inclusive)?
 fn collected_between(obs: &Observation, intent: &str, from: f64, to: f64) -> bool {
     obs.collected.iter().any(|(i, t)| i == intent && (*t as f64) >= from && (*t as f64) <= to)
 }
@@ -98,9 +98,9 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
 fn duplicates(obs: &Observation, v: &IntentView, out: &mut Vec<Violation>) {
     let rows: Vec<&RowRecord> = obs.rows.iter().filter(|x| x.intent == v.intent).collect();
     if rows.len() > 1 {
-        let first = rows[0].created_ms as f64;
+        let first = rows[0].created_us as f64;
         for extra in &rows[1..] {
-            let permitted = collected_between(obs, v.intent, first, extra.created_ms as f64);
+            let permitted = collected_between(obs, v.intent, first, extra.created_us as f64);
             out.push(Violation {
                 permitted,
                 ..v.violation(
@@ -208,7 +208,8 @@ fn key_consistency(sim: &Sim, obs: &Observation, out: &mut Vec<Violation>) {
             list.iter().find(|x| x.1.status != first.1.status || x.1.body != first.1.body)
         {
             let intents: Vec<&str> = list.iter().map(|x| x.0).collect();
-            let until = other.1.done_ms.max(first.1.done_ms);
+            // Attempt times are in ms, collection times in µs.
+            let until = other.1.done_ms.max(first.1.done_ms) * 1000.0;
             let permitted = obs
                 .collected
                 .iter()
@@ -241,7 +242,7 @@ fn key_consistency(sim: &Sim, obs: &Observation, out: &mut Vec<Violation>) {
 /// A key left in progress at quiescence blocks its retries, unless a lease lets another
 /// request take it over once it expires.
 fn stuck_keys(model: &Model, obs: &Observation, out: &mut Vec<Violation>) {
-    let leased = model.key.as_ref().is_some_and(|k| k.lease_ms.is_some());
+    let leased = model.key.as_ref().is_some_and(|k| k.lease_us.is_some());
     if leased {
         return;
     }

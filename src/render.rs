@@ -9,6 +9,7 @@ use crate::model::Model;
 use crate::run::{self, RunOutput};
 use crate::scenario::Sim;
 use crate::sweep::{self, Cell};
+use crate::units::show_ms;
 
 /// The text report of one run: header, trace (when kept), attempts, counts, checks, violations
 /// and the verdict with its replay command.
@@ -17,15 +18,31 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
     let mut o = String::new();
     let w = &sim.world;
     let _ = writeln!(o, "idemsim run: sim {} · model {} · seed {}", sim.name, model.name, r.seed);
+    let d = &model.driver;
     let _ = writeln!(
         o,
         "  world: {} process(es), wait budget {} ms, client timeout {} ms, network latency \
          {}..{} ms",
         w.processes,
-        w.wait_budget_ms.unwrap_or(model.wait_budget_ms),
-        w.client_timeout_ms,
-        w.latency_ms.0,
-        w.latency_ms.1
+        show_ms(w.wait_budget_us.unwrap_or(model.wait_budget_us)),
+        show_ms(w.client_timeout_us),
+        show_ms(w.latency_us.0),
+        show_ms(w.latency_us.1)
+    );
+    let _ = writeln!(
+        o,
+        "  driver: {} awaits, {} journal, {}, {}",
+        match d.awaits {
+            crate::model::Awaits::Explicit => "explicit (synchronous)",
+            crate::model::Awaits::EveryStatement => "every-statement (asynchronous)",
+        },
+        d.journal.name(),
+        d.begin.sql(),
+        if d.pool == 0 {
+            "one shared connection per process".to_string()
+        } else {
+            format!("a pool of {} connections per process", d.pool)
+        }
     );
     let _ = writeln!(o, "  model: {}", model.program_text());
     let _ = writeln!(o, "  faults: {}", sim.faults.describe());

@@ -85,7 +85,7 @@ pub struct RowRecord {
     pub item: String,
     pub qty: i64,
     pub intent: String,
-    pub created_ms: i64,
+    pub created_us: i64,
 }
 
 /// Where a key record lives: (user, operation, key), unscoped fields stored as "".
@@ -130,8 +130,9 @@ pub struct KeyRecord {
     pub status: Option<i64>,
     pub response: Option<String>,
     pub state: RecordState,
-    pub created_ms: u64,
-    pub lease_until_ms: Option<u64>,
+    /// Model time (µs) of creation, and end of the claim's lease.
+    pub created_us: u64,
+    pub lease_until_us: Option<u64>,
     /// The owner token of the execution that claimed it.
     pub token: Option<u64>,
     pub intent: String,
@@ -146,11 +147,11 @@ pub struct Observation {
     pub rows: Vec<RowRecord>,
     /// Every key record alive at the end: SQLite's, then the cache's, then process memories'.
     pub keys: Vec<(Scope, KeyRecord)>,
-    /// (intent, ms) of every effect the receiver counted (after deduplication), in order.
+    /// (intent, µs) of every effect the receiver counted (after deduplication), in order.
     pub effect_log: Vec<(String, u64)>,
     /// Deliveries the receiver got, before deduplication.
     pub deliveries: u64,
-    /// (intent, ms) of every key deleted by the collector, an expiry or a delete-keys action.
+    /// (intent, µs) of every key deleted by the collector, an expiry or a delete-keys action.
     pub collected: Vec<(String, u64)>,
     /// Limits hit (simulated time, steps).
     pub bounds_hit: Vec<String>,

@@ -78,7 +78,7 @@ pub fn warnings(sim: &Sim, model: &Model) -> Vec<String> {
             )
         })
         .collect();
-    if sim.faults.gc_every_ms.is_some() && model.key.as_ref().and_then(|k| k.retention_ms).is_none()
+    if sim.faults.gc_every_us.is_some() && model.key.as_ref().and_then(|k| k.retention_us).is_none()
     {
         w.push(format!(
             "faults.gc_every_ms is set but model {} has no key retention_ms: nothing expires",

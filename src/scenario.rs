@@ -12,6 +12,7 @@ use toml::Spanned;
 
 use crate::input::{InputError, Source, is_kebab, parse_seeds};
 use crate::report::Outcome;
+use crate::units::show_ms;
 
 /// Which server process a request (copy) goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,12 +38,12 @@ pub struct Policy {
     /// Attempts in all, the first included (1 = no retry).
     pub max_attempts: u32,
     pub on: RetryOn,
-    /// Backoff before retry n: base * 2^(n-1), capped, plus jitter drawn from the seed.
-    pub backoff_ms: u64,
-    pub backoff_cap_ms: u64,
+    /// Backoff before retry n (µs): base * 2^(n-1), capped, plus jitter drawn from the seed.
+    pub backoff_us: u64,
+    pub backoff_cap_us: u64,
     pub jitter: bool,
     /// No retry starts later than this after the first attempt.
-    pub horizon_ms: Option<u64>,
+    pub horizon_us: Option<u64>,
     /// Send a fresh key on every attempt (disables server-side dedupe).
     pub new_key_per_attempt: bool,
     /// Body of the retries if it differs from the first attempt's.
@@ -54,10 +55,10 @@ impl Default for Policy {
         Policy {
             max_attempts: 1,
             on: RetryOn::default(),
-            backoff_ms: 100,
-            backoff_cap_ms: 5_000,
+            backoff_us: 100_000,
+            backoff_cap_us: 5_000_000,
             jitter: false,
-            horizon_ms: None,
+            horizon_us: None,
             new_key_per_attempt: false,
             retry_body: None,
         }
@@ -114,12 +115,16 @@ pub struct RequestSpec {
     pub body: String,
     /// Concurrent copies of each attempt (double submit; 20 in case 11).
     pub copies: u32,
+    /// Each copy leaves after a delay drawn from this range (µs): a client sending its copies
+    /// one after the other, spread over a window. [0, 0]: all at once.
+    pub spread_us: (u64, u64),
     pub route: Route,
     /// Starts when all of these (requests or actions) have finished.
     pub after: Vec<String>,
-    pub delay_ms: u64,
-    /// How long the client waits for a reply before it sees a transport failure.
-    pub timeout_ms: u64,
+    /// Wait (µs) after `after` before starting.
+    pub delay_us: u64,
+    /// How long (µs) the client waits for a reply before it sees a transport failure.
+    pub timeout_us: u64,
     pub policy: Policy,
     pub expect: RequestExpect,
 }
@@ -127,8 +132,8 @@ pub struct RequestSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ActionKind {
     /// Another connection takes `BEGIN IMMEDIATE` and holds it until `until` has finished or
-    /// `for_ms` has passed.
-    HoldLock { until: Option<String>, for_ms: Option<u64> },
+    /// `for_us` has passed.
+    HoldLock { until: Option<String>, for_us: Option<u64> },
     /// Delete every stored key (an operator or a collector wiping the key store).
     DeleteKeys,
 }
@@ -138,7 +143,7 @@ pub struct ActionSpec {
     pub id: String,
     pub kind: ActionKind,
     pub after: Vec<String>,
-    pub delay_ms: u64,
+    pub delay_us: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -149,10 +154,10 @@ pub enum InjectAction {
     Effect,
     /// The connection drops: the request goes on, the reply is never sent.
     DropReply,
-    /// The server process crashes here; it restarts after `restart_ms`.
-    Crash { restart_ms: u64 },
-    /// The request stalls here for `ms` (GC pause, slow downstream).
-    Pause { ms: u64 },
+    /// The server process crashes here; it restarts after `restart_us`.
+    Crash { restart_us: u64 },
+    /// The request stalls here for `us` (a slow downstream): an await, the process runs on.
+    Pause { us: u64 },
 }
 
 impl InjectAction {
@@ -183,13 +188,13 @@ pub struct Inject {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorldSpec {
     pub processes: usize,
-    /// Overrides the model's wait budget.
-    pub wait_budget_ms: Option<u64>,
-    pub client_timeout_ms: u64,
-    /// Network latency per message (ms, [low, high)).
-    pub latency_ms: (u64, u64),
-    /// Simulated-time bound of a run.
-    pub time_limit_ms: u64,
+    /// Overrides the model's wait budget (µs).
+    pub wait_budget_us: Option<u64>,
+    pub client_timeout_us: u64,
+    /// Network latency per message (µs, inclusive range).
+    pub latency_us: (u64, u64),
+    /// Simulated-time bound of a run (µs).
+    pub time_limit_us: u64,
     /// Bound on server steps executed in a run.
     pub max_steps: u64,
 }
@@ -223,8 +228,8 @@ pub struct Sim {
 pub struct Partition {
     /// 0-based process index.
     pub process: usize,
-    pub from_ms: u64,
-    pub for_ms: u64,
+    pub from_us: u64,
+    pub for_us: u64,
 }
 
 /// Random faults drawn from the seed (rates are probabilities per message or per step).
@@ -238,14 +243,14 @@ pub struct Faults {
     pub reply_drop_after_commit: f64,
     /// A request is delivered twice.
     pub duplicate: f64,
-    /// A message is held back by an extra delay drawn from `delay_ms` (reorders messages).
+    /// A message is held back by an extra delay drawn from `delay_us` (reorders messages).
     pub delay: f64,
-    pub delay_ms: (u64, u64),
+    pub delay_us: (u64, u64),
     /// A server process crashes at a step boundary with this probability per step.
     pub crash: f64,
-    pub restart_ms: u64,
-    /// Period of the key collector (deletes keys older than the model's `retention_ms`).
-    pub gc_every_ms: Option<u64>,
+    pub restart_us: u64,
+    /// Period of the key collector (deletes keys older than the model's `retention_us`).
+    pub gc_every_us: Option<u64>,
     pub partitions: Vec<Partition>,
 }
 
@@ -266,20 +271,20 @@ impl Faults {
             }
         }
         if self.delay > 0.0 {
-            v.push(format!("delay_ms={}..{}", self.delay_ms.0, self.delay_ms.1));
+            v.push(format!("delay_ms={}..{}", show_ms(self.delay_us.0), show_ms(self.delay_us.1)));
         }
         if self.crash > 0.0 {
-            v.push(format!("restart_ms={}", self.restart_ms));
+            v.push(format!("restart_ms={}", show_ms(self.restart_us)));
         }
-        if let Some(g) = self.gc_every_ms {
-            v.push(format!("gc_every_ms={g}"));
+        if let Some(g) = self.gc_every_us {
+            v.push(format!("gc_every_ms={}", show_ms(g)));
         }
         for p in &self.partitions {
             v.push(format!(
                 "partition(server-{}, {}..{} ms)",
                 p.process + 1,
-                p.from_ms,
-                p.from_ms + p.for_ms
+                show_ms(p.from_us),
+                show_ms(p.from_us + p.for_us)
             ));
         }
         if v.is_empty() { "none".into() } else { v.join(" ") }
@@ -320,28 +325,28 @@ struct FaultsFile {
     reply_drop_after_commit: Option<Spanned<f64>>,
     duplicate: Option<Spanned<f64>>,
     delay: Option<Spanned<f64>>,
-    delay_ms: Option<Spanned<Vec<u64>>>,
+    delay_ms: Option<Spanned<Vec<f64>>>,
     crash: Option<Spanned<f64>>,
-    restart_ms: Option<u64>,
-    gc_every_ms: Option<Spanned<u64>>,
+    restart_ms: Option<Spanned<f64>>,
+    gc_every_ms: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PartitionFile {
     process: Spanned<usize>,
-    from_ms: u64,
-    for_ms: u64,
+    from_ms: Spanned<f64>,
+    for_ms: Spanned<f64>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct WorldFile {
     processes: Option<Spanned<usize>>,
-    wait_budget_ms: Option<u64>,
-    client_timeout_ms: Option<Spanned<u64>>,
-    latency_ms: Option<Spanned<Vec<u64>>>,
-    time_limit_ms: Option<u64>,
+    wait_budget_ms: Option<Spanned<f64>>,
+    client_timeout_ms: Option<Spanned<f64>>,
+    latency_ms: Option<Spanned<Vec<f64>>>,
+    time_limit_ms: Option<Spanned<f64>>,
     max_steps: Option<u64>,
 }
 
@@ -350,7 +355,7 @@ struct WorldFile {
 struct RequestFile {
     id: Spanned<String>,
     intents: Option<Spanned<u32>>,
-    timeout_ms: Option<Spanned<u64>>,
+    timeout_ms: Option<Spanned<f64>>,
     intent: Option<String>,
     user: Option<String>,
     method: Option<String>,
@@ -358,9 +363,10 @@ struct RequestFile {
     key: Option<String>,
     body: Option<String>,
     copies: Option<Spanned<u32>>,
+    spread_ms: Option<Spanned<Vec<f64>>>,
     process: Option<Spanned<toml::Value>>,
     after: Option<Spanned<toml::Value>>,
-    delay_ms: Option<u64>,
+    delay_ms: Option<Spanned<f64>>,
     retry: Option<RetryFile>,
     expect: Option<RequestExpectFile>,
 }
@@ -370,10 +376,10 @@ struct RequestFile {
 struct RetryFile {
     max_attempts: Option<Spanned<u32>>,
     on: Option<Vec<Spanned<toml::Value>>>,
-    backoff_ms: Option<u64>,
-    backoff_cap_ms: Option<u64>,
+    backoff_ms: Option<Spanned<f64>>,
+    backoff_cap_ms: Option<Spanned<f64>>,
     jitter: Option<bool>,
-    horizon_ms: Option<u64>,
+    horizon_ms: Option<Spanned<f64>>,
     new_key: Option<bool>,
     body: Option<String>,
 }
@@ -398,9 +404,9 @@ struct ActionFile {
     id: Spanned<String>,
     kind: Spanned<String>,
     until: Option<Spanned<String>>,
-    for_ms: Option<u64>,
+    for_ms: Option<Spanned<f64>>,
     after: Option<Spanned<toml::Value>>,
-    delay_ms: Option<u64>,
+    delay_ms: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -411,8 +417,8 @@ struct InjectFile {
     request: Option<Spanned<String>>,
     times: Option<u32>,
     rate: Option<Spanned<f64>>,
-    restart_ms: Option<u64>,
-    pause_ms: Option<u64>,
+    restart_ms: Option<Spanned<f64>>,
+    pause_ms: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -512,24 +518,28 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
         Some(p) if (1..=16).contains(p.get_ref()) => *p.get_ref(),
         Some(p) => return Err(file.err(p.span(), "world.processes: expected 1..=16")),
     };
-    let latency_ms = file.ms_range(
+    let latency_us = file.ms_range(
         "world.latency_ms",
         &w.latency_ms,
-        (1, 10),
-        |lo, hi| 1 <= lo && lo < hi && hi <= 60_000,
-        "[low, high] with 1 <= low < high <= 60000",
+        (1_000, 10_000),
+        |lo, hi| lo <= hi && hi <= 60_000_000,
+        "[low, high] with low <= high <= 60000",
     )?;
-    let client_timeout_ms = match &w.client_timeout_ms {
-        None => 30_000,
-        Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
-        Some(t) => return Err(file.err(t.span(), "world.client_timeout_ms: expected at least 1")),
-    };
     Ok(WorldSpec {
         processes,
-        wait_budget_ms: w.wait_budget_ms,
-        client_timeout_ms,
-        latency_ms,
-        time_limit_ms: w.time_limit_ms.unwrap_or(3_600_000),
+        wait_budget_us: w
+            .wait_budget_ms
+            .is_some()
+            .then(|| file.ms("world.wait_budget_ms", &w.wait_budget_ms, 0, 0))
+            .transpose()?,
+        client_timeout_us: file.ms(
+            "world.client_timeout_ms",
+            &w.client_timeout_ms,
+            30_000_000,
+            1,
+        )?,
+        latency_us,
+        time_limit_us: file.ms("world.time_limit_ms", &w.time_limit_ms, 3_600_000_000, 1)?,
         max_steps: w.max_steps.unwrap_or(100_000),
     })
 }
@@ -708,11 +718,8 @@ fn parse_request(
         None => RequestExpect::default(),
         Some(e) => parse_request_expect(file, e, names)?,
     };
-    let timeout_ms = match &r.timeout_ms {
-        None => world.client_timeout_ms,
-        Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
-        Some(t) => return Err(file.err(t.span(), "timeout_ms: expected at least 1")),
-    };
+    let timeout_us = file.ms("timeout_ms", &r.timeout_ms, world.client_timeout_us, 1)?;
+    let delay_us = file.ms("delay_ms", &r.delay_ms, 0, 0)?;
     let intents = match &r.intents {
         None => 1,
         Some(n) if (1..=1000).contains(n.get_ref()) => *n.get_ref(),
@@ -733,10 +740,17 @@ fn parse_request(
         key: r.key.clone(),
         body: r.body.clone().unwrap_or_else(default_body),
         copies,
+        spread_us: file.ms_range(
+            "spread_ms",
+            &r.spread_ms,
+            (0, 0),
+            |lo, hi| lo <= hi,
+            "[low, high] with low <= high",
+        )?,
         route,
         after: names.after_list(&r.after)?,
-        delay_ms: r.delay_ms.unwrap_or(0),
-        timeout_ms,
+        delay_us,
+        timeout_us,
         policy,
         expect,
     };
@@ -770,14 +784,20 @@ fn parse_retry(file: Source, rt: &RetryFile) -> Result<Policy, InputError> {
             }
         }
     }
-    let backoff_ms = rt.backoff_ms.unwrap_or(100);
+    let backoff_us = file.ms("retry.backoff_ms", &rt.backoff_ms, 100_000, 0)?;
+    let backoff_cap_us = file.ms("retry.backoff_cap_ms", &rt.backoff_cap_ms, 5_000_000, 0)?;
+    let horizon_us = rt
+        .horizon_ms
+        .is_some()
+        .then(|| file.ms("retry.horizon_ms", &rt.horizon_ms, 0, 0))
+        .transpose()?;
     Ok(Policy {
         max_attempts,
         on,
-        backoff_ms,
-        backoff_cap_ms: rt.backoff_cap_ms.unwrap_or(5_000).max(backoff_ms),
+        backoff_us,
+        backoff_cap_us: backoff_cap_us.max(backoff_us),
         jitter: rt.jitter.unwrap_or(true),
-        horizon_ms: rt.horizon_ms,
+        horizon_us,
         new_key_per_attempt: rt.new_key.unwrap_or(false),
         retry_body: rt.body.clone(),
     })
@@ -827,7 +847,7 @@ fn expand_intents(base: &RequestSpec, intents: u32) -> Vec<RequestSpec> {
             q.key = base.key.as_ref().map(|k| format!("{k}-{n}"));
             if n > 1 {
                 q.after = vec![format!("{}-{}", base.id, n - 1)];
-                q.delay_ms = 0;
+                q.delay_us = 0;
             }
             q
         })
@@ -864,7 +884,9 @@ fn parse_actions(
                     );
                 }
                 let until = a.until.as_ref().map(|u| names.known(u)).transpose()?;
-                ActionKind::HoldLock { until: until.as_ref().map(rename), for_ms: a.for_ms }
+                let for_us =
+                    a.for_ms.is_some().then(|| file.ms("for_ms", &a.for_ms, 0, 0)).transpose()?;
+                ActionKind::HoldLock { until: until.as_ref().map(rename), for_us }
             }
             "delete-keys" => {
                 if let Some(u) = &a.until {
@@ -884,7 +906,7 @@ fn parse_actions(
             id: a.id.get_ref().clone(),
             kind,
             after,
-            delay_ms: a.delay_ms.unwrap_or(0),
+            delay_us: file.ms("delay_ms", &a.delay_ms, 0, 0)?,
         });
     }
     Ok(actions)
@@ -1004,8 +1026,10 @@ fn parse_injects(file: Source, f: &SimFile) -> Result<Vec<Inject>, InputError> {
             "fail" => InjectAction::Fail,
             "effect" => InjectAction::Effect,
             "drop-reply" => InjectAction::DropReply,
-            "crash" => InjectAction::Crash { restart_ms: i.restart_ms.unwrap_or(100) },
-            "pause" => InjectAction::Pause { ms: i.pause_ms.unwrap_or(1000) },
+            "crash" => InjectAction::Crash {
+                restart_us: file.ms("restart_ms", &i.restart_ms, 100_000, 0)?,
+            },
+            "pause" => InjectAction::Pause { us: file.ms("pause_ms", &i.pause_ms, 1_000_000, 0)? },
             other => {
                 return Err(file.err(
                     i.action.span(),
@@ -1051,11 +1075,11 @@ fn parse_faults(file: Source, f: &SimFile, processes: usize) -> Result<Faults, I
         }
     };
     let ff = &f.faults;
-    let delay_ms = file.ms_range(
+    let delay_us = file.ms_range(
         "faults.delay_ms",
         &ff.delay_ms,
-        (10, 500),
-        |lo, hi| lo <= hi && hi <= 3_600_000,
+        (10_000, 500_000),
+        |lo, hi| lo <= hi,
         "[low, high] with low <= high",
     )?;
     let mut partitions = Vec::new();
@@ -1065,10 +1089,11 @@ fn parse_faults(file: Source, f: &SimFile, processes: usize) -> Result<Faults, I
                 file.err(p.process.span(), format!("partition.process: expected 1..={processes}"))
             );
         }
+        let some = |v: &Spanned<f64>| Some(v.clone());
         partitions.push(Partition {
             process: p.process.get_ref() - 1,
-            from_ms: p.from_ms,
-            for_ms: p.for_ms,
+            from_us: file.ms("partition.from_ms", &some(&p.from_ms), 0, 0)?,
+            for_us: file.ms("partition.for_ms", &some(&p.for_ms), 0, 0)?,
         });
     }
     Ok(Faults {
@@ -1077,14 +1102,14 @@ fn parse_faults(file: Source, f: &SimFile, processes: usize) -> Result<Faults, I
         reply_drop_after_commit: rate(&ff.reply_drop_after_commit, "reply_drop_after_commit")?,
         duplicate: rate(&ff.duplicate, "duplicate")?,
         delay: rate(&ff.delay, "delay")?,
-        delay_ms,
+        delay_us,
         crash: rate(&ff.crash, "crash")?,
-        restart_ms: ff.restart_ms.unwrap_or(100),
-        gc_every_ms: match &ff.gc_every_ms {
-            None => None,
-            Some(g) if *g.get_ref() >= 1 => Some(*g.get_ref()),
-            Some(g) => return Err(file.err(g.span(), "faults.gc_every_ms: expected at least 1")),
-        },
+        restart_us: file.ms("faults.restart_ms", &ff.restart_ms, 100_000, 0)?,
+        gc_every_us: ff
+            .gc_every_ms
+            .is_some()
+            .then(|| file.ms("faults.gc_every_ms", &ff.gc_every_ms, 0, 1))
+            .transpose()?,
         partitions,
     })
 }

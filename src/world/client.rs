@@ -1,46 +1,34 @@
-//! Clients: each `[[request]]` of a sim is a client node that waits for its dependencies, then
+//! Clients: each `[[request]]` of a sim is a client that waits for its dependencies, then
 //! sends its copies' attempts and retries them as its policy says.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use madsim::net::Endpoint;
 use madsim::rand::Rng;
-use madsim::time::{sleep, timeout};
 
-use super::control;
-use super::net::{self, Envelope};
-use super::shared::{World, client_ip, server_addr};
+use super::net::{self, Envelope, Mailbox, Msg};
+use super::shared::World;
+use super::{clock, control};
 use crate::history::{Actor, Node, What};
-use crate::http::{self, Request, Response};
+use crate::http::{self, Request};
 use crate::report::{AttemptOutcome, Outcome};
 
 /// Run one request spec: all copies concurrently, each with its retries.
 pub(crate) async fn run_request(world: Arc<World>, req: usize) {
     let spec = &world.sim.requests[req];
     world.wait_for(&spec.after).await;
-    if spec.delay_ms > 0 {
-        sleep(Duration::from_millis(spec.delay_ms)).await;
+    if spec.delay_us > 0 {
+        clock::sleep_us(spec.delay_us).await;
     }
-    let node = Node::Client(req as u32);
-    let ep = match Endpoint::bind(std::net::SocketAddr::new(client_ip(req), 9000)).await {
-        Ok(ep) => Arc::new(ep),
-        Err(e) => {
-            world.emit(node, None, What::CannotBind { error: e.to_string() });
-            world.mark_done(&spec.id);
-            return;
-        }
-    };
     let mut copies = Vec::new();
     for copy in 0..spec.copies {
-        copies.push(madsim::task::spawn(run_copy(world.clone(), ep.clone(), req, copy)));
+        copies.push(madsim::task::spawn(run_copy(world.clone(), req, copy)));
     }
     for c in copies {
         let _ = c.await;
     }
     if spec.expect.needs_probe() {
         let req32 = req as u32;
-        match control::probe().await {
+        match control::probe(&world).await {
             Some((rows, keys)) => {
                 world.emit(Node::Control, None, What::Probe { req: req32, rows, keys });
                 let mut st = world.lock();
@@ -54,11 +42,17 @@ pub(crate) async fn run_request(world: Arc<World>, req: usize) {
     world.mark_done(&spec.id);
 }
 
-async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
+/// One copy of a request: its attempts, retried as the policy says.
+async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
     let spec = &world.sim.requests[req];
     let policy = &spec.policy;
     let node = Node::Client(req as u32);
-    let first_sent = world.now_ms_f();
+    let (lo, hi) = spec.spread_us;
+    if hi > 0 {
+        let us = if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) };
+        clock::sleep_us(us).await;
+    }
+    let first_sent = world.now_us();
     for attempt in 1..=policy.max_attempts {
         let who = Actor::Attempt { req: req as u32, copy, attempt };
         let key = spec.key.as_ref().map(|k| {
@@ -84,7 +78,7 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             body: body.into_bytes(),
         };
         let process = world.route(req, copy);
-        let tag = world.next_tag();
+        let mailbox = Mailbox::open(&world);
         world.emit(
             node,
             Some(who),
@@ -96,13 +90,12 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             },
         );
         let sent_ms = world.now_ms_f();
-        let env = Envelope { reply_tag: tag, reply_to: ep.local_addr().expect("bound"), who, http };
-        net::send_request(&world, node, &ep, server_addr(process), env).await;
-        let timeout_d = Duration::from_millis(spec.timeout_ms);
-        let reply = match timeout(timeout_d, ep.recv_from_raw(tag)).await {
-            Ok(Ok((payload, _))) => payload.downcast::<Response>().ok().map(|b| *b),
+        net::send_request(&world, node, process, Envelope { reply_tag: mailbox.tag, who, http });
+        let reply = match clock::timeout_us(spec.timeout_us, mailbox.recv()).await {
+            Some(Msg::Reply(r)) => Some(r),
             _ => None,
         };
+        drop(mailbox);
         let marker = world
             .model
             .key
@@ -116,11 +109,9 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
                 Some(who),
                 What::Received { status: r.status, body: r.body.clone(), replayed },
             ),
-            None => world.emit(
-                node,
-                Some(who),
-                What::TransportFailure { timeout_ms: timeout_d.as_millis() as u64 },
-            ),
+            None => {
+                world.emit(node, Some(who), What::TransportFailure { timeout_us: spec.timeout_us })
+            }
         }
         let outcome = AttemptOutcome {
             outcome: if reply.is_some() { Outcome::Reply } else { Outcome::TransportFailure },
@@ -140,16 +131,16 @@ async fn run_copy(world: Arc<World>, ep: Arc<Endpoint>, req: usize, copy: u32) {
             return;
         }
         let mut backoff =
-            policy.backoff_ms.saturating_mul(1 << (attempt - 1).min(20)).min(policy.backoff_cap_ms);
+            policy.backoff_us.saturating_mul(1 << (attempt - 1).min(20)).min(policy.backoff_cap_us);
         if policy.jitter && backoff > 0 {
             backoff = madsim::rand::thread_rng().gen_range(backoff / 2..=backoff);
         }
-        if let Some(h) = policy.horizon_ms
-            && world.now_ms_f() + backoff as f64 - first_sent > h as f64
+        if let Some(h) = policy.horizon_us
+            && world.now_us().saturating_add(backoff).saturating_sub(first_sent) > h
         {
-            world.emit(node, Some(who), What::GaveUp { horizon_ms: h });
+            world.emit(node, Some(who), What::GaveUp { horizon_us: h });
             return;
         }
-        sleep(Duration::from_millis(backoff.max(1))).await;
+        clock::sleep_us(backoff).await;
     }
 }

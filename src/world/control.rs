@@ -1,22 +1,24 @@
-//! The control node: the sim's actions (a connection holding the write lock, a wipe of the key
+//! The control tasks: the sim's actions (a connection holding the write lock, a wipe of the key
 //! stores), the key collector, partition windows, and process crashes with their restarts.
 //! Also the observer's probe and the busy-retry helper they share.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use madsim::runtime::Handle;
-use madsim::time::sleep;
 use rusqlite::Connection;
 
 use super::keystore;
 use super::shared::World;
-use super::store;
+use super::{clock, store};
 use crate::history::{Node, What};
 use crate::scenario::{ActionKind, Partition};
 
-/// Run `f` until it is not refused for a locked database, 1 ms of simulated time apart, at
-/// most `tries` times (then the last busy error).
+/// How long the harness's own connections (the observer, actions, the collector) wait between
+/// tries on a locked database (µs).
+const HARNESS_RETRY_US: u64 = 1_000;
+
+/// Run `f` until it is not refused for a locked database, [`HARNESS_RETRY_US`] of model time
+/// apart, at most `tries` times (then the last busy error).
 pub(crate) async fn retry_busy<T>(
     tries: u32,
     mut f: impl FnMut() -> rusqlite::Result<T>,
@@ -24,7 +26,7 @@ pub(crate) async fn retry_busy<T>(
     let mut r = f();
     for _ in 1..tries {
         match r {
-            Err(e) if store::is_busy(&e) => sleep(Duration::from_millis(1)).await,
+            Err(e) if store::is_busy(&e) => clock::sleep_us(HARNESS_RETRY_US).await,
             _ => break,
         }
         r = f();
@@ -37,23 +39,23 @@ async fn wait_statement(conn: &Connection, sql: &str) -> bool {
 }
 
 /// Count rows and keys now, as the observer (retrying in simulated time while locked).
-pub(crate) async fn probe() -> Option<(u64, u64)> {
+pub(crate) async fn probe(world: &World) -> Option<(u64, u64)> {
     retry_busy(1000, || {
-        store::with_observer(|c| Ok((store::count_rows(c)?, store::count_keys(c)?)))
+        store::with_observer(&world.db, |c| Ok((store::count_rows(c)?, store::count_keys(c)?)))
     })
     .await
     .ok()
 }
 
-/// Run the sim's action `i` on the control node.
+/// Run the sim's action `i`.
 pub(crate) async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
     let spec = &world.sim.actions[i];
     world.wait_for(&spec.after).await;
-    if spec.delay_ms > 0 {
-        sleep(Duration::from_millis(spec.delay_ms)).await;
+    if spec.delay_us > 0 {
+        clock::sleep_us(spec.delay_us).await;
     }
     let action = i as u32;
-    let conn = match store::checkout(&world.db_uri) {
+    let conn = match store::checkout(&world.db) {
         Ok(c) => c,
         Err(e) => {
             world.emit(
@@ -66,14 +68,14 @@ pub(crate) async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
         }
     };
     match kind {
-        ActionKind::HoldLock { until, for_ms } => {
+        ActionKind::HoldLock { until, for_us } => {
             if wait_statement(&conn, "BEGIN IMMEDIATE").await {
                 world.emit(Node::Control, None, What::LockHeld { action });
                 if let Some(u) = &until {
                     world.wait_for(std::slice::from_ref(u)).await;
                 }
-                if let Some(ms) = for_ms {
-                    sleep(Duration::from_millis(ms)).await;
+                if let Some(us) = for_us {
+                    clock::sleep_us(us).await;
                 }
                 let _ = store::exec_cached(&conn, "COMMIT");
                 world.emit(Node::Control, None, What::LockReleased { action });
@@ -91,7 +93,7 @@ pub(crate) async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
 /// oracle), the TTL cache and every process's memory.
 async fn delete_keys(world: &World, action: u32, conn: &Connection) {
     let deleted = retry_busy(100_000, || keystore::sql_collect(conn, None)).await.map(|intents| {
-        let now = world.now_ms();
+        let now = world.now_us();
         let n = intents.len();
         world.lock().collected.extend(intents.into_iter().map(|i| (i, now)));
         n
@@ -102,15 +104,15 @@ async fn delete_keys(world: &World, action: u32, conn: &Connection) {
         }
         Ok(mut n) => {
             // Cache records already past their TTL are gone and do not count.
-            let now = world.now_ms();
-            let ttl = world.model.key.as_ref().and_then(|k| k.retention_ms);
+            let now = world.now_us();
+            let ttl = world.model.key.as_ref().and_then(|k| k.retention_us);
             {
                 let mut st = world.lock();
                 let st = &mut *st;
                 let mut wiped: Vec<String> = st
                     .cache
                     .values()
-                    .filter(|r| ttl.is_none_or(|t| r.created_ms + t > now))
+                    .filter(|r| ttl.is_none_or(|t| r.created_us.saturating_add(t) > now))
                     .map(|r| r.intent.clone())
                     .collect();
                 st.cache.clear();
@@ -131,20 +133,16 @@ fn finish_action(world: &World, i: usize) {
     world.mark_done(&world.sim.actions[i].id);
 }
 
-/// The key collector: every `every` ms, delete keys older than `retention` ms.
-pub(crate) async fn collector(world: Arc<World>, every: u64, retention: u64) {
-    let Ok(conn) = store::checkout(&world.db_uri) else { return };
+/// The key collector: every `every_us`, delete keys older than `retention_us`.
+pub(crate) async fn collector(world: Arc<World>, every_us: u64, retention_us: u64) {
+    let Ok(conn) = store::checkout(&world.db) else { return };
     loop {
-        sleep(Duration::from_millis(every)).await;
-        let now = world.now_ms();
-        let Some(cutoff) = now.checked_sub(retention) else { continue };
+        clock::sleep_us(every_us).await;
+        let now = world.now_us();
+        let Some(cutoff) = now.checked_sub(retention_us) else { continue };
         match keystore::sql_collect(&conn, Some(cutoff)) {
             Ok(intents) if !intents.is_empty() => {
-                world.emit(
-                    Node::Control,
-                    None,
-                    What::Collected { n: intents.len(), retention_ms: retention },
-                );
+                world.emit(Node::Control, None, What::Collected { n: intents.len(), retention_us });
                 let mut st = world.lock();
                 for i in intents {
                     st.collected.push((i, now));
@@ -157,31 +155,37 @@ pub(crate) async fn collector(world: Arc<World>, every: u64, retention: u64) {
 
 /// A partition window: cut process `p.process` off the network, then reconnect it.
 pub(crate) async fn partition(world: Arc<World>, p: Partition) {
-    sleep(Duration::from_millis(p.from_ms)).await;
-    let id = world.server_nodes.lock().unwrap()[p.process];
-    let net = madsim::net::NetSim::current();
-    net.clog_node(id);
+    clock::sleep_us(p.from_us).await;
     let process = p.process as u32;
+    world.lock().processes[p.process].partitioned = true;
     world.emit(Node::Control, None, What::Partitioned { process });
-    sleep(Duration::from_millis(p.for_ms)).await;
-    net.unclog_node(id);
+    clock::sleep_us(p.for_us).await;
+    world.lock().processes[p.process].partitioned = false;
     world.emit(Node::Control, None, What::Reconnected { process });
 }
 
-/// Kill server process `idx` now; the control node restarts it after `restart_ms`. Never
-/// returns: the caller is one of the process's tasks and is dropped with it.
-pub(crate) async fn crash_process(world: &Arc<World>, idx: usize, restart_ms: u64) {
-    if std::mem::replace(&mut world.lock().processes[idx].crashing, true) {
+/// Kill server process `idx` now; it restarts after `restart_us`. Never returns: the caller is
+/// one of the process's tasks and is dropped with it.
+pub(crate) async fn crash_process(world: &Arc<World>, idx: usize, restart_us: u64) {
+    let already = {
+        let mut st = world.lock();
+        let p = &mut st.processes[idx];
+        let already = std::mem::replace(&mut p.crashing, true);
+        p.up = false;
+        p.inbox.queue.clear();
+        already
+    };
+    if already {
         // Another request of this process already crashed it; it is going down.
         std::future::pending::<()>().await;
     }
     let id = world.server_nodes.lock().unwrap()[idx];
     let node = Node::Server(idx as u32);
     world.emit(node, None, What::ProcessCrashed);
-    let control = world.control.lock().unwrap().clone().expect("control node");
+    let outside = world.outside.lock().unwrap().clone().expect("outside node");
     let w = world.clone();
-    control.spawn(async move {
-        sleep(Duration::from_millis(restart_ms)).await;
+    outside.spawn(async move {
+        clock::sleep_us(restart_us).await;
         w.lock().processes[idx].crashing = false;
         Handle::current().restart(id);
         w.emit(node, None, What::ProcessRestarted);

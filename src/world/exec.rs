@@ -12,21 +12,17 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
 
-use madsim::net::Endpoint;
 use madsim::rand::Rng;
-use madsim::time::{sleep, timeout};
 use rusqlite::Connection;
 
-use super::control;
+use super::conn::Conn;
 use super::keystore::{self, Takeover};
-use super::net::{EffectMsg, Envelope};
-use super::shared::{EFFECT_TAG, World, chance, receiver_addr, server_addr};
-use super::store::{self, Pooled};
+use super::net::{Dest, EffectMsg, Envelope, Mailbox, Msg};
+use super::shared::{World, chance};
+use super::{clock, control, store};
 use crate::history::{Actor, CrashSite, Node, Refusal, Stmt, What, save_refused};
 use crate::http::{self, Order, Response};
 use crate::model::{
@@ -54,7 +50,6 @@ pub(crate) enum Why {
     ClaimUnique,
     Injected(String),
     EffectUnacknowledged,
-    EffectBind(String),
     SaveRefused {
         fencing: bool,
     },
@@ -69,12 +64,19 @@ impl fmt::Display for Why {
             Why::ClaimUnique => f.write_str("UNIQUE constraint failed: keys"),
             Why::Injected(point) => write!(f, "injected failure at @{point}"),
             Why::EffectUnacknowledged => f.write_str("effect not acknowledged"),
-            Why::EffectBind(e) => write!(f, "effect: {e}"),
             Why::SaveRefused { fencing } => write!(f, "save-response: {}", save_refused(*fencing)),
             Why::NoResponse => f.write_str("program ended without a response"),
             Why::SaveBeforeInsert => f.write_str("save-response before insert-row"),
         }
     }
+}
+
+/// How often a request waiting for the original (`in_flight = "wait"`) looks again (µs).
+const WAIT_POLL_US: u64 = 10_000;
+
+/// A duration drawn uniformly from an inclusive range (µs); a fixed one draws nothing.
+fn draw((lo, hi): (u64, u64)) -> u64 {
+    if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
 }
 
 /// What a step asks of the program.
@@ -91,7 +93,7 @@ pub(crate) struct Runner {
     pub world: Arc<World>,
     pub idx: usize,
     pub node: Node,
-    pub conn: Rc<Pooled>,
+    pub conn: Conn,
     /// Who the trace names.
     pub who: Actor,
     /// The sim request this executes (None: the relay), for targeted injections.
@@ -108,7 +110,7 @@ impl Runner {
     pub fn new(
         world: Arc<World>,
         idx: usize,
-        conn: Rc<Pooled>,
+        conn: Conn,
         who: Actor,
         req: Option<usize>,
     ) -> Runner {
@@ -119,10 +121,26 @@ impl Runner {
         self.world.emit(self.node, Some(self.who), what);
     }
 
-    /// Is this a synchronous driver whose statements take time (and so block the process)?
-    fn blocking_driver(&self) -> bool {
-        let d = &self.world.model.driver;
-        d.awaits == Awaits::Explicit && d.statement_ms.1 > 0
+    /// A synchronous driver (`awaits = "explicit"`): code between awaits, statements and lock
+    /// waits included, runs on the process's event loop and keeps its other requests out.
+    fn sync_driver(&self) -> bool {
+        self.world.model.driver.awaits == Awaits::Explicit
+    }
+
+    /// Run on the process's event loop (synchronous driver): taken when an execution starts
+    /// and again after every await; other executions of the process wait for it.
+    pub async fn hold(&self) {
+        if self.sync_driver() {
+            self.acquire_loop().await;
+        }
+    }
+
+    /// An await: the event loop is free while `f` runs, and taken back after it.
+    pub async fn wait<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.release_loop();
+        let out = f.await;
+        self.hold().await;
+        out
     }
 
     /// Take the process's event loop (synchronous driver): other executions of this process
@@ -163,61 +181,106 @@ impl Runner {
         }
     }
 
-    /// The driver's latency at an await: the event loop is free meanwhile.
+    /// The driver's latency at an await: the event loop is free meanwhile. A latency of 0 is
+    /// one event-loop turn (a scheduling point that takes no time).
     async fn driver_latency(&self) {
-        let (lo, hi) = self.world.model.driver.latency_ms;
-        let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
-        self.event(What::DriverAwait { ms });
-        sleep(Duration::from_millis(ms)).await;
+        let us = draw(self.world.model.driver.latency_us);
+        self.event(What::DriverAwait { us });
+        self.wait(clock::sleep_us(us)).await;
     }
 
-    /// Run one SQL statement, waiting out a locked database in simulated time up to the budget.
+    /// Run one SQL statement. With a synchronous driver the process's event loop is held.
+    /// First a scheduling point: statements of other processes (other OS processes in the
+    /// modelled system, running in parallel) may run before this one, even when every
+    /// statement takes no time. Then the statement's own time, then the statement, waiting out
+    /// a locked database in simulated time on SQLite's busy-handler schedule up to the budget.
+    /// A commit that made writes durable also takes the journal's sync time, while the write
+    /// lock is still held and before the writes are visible: the `COMMIT` of a transaction
+    /// that wrote, or an autocommit write (run as a transaction of its own when the driver has
+    /// a commit time, which is what SQLite does inside).
     pub async fn sql<T>(
         &self,
         stmt: Stmt,
         f: impl Fn(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, Failure> {
-        let blocking = self.blocking_driver();
-        if blocking {
-            self.acquire_loop().await;
+        self.hold().await;
+        clock::yield_now().await;
+        let driver = &self.world.model.driver;
+        let took = draw(driver.statement_us);
+        if took > 0 {
+            clock::sleep_us(took).await;
         }
-        let r = self.sql_inner(stmt, f).await;
-        if blocking && self.conn.is_autocommit() {
-            self.release_loop();
+        let implicit = stmt.writes() && self.conn.is_autocommit() && driver.commit_us.1 > 0;
+        if !implicit {
+            if matches!(stmt, Stmt::Commit | Stmt::CommitReadOnly) && self.conn.wrote_since_begin()
+            {
+                self.sync_journal().await;
+            }
+            let r = self.run_waiting(stmt, &f).await;
+            if stmt == Stmt::Begin && r.is_ok() {
+                self.conn.mark_begin();
+            }
+            return r;
         }
-        r
+        self.run_waiting(stmt, &|c| store::exec_cached(c, "BEGIN IMMEDIATE")).await?;
+        self.conn.mark_begin();
+        let r = self.run_waiting(stmt, &f).await;
+        let committed = match r {
+            Ok(_) => {
+                if self.conn.wrote_since_begin() {
+                    self.sync_journal().await;
+                }
+                self.run_waiting(stmt, &|c| store::exec_cached(c, "COMMIT")).await
+            }
+            Err(_) => Ok(()),
+        };
+        if !self.conn.is_autocommit() {
+            let _ = store::exec_cached(&self.conn, "ROLLBACK");
+        }
+        committed.and(r)
     }
 
-    async fn sql_inner<T>(
+    /// The journal's sync at a commit that made writes durable (`driver.commit_ms`).
+    async fn sync_journal(&self) {
+        let us = draw(self.world.model.driver.commit_us);
+        if us > 0 {
+            clock::sleep_us(us).await;
+        }
+    }
+
+    /// Run `f`, waiting out a locked database where SQLite would wait.
+    async fn run_waiting<T>(
         &self,
         stmt: Stmt,
-        f: impl Fn(&Connection) -> rusqlite::Result<T>,
+        f: &impl Fn(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, Failure> {
-        let (lo, hi) = self.world.model.driver.statement_ms;
-        if hi > 0 {
-            let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
-            sleep(Duration::from_millis(ms.max(1))).await;
-        }
-        let budget = self.world.wait_budget_ms;
+        let budget = self.world.wait_budget_us;
         let mut waited = 0u64;
-        let mut backoff = 1u64;
+        let mut retries = 0u32;
         let mut said = false;
         loop {
+            store::busy_reset();
             match f(&self.conn) {
                 Ok(v) => return Ok(v),
                 Err(e) if store::is_busy(&e) => {
-                    if !said {
-                        self.event(What::LockWait { stmt, budget_ms: budget });
-                        said = true;
-                    }
-                    if waited >= budget {
-                        self.event(What::StillLocked { stmt, waited_ms: waited });
+                    if !store::busy_asked() {
+                        // SQLite returns BUSY without calling its busy handler: no timeout
+                        // helps (a transaction that has read cannot take the write lock).
+                        let snapshot = store::is_busy_snapshot(&e);
+                        self.event(What::LockedAtOnce { stmt, snapshot });
                         return Err(Failure::Busy);
                     }
-                    let d = backoff.min(budget - waited);
-                    sleep(Duration::from_millis(d.max(1))).await;
-                    waited += d.max(1);
-                    backoff = (backoff * 2).min(16);
+                    if !said {
+                        self.event(What::LockWait { stmt, budget_us: budget });
+                        said = true;
+                    }
+                    let Some(d) = store::default_busy_delay_us(retries, budget) else {
+                        self.event(What::StillLocked { stmt, waited_us: waited });
+                        return Err(Failure::Busy);
+                    };
+                    clock::sleep_us(d).await;
+                    waited += d;
+                    retries += 1;
                 }
                 Err(e) => {
                     let error = e.to_string();
@@ -230,25 +293,22 @@ impl Runner {
 
     /// Call the effect receiver for `intent` and wait for its acknowledgement.
     pub async fn effect(&self, intent: &str, dedupe: Option<String>) -> Result<(), Failure> {
-        self.release_loop(); // a network call yields the event loop
-        let ep = Endpoint::bind(std::net::SocketAddr::new(server_addr(self.idx).ip(), 0))
-            .await
-            .map_err(|e| Failure::Error(Why::EffectBind(e.to_string())))?;
-        let tag = self.world.next_tag();
+        let mailbox = Mailbox::open(&self.world);
         self.event(What::EffectCall { intent: intent.to_string() });
         let msg = EffectMsg {
-            reply_tag: tag,
-            reply_to: ep.local_addr().expect("bound"),
+            reply_tag: mailbox.tag,
+            process: self.idx,
             intent: intent.to_string(),
             from: self.who,
             dedupe,
         };
-        let _ = ep.send_to_raw(receiver_addr(), EFFECT_TAG, Box::new(msg)).await;
+        let after = self.world.latency_us();
+        self.world.send(Some(self.idx), Dest::Receiver, Some(self.who), Msg::Effect(msg), after);
         // Long enough for a round trip at the world's worst latency.
-        let wait = Duration::from_millis(1000 + 2 * self.world.sim.world.latency_ms.1);
-        match timeout(wait, ep.recv_from_raw(tag)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => {
+        let wait = 1_000_000 + 2 * self.world.sim.world.latency_us.1;
+        match self.wait(clock::timeout_us(wait, mailbox.recv())).await {
+            Some(_) => Ok(()),
+            None => {
                 self.event(What::EffectUnacknowledged);
                 Err(Failure::Error(Why::EffectUnacknowledged))
             }
@@ -288,8 +348,8 @@ impl Runner {
                 }
                 InjectAction::Effect => self.effect(intent, dedupe()).await?,
                 InjectAction::DropReply => drop_reply = true,
-                InjectAction::Pause { ms } => sleep(Duration::from_millis(*ms)).await,
-                InjectAction::Crash { restart_ms } => self.crash(*restart_ms).await,
+                InjectAction::Pause { us } => self.wait(clock::sleep_us(*us)).await,
+                InjectAction::Crash { restart_us } => self.crash(*restart_us).await,
             }
         }
         Ok(drop_reply)
@@ -299,13 +359,13 @@ impl Runner {
     pub async fn maybe_crash(&self, site: impl FnOnce() -> CrashSite) {
         if chance(self.world.sim.faults.crash) {
             self.event(What::CrashFault(site()));
-            self.crash(self.world.sim.faults.restart_ms).await;
+            self.crash(self.world.sim.faults.restart_us).await;
         }
     }
 
-    /// Kill this process now; the control node restarts it after `restart_ms`.
-    pub async fn crash(&self, restart_ms: u64) {
-        control::crash_process(&self.world, self.idx, restart_ms).await
+    /// Kill this process now; the control node restarts it after `restart_us`.
+    pub async fn crash(&self, restart_us: u64) {
+        control::crash_process(&self.world, self.idx, restart_us).await
     }
 }
 
@@ -361,6 +421,8 @@ impl Exec {
 
     /// Admit the request, read its key, then run the program to a response.
     pub async fn serve(&mut self, env: &Envelope) -> Response {
+        // The handler is a callback on the process's event loop.
+        self.run.hold().await;
         // The fixed front half: route, authenticate, validate, then the key policy.
         let order = match http::admit(&env.http) {
             Ok(o) => o,
@@ -388,7 +450,7 @@ impl Exec {
                 return self.fail(Failure::Bound).await;
             }
             self.run.maybe_crash(|| CrashSite::BeforeStep(step.name())).await;
-            if model.driver.awaits == Awaits::EveryStatement && step.is_statement() {
+            if model.driver.awaits == Awaits::EveryStatement && self.runs_sql(step) {
                 self.run.driver_latency().await;
             }
             match self.step(step).await {
@@ -451,13 +513,13 @@ impl Exec {
         match step {
             Step::Await => {
                 // An await yields the event loop, even inside a transaction (the hazard).
-                self.run.release_loop();
                 self.run.driver_latency().await;
                 Ok(Flow::Next)
             }
             Step::Begin => {
-                self.run.sql(Stmt::Begin, |c| store::exec_cached(c, "BEGIN IMMEDIATE")).await?;
-                self.event(What::Begin);
+                let sql = self.run.world.model.driver.begin.sql();
+                self.run.sql(Stmt::Begin, |c| store::exec_cached(c, sql)).await?;
+                self.event(What::Begin { sql });
                 Ok(Flow::Next)
             }
             Step::Commit => {
@@ -481,7 +543,7 @@ impl Exec {
             Step::InsertRow => {
                 let o = self.order.clone().expect("admitted");
                 let intent = self.intent.clone();
-                let now = self.world().now_ms();
+                let now = self.world().now_us();
                 let id = self
                     .run
                     .sql(Stmt::InsertRow, |c| store::insert_row(c, &o, &intent, now))
@@ -504,7 +566,7 @@ impl Exec {
             }
             Step::Outbox => {
                 let (intent, dedupe, now) =
-                    (self.intent.clone(), self.effect_key(), self.world().now_ms());
+                    (self.intent.clone(), self.effect_key(), self.world().now_us());
                 let id = self
                     .run
                     .sql(Stmt::Outbox, |c| store::insert_outbox(c, &intent, dedupe.as_deref(), now))
@@ -538,9 +600,9 @@ impl Exec {
         }
         match self.key_lookup().await? {
             Some(rec) => {
-                let now = self.world().now_ms();
+                let now = self.world().now_us();
                 let expired = rec.state == RecordState::InProgress
-                    && rec.lease_until_ms.is_some_and(|l| l <= now);
+                    && rec.lease_until_us.is_some_and(|l| l <= now);
                 if expired && rec.fingerprint == self.fingerprint && self.key_takeover(&rec).await?
                 {
                     self.claimed = true;
@@ -555,6 +617,12 @@ impl Exec {
                 Ok(Flow::Finish(Response::error(409, "request in progress")))
             }
         }
+    }
+
+    /// Does the step run an SQL statement? (A key step on a cache or in memory does not.)
+    fn runs_sql(&self, step: &Step) -> bool {
+        let key_step = matches!(step, Step::Lookup | Step::Claim | Step::SaveResponse);
+        step.is_statement() && !(key_step && self.store_kind() != KeyStore::Sqlite)
     }
 
     /// The key the effect receiver deduplicates this request's effect by (model's choice).
@@ -622,11 +690,11 @@ impl Exec {
         self.event(What::WaitingForOriginal);
         let mut waited = 0;
         loop {
-            if waited >= self.world().wait_budget_ms {
+            if waited >= self.world().wait_budget_us {
                 return Ok(None);
             }
-            sleep(Duration::from_millis(10)).await;
-            waited += 10;
+            self.run.wait(clock::sleep_us(WAIT_POLL_US)).await;
+            waited += WAIT_POLL_US;
             match self.key_lookup().await? {
                 Some(r) if r.state == RecordState::Done => return Ok(Some(r)),
                 Some(_) => {}
@@ -700,17 +768,15 @@ impl Exec {
     async fn on_map<T>(&self, f: impl FnOnce(&mut BTreeMap<Scope, KeyRecord>) -> T) -> T {
         let kp = self.key_policy();
         if kp.store == KeyStore::Cache {
-            self.run.release_loop();
-            let (lo, hi) = kp.store_latency_ms;
-            let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
-            sleep(Duration::from_millis(ms.max(1))).await;
+            // A network round trip: an await.
+            self.run.wait(clock::sleep_us(draw(kp.store_latency_us))).await;
         }
-        let now = self.world().now_ms();
+        let now = self.world().now_us();
         let mut st = self.world().lock();
         let st = &mut *st;
         match kp.store {
             KeyStore::Cache => {
-                if let Some(ttl) = kp.retention_ms {
+                if let Some(ttl) = kp.retention_us {
                     keystore::map_expire(&mut st.cache, ttl, now, &mut st.collected);
                 }
                 f(&mut st.cache)
@@ -729,15 +795,15 @@ impl Exec {
 
     /// A new record for this request, in progress (a claim) or done (a saved response).
     fn new_record(&self, done: Option<(u16, &str)>) -> KeyRecord {
-        let now = self.world().now_ms();
-        let lease = self.key_policy().lease_ms;
+        let now = self.world().now_us();
+        let lease = self.key_policy().lease_us;
         KeyRecord {
             fingerprint: self.fingerprint.clone(),
             status: done.map(|d| d.0 as i64),
             response: done.map(|d| d.1.to_string()),
             state: if done.is_some() { RecordState::Done } else { RecordState::InProgress },
-            created_ms: now,
-            lease_until_ms: if done.is_none() { lease.map(|l| now + l) } else { None },
+            created_us: now,
+            lease_until_us: if done.is_none() { lease.map(|l| now + l) } else { None },
             token: Some(self.run.id),
             intent: self.intent.clone(),
         }
@@ -758,10 +824,10 @@ impl Exec {
 
     /// Take over an in-progress claim whose lease has expired (compare-and-set on its token).
     async fn key_takeover(&self, old: &KeyRecord) -> Result<bool, Failure> {
-        let now = self.world().now_ms();
-        let lease = self.key_policy().lease_ms.unwrap_or(0);
+        let now = self.world().now_us();
+        let lease = self.key_policy().lease_us.unwrap_or(0);
         let t =
-            Takeover { me: self.run.id, until_ms: now + lease, now_ms: now, old_token: old.token };
+            Takeover { me: self.run.id, until_us: now + lease, now_us: now, old_token: old.token };
         let s = self.scope();
         if self.store_kind() != KeyStore::Sqlite {
             return Ok(self.on_map(|m| keystore::map_takeover(m, &s, t)).await);

@@ -40,8 +40,8 @@ pub(crate) fn sql_insert(
     claim: bool,
 ) -> rusqlite::Result<bool> {
     c.prepare_cached(
-        "INSERT INTO keys(user, operation, key, fingerprint, status, response, state, created_ms,
-                          lease_until_ms, token, intent)
+        "INSERT INTO keys(user, operation, key, fingerprint, status, response, state, created_us,
+                          lease_until_us, token, intent)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
@@ -52,8 +52,8 @@ pub(crate) fn sql_insert(
         rec.status,
         rec.response,
         rec.state.as_str(),
-        rec.created_ms as i64,
-        opt_i64(rec.lease_until_ms),
+        rec.created_us as i64,
+        opt_i64(rec.lease_until_us),
         opt_i64(rec.token),
         rec.intent
     ])
@@ -79,25 +79,25 @@ pub(crate) fn map_insert(
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Takeover {
     pub me: u64,
-    pub until_ms: u64,
-    pub now_ms: u64,
+    pub until_us: u64,
+    pub now_us: u64,
     pub old_token: Option<u64>,
 }
 
 pub(crate) fn sql_takeover(c: &Connection, s: &Scope, t: Takeover) -> rusqlite::Result<bool> {
     let n = c
         .prepare_cached(
-            "UPDATE keys SET token = ?4, lease_until_ms = ?5
+            "UPDATE keys SET token = ?4, lease_until_us = ?5
              WHERE user = ?1 AND operation = ?2 AND key = ?3 AND state = 'in-progress'
-               AND lease_until_ms <= ?6 AND token IS ?7",
+               AND lease_until_us <= ?6 AND token IS ?7",
         )?
         .execute(params![
             s.user,
             s.operation,
             s.key,
             t.me as i64,
-            t.until_ms as i64,
-            t.now_ms as i64,
+            t.until_us as i64,
+            t.now_us as i64,
             opt_i64(t.old_token)
         ])?;
     Ok(n == 1)
@@ -107,11 +107,11 @@ pub(crate) fn map_takeover(m: &mut BTreeMap<Scope, KeyRecord>, s: &Scope, t: Tak
     match m.get_mut(s) {
         Some(r)
             if r.state == RecordState::InProgress
-                && r.lease_until_ms.is_some_and(|l| l <= t.now_ms)
+                && r.lease_until_us.is_some_and(|l| l <= t.now_us)
                 && r.token == t.old_token =>
         {
             r.token = Some(t.me);
-            r.lease_until_ms = Some(t.until_ms);
+            r.lease_until_us = Some(t.until_us);
             true
         }
         _ => false,
@@ -129,10 +129,10 @@ pub(crate) fn sql_complete(
     me: u64,
 ) -> rusqlite::Result<usize> {
     let sql = if fencing {
-        "UPDATE keys SET status = ?4, response = ?5, state = 'done', lease_until_ms = NULL
+        "UPDATE keys SET status = ?4, response = ?5, state = 'done', lease_until_us = NULL
          WHERE user = ?1 AND operation = ?2 AND key = ?3 AND state = 'in-progress' AND token = ?6"
     } else {
-        "UPDATE keys SET status = ?4, response = ?5, state = 'done', lease_until_ms = NULL
+        "UPDATE keys SET status = ?4, response = ?5, state = 'done', lease_until_us = NULL
          WHERE user = ?1 AND operation = ?2 AND key = ?3 AND ?6 = ?6"
     };
     c.prepare_cached(sql)?.execute(params![s.user, s.operation, s.key, status, body, me as i64])
@@ -153,7 +153,7 @@ pub(crate) fn map_complete(
         None if fencing => 0,
         old => {
             if let Some(r) = old {
-                rec.created_ms = r.created_ms;
+                rec.created_us = r.created_us;
                 rec.intent = r.intent.clone();
             }
             m.insert(s.clone(), rec);
@@ -181,34 +181,34 @@ pub(crate) fn map_release(m: &mut BTreeMap<Scope, KeyRecord>, s: &Scope, me: u64
     }
 }
 
-/// Delete the stored keys created at or before `cutoff_ms` (all of them: None) in one
+/// Delete the stored keys created at or before `cutoff_us` (all of them: None) in one
 /// transaction; returns their intents, so that the oracle knows every collected key.
-pub(crate) fn sql_collect(c: &Connection, cutoff_ms: Option<u64>) -> rusqlite::Result<Vec<String>> {
-    let cutoff = cutoff_ms.map_or(i64::MAX, |c| c as i64);
+pub(crate) fn sql_collect(c: &Connection, cutoff_us: Option<u64>) -> rusqlite::Result<Vec<String>> {
+    let cutoff = cutoff_us.map_or(i64::MAX, |c| c as i64);
     let tx = c.unchecked_transaction()?;
     let intents = tx
         .prepare_cached(
-            "SELECT intent FROM keys WHERE created_ms <= ?1 ORDER BY user, operation, key",
+            "SELECT intent FROM keys WHERE created_us <= ?1 ORDER BY user, operation, key",
         )?
         .query_map([cutoff], |r| r.get(0))?
         .collect::<rusqlite::Result<Vec<String>>>()?;
-    tx.execute("DELETE FROM keys WHERE created_ms <= ?1", [cutoff])?;
+    tx.execute("DELETE FROM keys WHERE created_us <= ?1", [cutoff])?;
     tx.commit()?;
     Ok(intents)
 }
 
-/// Drop the records of a TTL map that expired at `now_ms`, appending (intent, now) of each
+/// Drop the records of a TTL map that expired at `now_us`, appending (intent, now) of each
 /// to `collected`.
 pub(crate) fn map_expire(
     m: &mut BTreeMap<Scope, KeyRecord>,
-    ttl_ms: u64,
-    now_ms: u64,
+    ttl_us: u64,
+    now_us: u64,
     collected: &mut Vec<(String, u64)>,
 ) {
     m.retain(|_, r| {
-        let live = r.created_ms + ttl_ms > now_ms;
+        let live = r.created_us + ttl_us > now_us;
         if !live {
-            collected.push((r.intent.clone(), now_ms));
+            collected.push((r.intent.clone(), now_us));
         }
         live
     });
@@ -230,15 +230,15 @@ mod tests {
             status: (state == RecordState::Done).then_some(201),
             response: (state == RecordState::Done).then(|| "{}".into()),
             state,
-            created_ms: 5,
-            lease_until_ms: lease,
+            created_us: 5,
+            lease_until_us: lease,
             token: Some(token),
             intent: "i".into(),
         }
     }
 
     fn db() -> (Connection, BTreeMap<Scope, KeyRecord>) {
-        let (_, c) = store::new_database().unwrap();
+        let (_, c) = store::new_database(crate::model::Journal::Rollback).unwrap();
         (c, BTreeMap::new())
     }
 
@@ -256,9 +256,9 @@ mod tests {
         // Only the owner releases.
         assert_eq!(sql_release(&c, &s, 8).unwrap(), map_release(&mut m, &s, 8));
         // Takeover before the lease ends fails, after it succeeds, once.
-        let early = Takeover { me: 9, until_ms: 300, now_ms: 50, old_token: Some(7) };
+        let early = Takeover { me: 9, until_us: 300, now_us: 50, old_token: Some(7) };
         assert_eq!(sql_takeover(&c, &s, early).unwrap(), map_takeover(&mut m, &s, early));
-        let late = Takeover { now_ms: 150, ..early };
+        let late = Takeover { now_us: 150, ..early };
         assert!(sql_takeover(&c, &s, late).unwrap());
         assert!(map_takeover(&mut m, &s, late));
         assert!(!sql_takeover(&c, &s, late).unwrap());
@@ -271,7 +271,7 @@ mod tests {
         assert_eq!(sql_complete(&c, &s, 201, "{}", true, 9).unwrap(), 1);
         assert_eq!(map_complete(&mut m, &s, done, true, 9), 1);
         let (a, b) = (sql_lookup(&c, &s).unwrap().unwrap(), map_lookup(&m, &s).unwrap());
-        assert_eq!((a.state, a.status, a.created_ms), (b.state, b.status, b.created_ms));
+        assert_eq!((a.state, a.status, a.created_us), (b.state, b.status, b.created_us));
         // A done record is not released.
         assert_eq!(sql_release(&c, &s, 9).unwrap(), map_release(&mut m, &s, 9));
         assert_eq!(sql_release(&c, &s, 9).unwrap(), 0);
@@ -295,7 +295,7 @@ mod tests {
     fn collection_and_expiry_report_intents() {
         let (c, mut m) = db();
         for (k, created) in [("a", 5), ("b", 50)] {
-            let r = KeyRecord { created_ms: created, ..rec(RecordState::Done, 1, None) };
+            let r = KeyRecord { created_us: created, ..rec(RecordState::Done, 1, None) };
             sql_insert(&c, &scope(k), &r, false).unwrap();
             map_insert(&mut m, &scope(k), r, false);
         }

@@ -7,6 +7,8 @@
 //! ([`Observation`]) and, when asked, the typed event history. Judging happens outside.
 
 mod client;
+mod clock;
+mod conn;
 mod control;
 mod exec;
 mod keystore;
@@ -14,15 +16,14 @@ mod net;
 mod server;
 mod shared;
 mod store;
+pub mod vfs;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
-use madsim::time::{Instant, sleep};
 
-use self::shared::{Latch, ProcessState, Recorder, State, World, client_ip, receiver_addr};
+use self::shared::{Latch, ProcessState, Recorder, State, World};
 use crate::history::{History, Legend, Node, What};
 use crate::model::{Model, Step};
 use crate::report::{KeyRecord, Observation, RequestReport};
@@ -50,11 +51,8 @@ pub fn simulate(
     seed: u64,
     keep_history: bool,
 ) -> Result<Simulated, RunError> {
-    let db_uri = store::fresh_run_database()?;
-    let mut cfg = madsim::Config::default();
-    let (lo, hi) = sim.world.latency_ms;
-    cfg.net.send_latency = Duration::from_millis(lo)..Duration::from_millis(hi);
-    let rt = Runtime::with_seed_and_config(seed, cfg);
+    let db = store::fresh_run_database(model.driver.journal)?;
+    let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
 
     let names: Vec<String> = sim
         .requests
@@ -88,13 +86,13 @@ pub fn simulate(
         let (sim, model) = (sim.clone(), model.clone());
         async move {
             let world = Arc::new(World {
-                wait_budget_ms: sim.world.wait_budget_ms.unwrap_or(model.wait_budget_ms),
+                wait_budget_us: sim.world.wait_budget_us.unwrap_or(model.wait_budget_us),
                 sim,
                 model,
-                db_uri,
-                start: Instant::now(),
+                db,
+                start: clock::now(),
                 state: Mutex::new(state),
-                control: Mutex::new(None),
+                outside: Mutex::new(None),
                 server_nodes: Mutex::new(vec![]),
                 names,
             });
@@ -106,18 +104,18 @@ pub fn simulate(
     // left: connections have rolled back and gone back to the pool, as if every process
     // stopped. Then the observer reads the final state.
     drop(rt);
-    // The control node's handle lives in the world; drop it so no task keeps the world alive.
-    world.control.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let rows = store::with_observer(store::read_rows)?;
-    let mut keys = store::with_observer(store::read_keys)?;
+    // The outside node's handle lives in the world; drop it so no task keeps the world alive.
+    world.outside.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let rows = store::with_observer(&world.db, store::read_rows)?;
+    let mut keys = store::with_observer(&world.db, store::read_keys)?;
     let st = std::mem::take(&mut *world.lock());
     let h = st.history;
     // Keys held outside SQLite (a TTL cache, process memory) as the judges see them: cache
     // records still alive at the end, and what each process's memory holds (a restart has
     // emptied it).
-    let end_ms = h.last_t_us / 1000;
-    let ttl = world.model.key.as_ref().and_then(|k| k.retention_ms);
-    let live = |r: &KeyRecord| ttl.is_none_or(|ttl| r.created_ms + ttl > end_ms);
+    let end_us = h.last_t_us;
+    let ttl = world.model.key.as_ref().and_then(|k| k.retention_us);
+    let live = |r: &KeyRecord| ttl.is_none_or(|ttl| r.created_us.saturating_add(ttl) > end_us);
     keys.extend(st.cache.into_iter().filter(|(_, r)| live(r)));
     keys.extend(st.processes.into_iter().flat_map(|p| p.memory));
     let observation = Observation {
@@ -155,29 +153,22 @@ async fn supervise(world: Arc<World>) {
     for id in nodes {
         h.kill(id);
     }
-    sleep(Duration::from_millis(1)).await;
+    clock::sleep_us(1).await;
 }
 
 async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>) {
-    let control = h.create_node().name("control").ip("10.0.0.2".parse().unwrap()).build();
-    nodes.push(control.id());
-    *world.control.lock().unwrap() = Some(control.clone());
-    {
-        let w = world.clone();
-        let r = h
-            .create_node()
-            .name("receiver")
-            .ip(receiver_addr().ip())
-            .init(move || server::receiver_main(w.clone()))
-            .build();
-        nodes.push(r.id());
-    }
+    // One node for everything that never crashes: the wire, the receiver, the clients and the
+    // control tasks. Each server process is a node of its own (a crash kills its tasks).
+    let outside = h.create_node().name("outside").build();
+    nodes.push(outside.id());
+    *world.outside.lock().unwrap() = Some(outside.clone());
+    outside.spawn(net::wire_main(world.clone()));
+    outside.spawn(server::receiver_main(world.clone()));
     for i in 0..world.sim.world.processes {
         let w = world.clone();
         let node = h
             .create_node()
             .name(format!("server-{}", i + 1))
-            .ip(shared::server_addr(i).ip())
             .init(move || server::process_main(w.clone(), i))
             .build();
         world.server_nodes.lock().unwrap().push(node.id());
@@ -187,42 +178,35 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         world.lock().actions_running += 1;
         let (w, kind) = (world.clone(), a.kind.clone());
         // The action holds a (Send, !Sync) connection across awaits: run it as a local task.
-        control.spawn(async move {
+        outside.spawn(async move {
             madsim::task::spawn_local(control::run_action(w, i, kind));
         });
     }
     if let (Some(every), Some(retention)) =
-        (world.sim.faults.gc_every_ms, world.model.key.as_ref().and_then(|k| k.retention_ms))
+        (world.sim.faults.gc_every_us, world.model.key.as_ref().and_then(|k| k.retention_us))
     {
         let w = world.clone();
-        control.spawn(async move {
+        outside.spawn(async move {
             madsim::task::spawn_local(control::collector(w, every, retention));
         });
     }
     for p in world.sim.faults.partitions.clone() {
-        control.spawn(control::partition(world.clone(), p));
+        outside.spawn(control::partition(world.clone(), p));
     }
-    let mut clients = Vec::new();
-    for i in 0..world.sim.requests.len() {
-        let node = h
-            .create_node()
-            .name(format!("client-{}", world.sim.requests[i].id))
-            .ip(client_ip(i))
-            .build();
-        nodes.push(node.id());
-        clients.push(node.spawn(client::run_request(world.clone(), i)));
-    }
+    let clients: Vec<_> = (0..world.sim.requests.len())
+        .map(|i| outside.spawn(client::run_request(world.clone(), i)))
+        .collect();
 
-    let limit = Duration::from_millis(world.sim.world.time_limit_ms);
+    let limit = world.sim.world.time_limit_us;
     let all_clients = async {
         for c in clients {
             let _ = c.await;
         }
     };
-    if madsim::time::timeout(limit, all_clients).await.is_err() {
+    if clock::timeout_us(limit, all_clients).await.is_none() {
         world.bound_hit(format!(
             "time-limit: clients not finished after {} ms of simulated time",
-            limit.as_millis()
+            crate::units::show_ms(limit)
         ));
         return;
     }
@@ -236,22 +220,25 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         if busy == 0 {
             break;
         }
-        if Instant::now().duration_since(world.start) >= limit {
+        if world.now_us() >= limit {
             world.bound_hit(format!(
                 "time-limit: server work still running after {} ms of simulated time",
-                limit.as_millis()
+                crate::units::show_ms(limit)
             ));
             break;
         }
-        sleep(Duration::from_millis(10)).await;
+        clock::sleep_us(QUIESCENCE_POLL_US).await;
     }
     world.emit(Node::Control, None, What::Quiescent);
 }
+
+/// How often the supervisor looks for quiescence once the clients are done (µs).
+const QUIESCENCE_POLL_US: u64 = 10_000;
 
 /// Outbox rows not yet delivered (0 when the model has no outbox or the table is locked).
 fn outbox_pending(world: &World) -> u64 {
     if !world.model.program.contains(&Step::Outbox) {
         return 0;
     }
-    store::with_observer(store::count_unsent).unwrap_or(1)
+    store::with_observer(&world.db, store::count_unsent).unwrap_or(1)
 }

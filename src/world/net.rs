@@ -1,14 +1,22 @@
-//! Our message layer over madsim's datagram endpoints: HTTP-shaped messages, and the place
-//! where network faults (drops, duplicates, delays) are decided from the seed and recorded.
+//! The simulated network: our own delivery path over madsim's clock and RNG.
+//!
+//! madsim's datagram endpoints cost at least a millisecond per send and per receive and hand
+//! queued messages out one per millisecond, which serialised admission at a server. Here a
+//! message is a [`Packet`] with an arrival time (now + a latency drawn from the seed + any
+//! injected delay); one task, the *wire*, sleeps until the earliest arrival and delivers every
+//! packet that is due at once, in (arrival, send order). A server process takes everything in
+//! its inbox in one go, so requests that arrive in the same instant are admitted in the same
+//! instant and run in an order drawn from the seed. Network faults (drops, duplicates, delays,
+//! partitions) and crashed processes are decided here and recorded as events.
 
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Poll, Waker};
 
-use madsim::net::Endpoint;
 use madsim::rand::Rng;
 
-use super::shared::{REQ_TAG, World, chance};
+use super::clock;
+use super::shared::{World, chance};
 use crate::history::{Actor, Node, What};
 use crate::http::{Request, Response};
 
@@ -17,7 +25,6 @@ use crate::http::{Request, Response};
 pub(crate) struct Envelope {
     /// Tag the reply must carry (unique per attempt).
     pub reply_tag: u64,
-    pub reply_to: SocketAddr,
     /// Which attempt this is (request index, copy, attempt): for injections and labels.
     pub who: Actor,
     pub http: Request,
@@ -37,7 +44,8 @@ impl Envelope {
 #[derive(Debug, Clone)]
 pub(crate) struct EffectMsg {
     pub reply_tag: u64,
-    pub reply_to: SocketAddr,
+    /// The process that waits for the acknowledgement.
+    pub process: usize,
     pub intent: String,
     /// Who performs the effect (an attempt, or the relay delivering a message).
     pub from: Actor,
@@ -45,14 +53,261 @@ pub(crate) struct EffectMsg {
     pub dedupe: Option<String>,
 }
 
+/// What travels.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    Request(Envelope),
+    Reply(Response),
+    Effect(EffectMsg),
+    Ack,
+}
+
+/// Where a packet goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dest {
+    /// A server process's inbox.
+    Server(usize),
+    /// The effect receiver's inbox.
+    Receiver,
+    /// A mailbox waiting for one reply, owned by a server process (None: a client).
+    Tag { tag: u64, process: Option<usize> },
+}
+
+impl Dest {
+    fn process(self) -> Option<usize> {
+        match self {
+            Dest::Server(p) => Some(p),
+            Dest::Tag { process, .. } => process,
+            Dest::Receiver => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Packet {
+    to: Dest,
+    /// Who sent it, for the trace of losses.
+    who: Option<Actor>,
+    msg: Msg,
+}
+
+/// An inbox of a server process or of the receiver.
+pub(crate) struct Inbox<T> {
+    pub queue: VecDeque<T>,
+    pub waker: Option<Waker>,
+}
+
+impl<T> Default for Inbox<T> {
+    fn default() -> Self {
+        Inbox { queue: VecDeque::new(), waker: None }
+    }
+}
+
+impl<T> Inbox<T> {
+    fn push(&mut self, t: T) -> Option<Waker> {
+        self.queue.push_back(t);
+        self.waker.take()
+    }
+}
+
+/// A mailbox waiting for one message.
+#[derive(Default)]
+pub(crate) struct Slot {
+    msg: Option<Msg>,
+    waker: Option<Waker>,
+}
+
+/// The network's state: packets in flight and the wire task's wake-up.
+#[derive(Default)]
+pub(crate) struct Wire {
+    /// (arrival µs, send order) → packet.
+    in_flight: BTreeMap<(u64, u64), Packet>,
+    sent: u64,
+    /// The arrival the wire task sleeps until (None: it waits for a packet).
+    armed: Option<u64>,
+    waker: Option<Waker>,
+    kicked: bool,
+    pub receiver: Inbox<EffectMsg>,
+    pub slots: BTreeMap<u64, Slot>,
+}
+
+impl World {
+    /// A latency drawn from the world's range (µs).
+    pub fn latency_us(&self) -> u64 {
+        let (lo, hi) = self.sim.world.latency_us;
+        if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
+    }
+
+    /// Put a packet on the wire: it arrives after `after_us`, unless a partition cuts its
+    /// sender or destination now.
+    pub fn send(&self, from: Option<usize>, to: Dest, who: Option<Actor>, msg: Msg, after_us: u64) {
+        let cut = from.is_some_and(|p| self.partitioned(p))
+            || to.process().is_some_and(|p| self.partitioned(p));
+        if cut {
+            self.lost_in_partition(from, to, who);
+            return;
+        }
+        let at = self.now_us() + after_us;
+        let waker = {
+            let mut st = self.lock();
+            let w = &mut st.wire;
+            w.sent += 1;
+            w.in_flight.insert((at, w.sent), Packet { to, who, msg });
+            if w.armed.is_none_or(|a| at < a) {
+                w.kicked = true;
+                w.waker.take()
+            } else {
+                None
+            }
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    fn partitioned(&self, p: usize) -> bool {
+        self.lock().processes[p].partitioned
+    }
+
+    fn lost_in_partition(&self, from: Option<usize>, to: Dest, who: Option<Actor>) {
+        let p = from.filter(|p| self.partitioned(*p)).or(to.process()).unwrap_or(0);
+        self.emit(Node::Server(p as u32), who, What::LostInPartition);
+    }
+
+    /// Deliver every packet due now; returns the next arrival time, if any.
+    fn deliver_due(&self) -> Option<u64> {
+        let now = self.now_us();
+        loop {
+            let mut st = self.lock();
+            let entry = st.wire.in_flight.first_entry()?;
+            if entry.key().0 > now {
+                return Some(entry.key().0);
+            }
+            let Packet { to, who, msg } = entry.remove();
+            let lost = match to {
+                Dest::Server(p) if !st.processes[p].up => Some(What::LostToDownProcess),
+                _ if to.process().is_some_and(|p| st.processes[p].partitioned) => {
+                    Some(What::LostInPartition)
+                }
+                _ => None,
+            };
+            if let Some(what) = lost {
+                drop(st);
+                self.emit(Node::Server(to.process().unwrap_or(0) as u32), who, what);
+                continue;
+            }
+            let waker = match (to, msg) {
+                (Dest::Server(p), Msg::Request(env)) => st.processes[p].inbox.push(env),
+                (Dest::Receiver, Msg::Effect(e)) => st.wire.receiver.push(e),
+                (Dest::Tag { tag, .. }, msg) => match st.wire.slots.get_mut(&tag) {
+                    Some(slot) if slot.msg.is_none() => {
+                        slot.msg = Some(msg);
+                        slot.waker.take()
+                    }
+                    _ => None, // nobody waits any more (timed out, crashed, a duplicate)
+                },
+                _ => None,
+            };
+            drop(st);
+            if let Some(w) = waker {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// The wire: delivers packets when they are due.
+pub(crate) async fn wire_main(world: Arc<World>) {
+    loop {
+        let next = world.deliver_due();
+        let mut sleep = next.map(|at| clock::sleep_future(world.start, at));
+        std::future::poll_fn(|cx| {
+            if let Some(s) = sleep.as_mut()
+                && s.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(());
+            }
+            let mut st = world.lock();
+            if std::mem::take(&mut st.wire.kicked) {
+                return Poll::Ready(());
+            }
+            st.wire.armed = next;
+            st.wire.waker = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+        world.lock().wire.armed = None;
+    }
+}
+
+/// Every request in process `p`'s inbox, once there is at least one.
+pub(crate) async fn accept(world: &World, p: usize) -> Vec<Envelope> {
+    std::future::poll_fn(|cx| {
+        let mut st = world.lock();
+        let inbox = &mut st.processes[p].inbox;
+        if inbox.queue.is_empty() {
+            inbox.waker = Some(cx.waker().clone());
+            Poll::Pending
+        } else {
+            Poll::Ready(inbox.queue.drain(..).collect())
+        }
+    })
+    .await
+}
+
+/// Every effect in the receiver's inbox, once there is at least one.
+pub(crate) async fn accept_effects(world: &World) -> Vec<EffectMsg> {
+    std::future::poll_fn(|cx| {
+        let mut st = world.lock();
+        let inbox = &mut st.wire.receiver;
+        if inbox.queue.is_empty() {
+            inbox.waker = Some(cx.waker().clone());
+            Poll::Pending
+        } else {
+            Poll::Ready(inbox.queue.drain(..).collect())
+        }
+    })
+    .await
+}
+
+/// A mailbox for one reply; closed (and late replies dropped) when it goes out of scope.
+pub(crate) struct Mailbox {
+    world: Arc<World>,
+    pub tag: u64,
+}
+
+impl Mailbox {
+    pub fn open(world: &Arc<World>) -> Mailbox {
+        let tag = world.next_tag();
+        world.lock().wire.slots.insert(tag, Slot::default());
+        Mailbox { world: world.clone(), tag }
+    }
+
+    /// The first message to arrive.
+    pub async fn recv(&self) -> Msg {
+        std::future::poll_fn(|cx| {
+            let mut st = self.world.lock();
+            let slot = st.wire.slots.get_mut(&self.tag).expect("open until dropped");
+            match slot.msg.take() {
+                Some(m) => Poll::Ready(m),
+                None => {
+                    slot.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        self.world.lock().wire.slots.remove(&self.tag);
+    }
+}
+
 /// Send a request to a server process, through the sim's network faults.
-pub(crate) async fn send_request(
-    world: &Arc<World>,
-    node: Node,
-    ep: &Arc<Endpoint>,
-    dst: SocketAddr,
-    env: Envelope,
-) {
+pub(crate) fn send_request(world: &World, node: Node, process: usize, env: Envelope) {
     let f = &world.sim.faults;
     if chance(f.request_drop) {
         world.emit(node, Some(env.who), What::RequestDropped);
@@ -65,58 +320,31 @@ pub(crate) async fn send_request(
         1
     };
     for _ in 0..copies {
-        let delay = delay(world, node, env.who);
-        deliver(ep, dst, REQ_TAG, Box::new(env.clone()), delay).await;
+        let after = world.latency_us() + delay(world, node, env.who);
+        world.send(None, Dest::Server(process), Some(env.who), Msg::Request(env.clone()), after);
     }
 }
 
 /// Send a reply back to a client, through the sim's network faults.
-pub(crate) async fn send_reply(
-    world: &Arc<World>,
-    node: Node,
-    who: Actor,
-    ep: &Arc<Endpoint>,
-    dst: SocketAddr,
-    tag: u64,
-    resp: Response,
-) {
+pub(crate) fn send_reply(world: &World, process: usize, who: Actor, tag: u64, resp: Response) {
     let f = &world.sim.faults;
+    let node = Node::Server(process as u32);
     if chance(f.reply_drop) {
         world.emit(node, Some(who), What::ReplyDropped { status: resp.status });
         return;
     }
-    let delay = delay(world, node, who);
-    deliver(ep, dst, tag, Box::new(resp), delay).await;
+    let after = world.latency_us() + delay(world, node, who);
+    world.send(Some(process), Dest::Tag { tag, process: None }, Some(who), Msg::Reply(resp), after);
 }
 
-fn delay(world: &World, node: Node, who: Actor) -> Option<Duration> {
+/// An extra delay drawn for one message (0 when the fault does not strike).
+fn delay(world: &World, node: Node, who: Actor) -> u64 {
     let f = &world.sim.faults;
     if !chance(f.delay) {
-        return None;
+        return 0;
     }
-    let ms = madsim::rand::thread_rng().gen_range(f.delay_ms.0..=f.delay_ms.1);
-    world.emit(node, Some(who), What::Delayed { ms });
-    Some(Duration::from_millis(ms))
-}
-
-async fn deliver(
-    ep: &Arc<Endpoint>,
-    dst: SocketAddr,
-    tag: u64,
-    msg: madsim::net::Payload,
-    delay: Option<Duration>,
-) {
-    match delay {
-        None => {
-            let _ = ep.send_to_raw(dst, tag, msg).await;
-        }
-        Some(d) => {
-            // Held back in the network: the sender goes on, the message arrives later.
-            let ep = ep.clone();
-            madsim::task::spawn_local(async move {
-                madsim::time::sleep(d).await;
-                let _ = ep.send_to_raw(dst, tag, msg).await;
-            });
-        }
-    }
+    let (lo, hi) = f.delay_us;
+    let us = madsim::rand::thread_rng().gen_range(lo..=hi);
+    world.emit(node, Some(who), What::Delayed { us });
+    us
 }

@@ -4,52 +4,56 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
-use madsim::net::Endpoint;
-use madsim::time::sleep;
-
+use super::clock;
+use super::conn::{Conn, Pool};
 use super::exec::{Exec, Runner};
-use super::net::{self, EffectMsg, Envelope};
-use super::shared::{EFFECT_TAG, REQ_TAG, World, chance, receiver_addr, server_addr};
+use super::net::{self, Dest, Envelope, Msg};
+use super::shared::{World, chance};
 use super::store::{self, Pooled};
 use crate::history::{Actor, CrashSite, Node, Stmt, What};
-use crate::http;
+use crate::http::{self, Response};
 use crate::model::Step;
 
 /// The main task of server process `idx` (re-run on restart).
 pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
     let node = Node::Server(idx as u32);
-    // A (re)started process has a fresh event loop and empty memory.
+    // A (re)started process has a fresh event loop, an empty inbox and empty memory.
     {
         let mut st = world.lock();
         let p = &mut st.processes[idx];
+        p.up = true;
         p.loop_holder = None;
         p.loop_waiters = Vec::new();
+        p.inbox.queue.clear();
         p.memory.clear();
     }
-    let conn = match store::checkout(&world.db_uri) {
+    let shared = match store::checkout(&world.db) {
         Ok(c) => Rc::new(c),
         Err(e) => {
             world.emit(node, None, What::CannotOpenDatabase { error: e.to_string() });
             return;
         }
     };
-    let ep = match Endpoint::bind(server_addr(idx)).await {
-        Ok(ep) => Arc::new(ep),
-        Err(e) => {
-            world.emit(node, None, What::CannotBind { error: e.to_string() });
-            return;
-        }
+    let pool = match world.model.driver.pool {
+        0 => None,
+        n => match Pool::new(&world.db, n) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                world.emit(node, None, What::CannotOpenDatabase { error: e.to_string() });
+                return;
+            }
+        },
     };
     if world.model.program.contains(&Step::Outbox) {
-        madsim::task::spawn_local(relay_main(world.clone(), idx, conn.clone()));
+        madsim::task::spawn_local(relay_main(world.clone(), idx, shared.clone()));
     }
     loop {
-        let Ok((payload, _from)) = ep.recv_from_raw(REQ_TAG).await else { return };
-        let Ok(env) = payload.downcast::<Envelope>() else { continue };
-        let g = InFlightGuard::new(world.clone());
-        madsim::task::spawn_local(handle(world.clone(), idx, conn.clone(), ep.clone(), *env, g));
+        for env in net::accept(&world, idx).await {
+            let g = InFlightGuard::new(world.clone());
+            let (shared, pool) = (shared.clone(), pool.clone());
+            madsim::task::spawn_local(handle(world.clone(), idx, shared, pool, env, g));
+        }
     }
 }
 
@@ -73,13 +77,38 @@ impl Drop for InFlightGuard {
 async fn handle(
     world: Arc<World>,
     idx: usize,
-    conn: Rc<Pooled>,
-    ep: Arc<Endpoint>,
+    shared: Rc<Pooled>,
+    pool: Option<Rc<Pool>>,
     env: Envelope,
     _g: InFlightGuard,
 ) {
     let intent = env.http.header(http::INTENT_HEADER).unwrap_or("").to_string();
-    let run = Runner::new(world.clone(), idx, conn, env.who, Some(env.req()));
+    let (node, who, to) = (Node::Server(idx as u32), env.who, env.req() as u32);
+    world.emit(node, Some(who), What::Arrived);
+    let conn = match pool {
+        None => Conn::Shared(shared),
+        Some(pool) => {
+            if !pool.has_free() {
+                world.emit(node, Some(who), What::PoolWait);
+            }
+            match pool.lease(world.wait_budget_us).await {
+                Some(lease) => Conn::Leased(lease),
+                None => {
+                    let waited_us = world.wait_budget_us;
+                    world.emit(node, Some(who), What::PoolExhausted { waited_us });
+                    let resp = Response::error(503, "no database connection available");
+                    world.emit(
+                        node,
+                        Some(who),
+                        What::Reply { to, status: 503, body: resp.body.clone() },
+                    );
+                    net::send_reply(&world, idx, who, env.reply_tag, resp);
+                    return;
+                }
+            }
+        }
+    };
+    let run = Runner::new(world.clone(), idx, conn, who, Some(env.req()));
     let mut ex = Exec::new(run, intent);
     let resp = ex.serve(&env).await;
     if !ex.drop_reply && ex.fresh_success(&resp) && chance(world.sim.faults.reply_drop_after_commit)
@@ -91,10 +120,10 @@ async fn handle(
         ex.run.event(What::ConnectionDropped { status: resp.status });
         return;
     }
-    let to = env.req() as u32;
     ex.run.event(What::Reply { to, status: resp.status, body: resp.body.clone() });
-    let (node, who) = (ex.run.node, ex.run.who);
-    net::send_reply(&world, node, who, &ep, env.reply_to, env.reply_tag, resp).await;
+    // The execution (and its pooled connection, its hold on the event loop) ends here.
+    drop(ex);
+    net::send_reply(&world, idx, who, env.reply_tag, resp);
 }
 
 /// The outbox relay: a background task in every server process of a model with an `outbox`
@@ -104,10 +133,10 @@ async fn handle(
 /// `@relay-after-send`) makes the next relay pass deliver the row again: the receiver must
 /// deduplicate (by the row: `effects.dedupe = "row"`).
 async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
-    let every = Duration::from_millis(world.model.relay_every_ms);
     loop {
-        sleep(every).await;
-        let mut run = Runner::new(world.clone(), idx, conn.clone(), Actor::Relay, None);
+        clock::sleep_us(world.model.relay_every_us).await;
+        let mut run =
+            Runner::new(world.clone(), idx, Conn::Shared(conn.clone()), Actor::Relay, None);
         let Ok(batch) = run.sql(Stmt::Relay, |c| store::unsent_outbox(c, 16)).await else {
             continue;
         };
@@ -121,7 +150,7 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
                 break;
             }
             run.maybe_crash(|| CrashSite::BetweenSendAndMark).await;
-            if run.sql(Stmt::Relay, |c| store::mark_sent(c, id)).await.is_ok() {
+            if run.sql(Stmt::RelayMark, |c| store::mark_sent(c, id)).await.is_ok() {
                 run.event(What::OutboxMarkedSent { message: id });
             }
         }
@@ -131,29 +160,29 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
 /// The external effect receiver (e-mail, payment): counts deliveries, and effects per intent
 /// after deduplicating by the delivery's key when the model sends one.
 pub(crate) async fn receiver_main(world: Arc<World>) {
-    let Ok(ep) = Endpoint::bind(receiver_addr()).await else { return };
     loop {
-        let Ok((payload, _)) = ep.recv_from_raw(EFFECT_TAG).await else { return };
-        let Ok(msg) = payload.downcast::<EffectMsg>() else { continue };
-        let fresh = {
-            let t = world.now_ms();
-            let mut st = world.lock();
-            st.deliveries += 1;
-            let fresh = match &msg.dedupe {
-                Some(k) => st.dedupe_seen.insert(k.clone()),
-                None => true,
+        for msg in net::accept_effects(&world).await {
+            let fresh = {
+                let t = world.now_us();
+                let mut st = world.lock();
+                st.deliveries += 1;
+                let fresh = match &msg.dedupe {
+                    Some(k) => st.dedupe_seen.insert(k.clone()),
+                    None => true,
+                };
+                if fresh {
+                    st.effect_log.push((msg.intent.clone(), t));
+                }
+                fresh
             };
+            let (intent, from) = (msg.intent.clone(), msg.from);
             if fresh {
-                st.effect_log.push((msg.intent.clone(), t));
+                world.emit(Node::Receiver, None, What::EffectApplied { intent, from });
+            } else {
+                world.emit(Node::Receiver, None, What::EffectDeduplicated { intent, from });
             }
-            fresh
-        };
-        let (intent, from) = (msg.intent.clone(), msg.from);
-        if fresh {
-            world.emit(Node::Receiver, None, What::EffectApplied { intent, from });
-        } else {
-            world.emit(Node::Receiver, None, What::EffectDeduplicated { intent, from });
+            let to = Dest::Tag { tag: msg.reply_tag, process: Some(msg.process) };
+            world.send(None, to, Some(msg.from), Msg::Ack, world.latency_us());
         }
-        let _ = ep.send_to_raw(msg.reply_to, msg.reply_tag, Box::new(())).await;
     }
 }

@@ -4,35 +4,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
 
 use madsim::rand::Rng;
 use madsim::runtime::NodeHandle;
 use madsim::task::NodeId;
-use madsim::time::Instant;
 
+use super::clock;
+use super::net::{Envelope, Inbox, Wire};
+use super::store::Db;
 use crate::history::{Actor, Event, Node, TraceHasher, What};
 use crate::model::Model;
 use crate::report::{AttemptOutcome, KeyRecord, RequestReport, Scope};
 use crate::scenario::{Route, Sim};
-
-pub(crate) const REQ_TAG: u64 = 1;
-pub(crate) const EFFECT_TAG: u64 = 2;
-pub(crate) const SERVER_PORT: u16 = 80;
-
-pub(crate) fn server_addr(i: usize) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 1, i as u8 + 1)), SERVER_PORT)
-}
-
-pub(crate) fn client_ip(i: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(10, 0, 2 + (i / 250) as u8, (i % 250) as u8 + 1))
-}
-
-pub(crate) fn receiver_addr() -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 80)
-}
 
 /// Draw one fault decision from the seed. Rates of 0 draw nothing, so adding a fault kind to
 /// a sim does not perturb the schedules of sims without it.
@@ -43,6 +28,12 @@ pub(crate) fn chance(rate: f64) -> bool {
 /// A server process as the rest of the world sees it.
 #[derive(Default)]
 pub(crate) struct ProcessState {
+    /// Running (not crashed, not yet restarted).
+    pub up: bool,
+    /// Cut off from the network by a partition window.
+    pub partitioned: bool,
+    /// Requests delivered and not yet admitted.
+    pub inbox: Inbox<Envelope>,
     /// Which execution holds the process's event loop (a synchronous driver), and who waits
     /// for it, in order.
     pub loop_holder: Option<u64>,
@@ -84,9 +75,9 @@ pub(crate) struct State {
     pub actions_running: u32,
     pub bounds_hit: Vec<String>,
     pub next_tag: u64,
-    /// (intent, ms) of every effect the receiver counted (after dedupe), in order.
+    /// (intent, µs) of every effect the receiver counted (after dedupe), in order.
     pub effect_log: Vec<(String, u64)>,
-    /// (intent, ms) of every key deleted by the collector, expiry or a delete-keys action.
+    /// (intent, µs) of every key deleted by the collector, expiry or a delete-keys action.
     pub collected: Vec<(String, u64)>,
     /// The TTL cache key store, shared by all processes.
     pub cache: BTreeMap<Scope, KeyRecord>,
@@ -95,6 +86,8 @@ pub(crate) struct State {
     /// Dedupe keys the receiver has seen.
     pub dedupe_seen: BTreeSet<String>,
     pub processes: Vec<ProcessState>,
+    /// The network: packets in flight, the receiver's inbox, reply mailboxes.
+    pub wire: Wire,
     /// Per request then action (the index into [`World::names`]).
     pub done: Vec<Latch>,
 }
@@ -103,11 +96,13 @@ pub(crate) struct State {
 pub(crate) struct World {
     pub sim: Arc<Sim>,
     pub model: Arc<Model>,
-    pub db_uri: String,
-    pub wait_budget_ms: u64,
-    pub start: Instant,
+    pub db: Db,
+    pub wait_budget_us: u64,
+    pub start: clock::Instant,
     pub state: Mutex<State>,
-    pub control: Mutex<Option<NodeHandle>>,
+    /// The node that runs everything but the server processes (clients, the receiver, the
+    /// wire, the control tasks); it spawns restarts.
+    pub outside: Mutex<Option<NodeHandle>>,
     pub server_nodes: Mutex<Vec<NodeId>>,
     /// Ids of requests then actions (the index into `State::done`).
     pub names: Vec<String>,
@@ -118,16 +113,12 @@ impl World {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Simulated time since the run started.
+    /// Model time since the run started (µs).
     pub fn now_us(&self) -> u64 {
-        Instant::now().duration_since(self.start).as_micros() as u64
+        clock::elapsed_us(self.start)
     }
 
-    pub fn now_ms(&self) -> u64 {
-        self.now_us() / 1000
-    }
-
-    /// Simulated time in fractional milliseconds (for attempt outcomes).
+    /// Model time in fractional milliseconds (for attempt outcomes).
     pub fn now_ms_f(&self) -> f64 {
         self.now_us() as f64 / 1000.0
     }

@@ -1,19 +1,25 @@
 //! The real SQLite database the server processes share.
 //!
-//! Each worker thread has one named in-memory database (`memdb` VFS), kept alive by its
-//! observer connection and emptied at the start of every run. Every server process (and
-//! action, and collector) gets its own connection from the thread's pool, so locking between
-//! processes is SQLite's own. `busy_timeout` is 0 everywhere: a locked database is waited out in
-//! *simulated* time by the caller (see `exec::Runner::sql`). Dropping a connection with an open
-//! transaction rolls it back, which is how a crashed process loses its work.
+//! Each worker thread has one database per journal mode (rollback or WAL) in the `idemsim`
+//! VFS (in memory, with the unix VFS's locking: `vfs.rs`), kept alive by its observer
+//! connection and emptied at the start of every run. Every server process (and action, and
+//! collector) gets its own connections from the thread's pool, so locking between them is
+//! SQLite's own. No connection has a busy timeout: a busy handler only notes whether SQLite
+//! would wait, and the caller waits in *simulated* time on SQLite's own schedule (see
+//! `exec::Runner::sql`). Dropping a connection with an open transaction rolls it back, which
+//! is how a crashed process loses its work.
 //!
 //! The `intent` columns are the oracle's instrumentation (a correlation id the client sends in
 //! `X-Intent`); no model step reads them.
 
+use std::cell::{Cell, RefCell};
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, OpenFlags, params};
+
+use super::vfs;
+use crate::model::Journal;
 
 use crate::http::Order;
 use crate::report::{KeyRecord, RecordState, RowRecord, Scope};
@@ -26,7 +32,7 @@ CREATE TABLE rows(
   item TEXT NOT NULL,
   qty INTEGER NOT NULL,
   intent TEXT NOT NULL,
-  created_ms INTEGER NOT NULL
+  created_us INTEGER NOT NULL
 );
 CREATE TABLE keys(
   user TEXT NOT NULL,
@@ -36,8 +42,8 @@ CREATE TABLE keys(
   status INTEGER,
   response TEXT,
   state TEXT NOT NULL,
-  created_ms INTEGER NOT NULL,
-  lease_until_ms INTEGER,
+  created_us INTEGER NOT NULL,
+  lease_until_us INTEGER,
   token INTEGER,
   intent TEXT NOT NULL,
   PRIMARY KEY (user, operation, key)
@@ -46,7 +52,7 @@ CREATE TABLE outbox(
   id INTEGER PRIMARY KEY,
   intent TEXT NOT NULL,
   dedupe TEXT,
-  created_ms INTEGER NOT NULL,
+  created_us INTEGER NOT NULL,
   sent INTEGER NOT NULL DEFAULT 0
 );
 ";
@@ -64,31 +70,81 @@ fn init_sqlite() {
                 0 as std::ffi::c_int,
             );
         }
+        vfs::register();
     });
 }
 
-/// Open a connection to a run's database. `busy_timeout` is 0: the caller waits in simulated time.
-pub fn open(uri: &str) -> rusqlite::Result<Connection> {
+thread_local! {
+    /// Set when SQLite called the busy handler during the current statement.
+    static BUSY_ASKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The busy handler of every connection: it notes that SQLite *would* wait for the lock (with
+/// a busy timeout, SQLite's own default handler would sleep and retry here) and gives up at
+/// once, so that the caller waits in simulated time instead. When SQLite returns
+/// `SQLITE_BUSY` without calling it (a transaction that has read cannot take the write lock;
+/// a stale WAL snapshot), a real application gets the error at once, whatever its timeout.
+fn note_busy(_count: i32) -> bool {
+    BUSY_ASKED.with(|a| a.set(true));
+    false
+}
+
+/// Forget whether SQLite asked to wait (before a statement).
+pub fn busy_reset() {
+    BUSY_ASKED.with(|a| a.set(false));
+}
+
+/// Did SQLite call its busy handler since [`busy_reset`]?
+pub fn busy_asked() -> bool {
+    BUSY_ASKED.with(|a| a.get())
+}
+
+/// SQLite's default busy handler (`sqliteDefaultBusyCallback`): before the `count`-th retry
+/// (0-based) it sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50 ms, then 100 ms each time,
+/// and gives up once the timeout would be passed. The sleep in µs, or None to give up.
+pub fn default_busy_delay_us(count: u32, timeout_us: u64) -> Option<u64> {
+    const DELAYS: [u64; 12] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100];
+    const TOTALS: [u64; 12] = [0, 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228];
+    let (delay, prior) = match DELAYS.get(count as usize) {
+        Some(d) => (*d, TOTALS[count as usize]),
+        None => (100, 228 + 100 * (count as u64 - 11)),
+    };
+    let (delay, prior) = (delay * 1000, prior * 1000);
+    if prior + delay > timeout_us {
+        let rest = timeout_us.saturating_sub(prior);
+        return (rest > 0).then_some(rest);
+    }
+    Some(delay)
+}
+
+/// Open a connection to a run's database (`idemsim` VFS, the given journal mode). No busy
+/// timeout: the busy handler only notes that SQLite would wait (see [`note_busy`]).
+pub fn open(name: &str, journal: Journal) -> rusqlite::Result<Connection> {
     init_sqlite();
-    let conn = Connection::open_with_flags(
-        uri,
+    let mut conn = Connection::open_with_flags_and_vfs(
+        name,
         OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        vfs::NAME,
     )?;
-    conn.busy_timeout(std::time::Duration::ZERO)?;
+    conn.busy_handler(Some(note_busy))?;
+    let mode = match journal {
+        Journal::Rollback => "DELETE",
+        Journal::Wal => "WAL",
+    };
+    conn.pragma_update(None, "journal_mode", mode)?;
     Ok(conn)
 }
 
-/// A new database: its URI and the connection that keeps it alive (the pool's observer).
+/// A new database: its name and the connection that keeps it alive (the pool's observer).
 /// The name is unique per process (never part of any trace or report).
-pub fn new_database() -> rusqlite::Result<(String, Connection)> {
+pub fn new_database(journal: Journal) -> rusqlite::Result<(String, Connection)> {
     let n = DB_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let uri = format!("file:/idemsim-{}-{n}?vfs=memdb", std::process::id());
-    let conn = open(&uri)?;
+    let name = format!("/idemsim-{}-{n}-{}.db", std::process::id(), journal.name());
+    let conn = open(&name, journal)?;
     conn.execute_batch(SCHEMA)?;
-    Ok((uri, conn))
+    Ok((name, conn))
 }
 
 /// Run a statement without parameters through the connection's statement cache (BEGIN,
@@ -97,29 +153,36 @@ pub fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-/// Per worker thread: one run database, reused run after run (emptied at the start of each),
-/// its observer connection, and spare connections for server processes. Opening a connection
-/// and creating the schema cost more than the rest of a small run; a reused connection also
-/// keeps its prepared statements.
+/// A run's database: its name and journal mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Db {
+    pub name: String,
+    pub journal: Journal,
+}
+
+/// Per worker thread and journal mode: one run database, reused run after run (emptied at
+/// the start of each), its observer connection, and spare connections for server processes.
+/// Opening a connection and creating the schema cost more than the rest of a small run; a
+/// reused connection also keeps its prepared statements.
 struct Pool {
-    uri: String,
+    db: Db,
     observer: Connection,
     spare: Vec<Connection>,
 }
 
 thread_local! {
-    static POOL: std::cell::RefCell<Option<Pool>> = const { std::cell::RefCell::new(None) };
+    static POOLS: RefCell<Vec<Pool>> = const { RefCell::new(Vec::new()) };
 }
 
 const MAX_SPARE: usize = 64;
 
-/// An empty database for the next run on this thread; returns its URI.
-pub fn fresh_run_database() -> rusqlite::Result<String> {
-    POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        if let Some(pool) = p.as_ref() {
+/// An empty database with this journal mode for the next run on this thread.
+pub fn fresh_run_database(journal: Journal) -> rusqlite::Result<Db> {
+    POOLS.with(|p| {
+        let mut pools = p.borrow_mut();
+        if let Some(i) = pools.iter().position(|p| p.db.journal == journal) {
             // One transaction for the three deletes: one journal, one lock cycle.
-            let o = &pool.observer;
+            let o = &pools[i].observer;
             let wiped = exec_cached(o, "BEGIN IMMEDIATE")
                 .and_then(|_| exec_cached(o, "DELETE FROM rows"))
                 .and_then(|_| exec_cached(o, "DELETE FROM keys"))
@@ -129,19 +192,24 @@ pub fn fresh_run_database() -> rusqlite::Result<String> {
                 let _ = exec_cached(o, "ROLLBACK");
             }
             if wiped.is_ok() {
-                return Ok(pool.uri.clone());
+                return Ok(pools[i].db.clone());
             }
             // Something still holds a lock (it should not): start over with a new database.
+            pools.remove(i);
         }
-        let (uri, observer) = new_database()?;
-        *p = Some(Pool { uri: uri.clone(), observer, spare: Vec::new() });
-        Ok(uri)
+        let (name, observer) = new_database(journal)?;
+        let db = Db { name, journal };
+        pools.push(Pool { db: db.clone(), observer, spare: Vec::new() });
+        Ok(db)
     })
 }
 
-/// Run `f` with this thread's observer connection (the one that keeps the database alive).
-pub fn with_observer<T>(f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
-    POOL.with(|p| match p.borrow().as_ref() {
+/// Run `f` with this thread's observer connection of `db` (the one that keeps it alive).
+pub fn with_observer<T>(
+    db: &Db,
+    f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    POOLS.with(|p| match p.borrow().iter().find(|p| p.db == *db) {
         Some(pool) => f(&pool.observer),
         None => Err(rusqlite::Error::InvalidPath("no run database on this thread".into())),
     })
@@ -152,7 +220,21 @@ pub fn with_observer<T>(f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> r
 /// connection goes back to the pool.
 pub struct Pooled {
     conn: Option<Connection>,
-    uri: String,
+    db: Db,
+    /// `total_changes` when the connection's current transaction began.
+    begin_changes: Cell<u64>,
+}
+
+impl Pooled {
+    /// Note that a transaction begins now.
+    pub fn mark_begin(&self) {
+        self.begin_changes.set(self.total_changes());
+    }
+
+    /// Has the connection changed rows since [`Pooled::mark_begin`]?
+    pub fn wrote_since_begin(&self) -> bool {
+        self.total_changes() > self.begin_changes.get()
+    }
 }
 
 impl std::ops::Deref for Pooled {
@@ -171,10 +253,9 @@ impl Drop for Pooled {
         if !conn.is_autocommit() {
             return; // could not roll back: close it instead
         }
-        let _ = POOL.try_with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut()
-                && let Some(pool) = p.as_mut()
-                && pool.uri == self.uri
+        let _ = POOLS.try_with(|p| {
+            if let Ok(mut pools) = p.try_borrow_mut()
+                && let Some(pool) = pools.iter_mut().find(|p| p.db == self.db)
                 && pool.spare.len() < MAX_SPARE
             {
                 pool.spare.push(conn);
@@ -183,20 +264,21 @@ impl Drop for Pooled {
     }
 }
 
-/// A connection to the run database `uri`, from this thread's pool when it has one.
-pub fn checkout(uri: &str) -> rusqlite::Result<Pooled> {
-    let reused = POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        match p.as_mut() {
-            Some(pool) if pool.uri == uri => pool.spare.pop(),
-            _ => None,
-        }
+/// A connection to the run database `db`, from this thread's pool when it has one.
+pub fn checkout(db: &Db) -> rusqlite::Result<Pooled> {
+    let reused = POOLS.with(|p| {
+        p.borrow_mut().iter_mut().find(|p| p.db == *db).and_then(|pool| pool.spare.pop())
     });
     let conn = match reused {
         Some(c) => c,
-        None => open(uri)?,
+        None => open(&db.name, db.journal)?,
     };
-    Ok(Pooled { conn: Some(conn), uri: uri.to_string() })
+    Ok(Pooled { conn: Some(conn), db: db.clone(), begin_changes: Cell::new(0) })
+}
+
+/// `SQLITE_BUSY_SNAPSHOT`: a WAL read transaction whose snapshot is stale tried to write.
+pub fn is_busy_snapshot(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_BUSY_SNAPSHOT)
 }
 
 pub fn is_busy(e: &rusqlite::Error) -> bool {
@@ -213,7 +295,7 @@ pub fn is_constraint(e: &rusqlite::Error) -> bool {
 
 /// The columns [`record_from_row`] reads, in its order.
 pub const RECORD_COLUMNS: &str =
-    "fingerprint, status, response, state, created_ms, lease_until_ms, token, intent";
+    "fingerprint, status, response, state, created_us, lease_until_us, token, intent";
 
 /// A [`KeyRecord`] from a row selected with [`RECORD_COLUMNS`] starting at column `at`.
 pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<KeyRecord> {
@@ -230,8 +312,8 @@ pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<KeyReco
         status: r.get(at + 1)?,
         response: r.get(at + 2)?,
         state,
-        created_ms: r.get::<_, i64>(at + 4)? as u64,
-        lease_until_ms: r.get::<_, Option<i64>>(at + 5)?.map(|v| v as u64),
+        created_us: r.get::<_, i64>(at + 4)? as u64,
+        lease_until_us: r.get::<_, Option<i64>>(at + 5)?.map(|v| v as u64),
         token: r.get::<_, Option<i64>>(at + 6)?.map(|v| v as u64),
         intent: r.get(at + 7)?,
     })
@@ -239,7 +321,7 @@ pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<KeyReco
 
 pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
     let mut st = conn.prepare_cached(
-        "SELECT id, user, operation, item, qty, intent, created_ms FROM rows ORDER BY id",
+        "SELECT id, user, operation, item, qty, intent, created_us FROM rows ORDER BY id",
     )?;
     let rows = st.query_map([], |r| {
         Ok(RowRecord {
@@ -249,7 +331,7 @@ pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
             item: r.get(3)?,
             qty: r.get(4)?,
             intent: r.get(5)?,
-            created_ms: r.get(6)?,
+            created_us: r.get(6)?,
         })
     })?;
     rows.collect()
@@ -271,12 +353,12 @@ pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<(Scope, KeyRecord)>>
 }
 
 /// Insert the business row of a validated order; returns its id.
-pub fn insert_row(c: &Connection, o: &Order, intent: &str, now_ms: u64) -> rusqlite::Result<i64> {
+pub fn insert_row(c: &Connection, o: &Order, intent: &str, now_us: u64) -> rusqlite::Result<i64> {
     c.prepare_cached(
-        "INSERT INTO rows(user, operation, item, qty, intent, created_ms)
+        "INSERT INTO rows(user, operation, item, qty, intent, created_us)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
-    .execute(params![o.user, o.operation, o.item, o.qty, intent, now_ms as i64])?;
+    .execute(params![o.user, o.operation, o.item, o.qty, intent, now_us as i64])?;
     Ok(c.last_insert_rowid())
 }
 
@@ -285,10 +367,10 @@ pub fn insert_outbox(
     c: &Connection,
     intent: &str,
     dedupe: Option<&str>,
-    now_ms: u64,
+    now_us: u64,
 ) -> rusqlite::Result<i64> {
-    c.prepare_cached("INSERT INTO outbox(intent, dedupe, created_ms) VALUES (?1, ?2, ?3)")?
-        .execute(params![intent, dedupe, now_ms as i64])?;
+    c.prepare_cached("INSERT INTO outbox(intent, dedupe, created_us) VALUES (?1, ?2, ?3)")?
+        .execute(params![intent, dedupe, now_us as i64])?;
     Ok(c.last_insert_rowid())
 }
 
@@ -329,16 +411,34 @@ mod tests {
 
     #[test]
     fn two_connections_share_one_database_and_lock_it() {
-        let (uri, keep) = new_database().unwrap();
-        let a = open(&uri).unwrap();
-        let b = open(&uri).unwrap();
+        let (name, keep) = new_database(Journal::Rollback).unwrap();
+        let a = open(&name, Journal::Rollback).unwrap();
+        let b = open(&name, Journal::Rollback).unwrap();
         a.execute_batch("BEGIN IMMEDIATE").unwrap();
-        a.execute("INSERT INTO rows(user, operation, item, qty, intent, created_ms) VALUES ('u','o','i',1,'x',0)", []).unwrap();
+        a.execute("INSERT INTO rows(user, operation, item, qty, intent, created_us) VALUES ('u','o','i',1,'x',0)", []).unwrap();
         let e = b.execute_batch("BEGIN IMMEDIATE").unwrap_err();
         assert!(is_busy(&e), "{e}");
         drop(a); // a crash: the open transaction rolls back
         b.execute_batch("BEGIN IMMEDIATE").unwrap();
         b.execute_batch("COMMIT").unwrap();
         assert_eq!(count_rows(&keep).unwrap(), 0);
+    }
+}
+
+#[cfg(test)]
+mod busy_tests {
+    use super::*;
+
+    #[test]
+    fn default_busy_schedule_is_sqlites() {
+        let delays: Vec<u64> = (0..14).map_while(|c| default_busy_delay_us(c, 5_000_000)).collect();
+        assert_eq!(
+            delays.iter().map(|d| d / 1000).collect::<Vec<_>>(),
+            [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100, 100, 100]
+        );
+        // A 50 ms budget: 1 + 2 + 5 + 10 + 15 = 33, then the last 17 ms, then give up.
+        let short: Vec<u64> = (0..10).map_while(|c| default_busy_delay_us(c, 50_000)).collect();
+        assert_eq!(short, [1_000, 2_000, 5_000, 10_000, 15_000, 17_000]);
+        assert_eq!(default_busy_delay_us(0, 0), None);
     }
 }

@@ -1,6 +1,7 @@
 //! Tidy checks (rust-analyzer style): the architecture's rules, read from the source text.
 //! - only `src/world/` uses madsim or rusqlite;
-//! - the leaves (`report`, `history`, `http`, `input`) import nothing from the crate;
+//! - the leaves (`report`, `history`, `http`, `input`) use nothing from the crate but `units`;
+//! - only `src/world/clock.rs` uses madsim's time (model time runs on a scale over it);
 //! - the judges (`expect`, `oracle`) see only the sim, the model and the observation;
 //! - the top-level modules form no cycle;
 //! - `ARCHITECTURE.md` names every source file.
@@ -106,16 +107,33 @@ fn only_the_world_uses_madsim_and_sqlite() {
 #[test]
 fn leaves_import_nothing_from_the_crate() {
     let g = graph();
+    assert!(g["units"].is_empty(), "units must be a leaf, uses {:?}", g["units"]);
     for leaf in ["report", "history", "http", "input"] {
-        let deps = &g[leaf];
+        let deps: Vec<&String> = g[leaf].iter().filter(|d| *d != "units").collect();
         assert!(deps.is_empty(), "{leaf} must be a leaf, uses {deps:?}");
     }
 }
 
 #[test]
+fn only_the_clock_uses_madsim_time() {
+    let mut files = Vec::new();
+    rust_files(&src().join("world"), &mut files);
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|f| !f.ends_with("clock.rs"))
+        .filter(|f| {
+            let text = code(f);
+            text.contains("madsim::time") || text.contains("Duration::from_")
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(offenders.is_empty(), "madsim time outside world/clock.rs: {offenders:?}");
+}
+
+#[test]
 fn judges_see_only_sim_model_and_observation() {
     let g = graph();
-    let allowed: BTreeSet<&str> = ["scenario", "model", "report", "http", "input"].into();
+    let allowed: BTreeSet<&str> = ["scenario", "model", "report", "http", "input", "units"].into();
     for judge in ["expect", "oracle"] {
         let extra: Vec<&String> =
             g[judge].iter().filter(|d| !allowed.contains(d.as_str())).collect();

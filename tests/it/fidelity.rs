@@ -1,0 +1,169 @@
+//! Fidelity of the simulated world: time finer than a millisecond, simultaneous arrivals,
+//! parallel processes, SQLite's transaction and journal modes, connection pools.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use idemsim::history::{Node, What};
+use idemsim::model::Model;
+use idemsim::report::ViolationKind;
+use idemsim::run::{self, RunOptions};
+use idemsim::scenario::Sim;
+use idemsim::sweep;
+
+use super::model;
+
+fn sim(src: &str) -> Arc<Sim> {
+    Arc::new(Sim::parse(Path::new("inline.toml"), src).unwrap())
+}
+
+fn inline_model(src: &str) -> Arc<Model> {
+    Arc::new(Model::parse(Path::new("inline-model.toml"), src).unwrap())
+}
+
+/// Two copies of one request, sent together, fixed latency: to two processes or to one.
+fn double_send(processes: usize) -> Arc<Sim> {
+    let route = if processes > 1 { "process = \"alternate\"" } else { "" };
+    sim(&format!(
+        "[world]\nprocesses = {processes}\nlatency_ms = [0.05, 0.05]\n\
+         [[request]]\nid = \"click\"\nkey = \"k1\"\ncopies = 2\n{route}\n"
+    ))
+}
+
+fn seeds_with(s: &Arc<Sim>, m: &Arc<Model>, seeds: std::ops::Range<u64>, v: ViolationKind) -> u64 {
+    let cells = sweep::run_matrix(std::slice::from_ref(s), std::slice::from_ref(m), Some(seeds), 2)
+        .unwrap();
+    cells[0].violations.get(v.name()).map_or(0, |x| x.seeds)
+}
+
+/// The false "safe" of the fidelity review: check-first on a synchronous driver, statements
+/// that take no time, no await. Two real processes doing SELECT-then-INSERT race; inside one
+/// process a synchronous handler runs to its end before the next starts.
+#[test]
+fn sync_check_first_races_only_across_processes() {
+    let m = inline_model(
+        "program = [\"lookup\", \"insert-row\", \"save-response\"]\n[key]\n\
+         [driver]\nawaits = \"explicit\"\nstatement_ms = [0, 0]\ncommit_ms = [0, 0]\n",
+    );
+    let across = seeds_with(&double_send(2), &m, 0..100, ViolationKind::DuplicateRow);
+    let within = seeds_with(&double_send(1), &m, 0..100, ViolationKind::DuplicateRow);
+    assert!(across > 10, "two processes must race: {across}/100");
+    assert_eq!(within, 0, "one process must not race");
+}
+
+/// Requests sent in the same instant reach a process in the same instant and are admitted
+/// together: with a fixed latency every copy's first server event has the same time.
+#[test]
+fn requests_sent_together_are_admitted_together() {
+    let s = sim(
+        "[world]\nlatency_ms = [0.05, 0.05]\n[[request]]\nid = \"burst\"\nkey = \"k1\"\ncopies = 20\n",
+    );
+    let out = run::run(&s, &model("check-first"), 3, RunOptions { keep_history: true }).unwrap();
+    let h = out.history.unwrap();
+    let arrived: Vec<u64> = h
+        .events
+        .iter()
+        .filter(|e| e.node == Node::Server(0) && matches!(e.what, What::Arrived))
+        .map(|e| e.t_us)
+        .collect();
+    assert_eq!(arrived, vec![50; 20], "all twenty admitted at 50 µs");
+    // Several pass the lookup before any saves: they were admitted together.
+    let misses = h.events.iter().filter(|e| matches!(e.what, What::LookupMiss)).count();
+    assert!(misses >= 2, "{misses}");
+}
+
+/// Durations accept fractions of a millisecond down to 1 µs; finer ones are refused with a
+/// location.
+#[test]
+fn durations_down_to_a_microsecond() {
+    let s = sim("[world]\nlatency_ms = [0.05, 0.2]\n[[request]]\nid = \"a\"\ndelay_ms = 0.001\n");
+    assert_eq!(s.world.latency_us, (50, 200));
+    assert_eq!(s.requests[0].delay_us, 1);
+    let e = Sim::parse(Path::new("s.toml"), "[world]\nlatency_ms = [0.0005, 1]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("s.toml:2:14: world.latency_ms: expected"), "{e}");
+    let e = Sim::parse(Path::new("s.toml"), "[[request]]\nid = \"a\"\ntimeout_ms = -1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("s.toml:3:14: timeout_ms = -1: expected milliseconds"), "{e}");
+}
+
+/// A deferred transaction that has read and then meets another writer gets SQLITE_BUSY at
+/// once: SQLite does not call its busy handler (it would deadlock), so no busy timeout helps.
+/// The waits idemsim does in simulated time are exactly the ones SQLite would do.
+#[test]
+fn deferred_upgrade_fails_at_once_across_processes() {
+    let s = super::sim("sims/article/12-twenty-concurrent-two-processes.toml");
+    let m = model("transactional-deferred");
+    let mut at_once = 0;
+    for seed in 0..20 {
+        let out = run::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
+        let h = out.history.unwrap();
+        at_once += h
+            .events
+            .iter()
+            .filter(|e| matches!(e.what, What::LockedAtOnce { snapshot: false, .. }))
+            .count();
+        assert!(out.report.violation_names().is_empty(), "{:?}", out.report.violations);
+        let busy = out.report.status_histogram().get("503").copied().unwrap_or(0);
+        assert_eq!(
+            busy as usize,
+            h.events.iter().filter(|e| matches!(e.what, What::LockedAtOnce { .. })).count()
+        );
+    }
+    assert!(at_once > 0, "some deferred upgrade must meet the other process's write lock");
+    // The same program with BEGIN IMMEDIATE waits instead, and every attempt succeeds.
+    let c = sweep::run_matrix(&[s], &[model("transactional")], Some(0..20), 2).unwrap();
+    assert!(c[0].passed && !c[0].statuses.contains_key("503"), "{:?}", c[0].statuses);
+}
+
+/// A lock held elsewhere is waited out on SQLite's own busy-handler schedule (1, 2, 5, 10,
+/// 15 ms … up to the budget), then 503.
+#[test]
+fn busy_wait_follows_sqlites_schedule() {
+    let s = super::sim("sims/article/13-busy-database-503.toml");
+    let out = run::run(&s, &model("transactional"), 0, RunOptions { keep_history: true }).unwrap();
+    let h = out.history.unwrap();
+    let wait = h.events.iter().find(|e| matches!(e.what, What::LockWait { .. })).unwrap();
+    let gave_up = h.events.iter().find(|e| matches!(e.what, What::StillLocked { .. })).unwrap();
+    assert_eq!(gave_up.t_us - wait.t_us, 50_000, "1+2+5+10+15 ms, then the last 17 ms");
+    assert!(matches!(gave_up.what, What::StillLocked { waited_us: 50_000, .. }));
+    assert!(out.report.passed(), "{:?}", out.report.checks);
+}
+
+/// An asynchronous driver on one shared connection lets another request's statements into an
+/// open transaction; a pool of connections per process removes that hazard.
+#[test]
+fn a_pool_removes_the_shared_connection_hazard() {
+    let s = super::sim("sims/article/11-twenty-concurrent-one-process.toml");
+    let shared = seeds_with(&s, &model("transactional-async"), 0..40, ViolationKind::DuplicateRow);
+    let pooled =
+        sweep::run_matrix(&[s], &[model("transactional-async-pool")], Some(0..40), 2).unwrap();
+    assert!(shared > 0);
+    assert!(pooled[0].passed && pooled[0].violations.is_empty(), "{:?}", pooled[0].violations);
+}
+
+/// In WAL a lookup outside the transaction never waits for a writer; the second of two
+/// concurrent requests then clashes on the key inside its transaction: no duplicate row, a 500.
+#[test]
+fn wal_lookup_never_waits_and_the_key_stops_the_duplicate() {
+    let m = model("lookup-then-transaction-wal");
+    let s = double_send(2);
+    let cells =
+        sweep::run_matrix(std::slice::from_ref(&s), std::slice::from_ref(&m), Some(0..100), 2)
+            .unwrap();
+    let c = &cells[0];
+    assert!(!c.violations.contains_key("duplicate-row"), "{:?}", c.violations);
+    assert!(c.statuses.get("500").is_some_and(|n| *n > 0), "{:?}", c.statuses);
+    for seed in 0..20 {
+        let out = run::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
+        let h = out.history.unwrap();
+        assert!(
+            !h.events
+                .iter()
+                .any(|e| matches!(e.what, What::LockWait { stmt, .. } if stmt.name() == "lookup")),
+            "a WAL read never waits"
+        );
+    }
+}

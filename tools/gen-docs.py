@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Keep the outputs quoted in the docs true: regenerate or check every generated block.
+
+A generated block in README.md or docs/*.md looks like
+
+    <!-- gen: SHELL COMMAND -->
+    ...whatever the command prints...
+    <!-- /gen -->
+
+The command runs with bash in the repository root, with `idemsim` on PATH (the release build)
+and two helpers: `fence LANG` wraps its input in a fenced code block, `excerpt` appends a
+line `...` (for an excerpt of a longer output).
+
+    python3 tools/gen-docs.py           # rewrite every block
+    python3 tools/gen-docs.py --check   # exit 1 and show a diff if any block is stale
+"""
+
+import difflib
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"(<!-- gen: (.*?) -->\n)(.*?)(<!-- /gen -->)", re.S)
+PRELUDE = r"""
+set -euo pipefail
+idemsim() { "$IDEMSIM_BIN" "$@"; }
+fence() { echo '```'"${1:-}"; cat; echo '```'; }
+excerpt() { cat; echo '...'; }
+"""
+
+
+def run(command: str) -> str:
+    env = dict(os.environ, IDEMSIM_BIN=str(ROOT / "target" / "release" / "idemsim"))
+    env.pop("RUSTFLAGS", None)
+    out = subprocess.run(
+        ["bash", "-c", PRELUDE + command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode not in (0, 1):  # 1: the run found a failure, which is the point
+        sys.exit(f"gen-docs: `{command}` failed ({out.returncode}):\n{out.stderr}")
+    return out.stdout
+
+
+def main() -> int:
+    check = "--check" in sys.argv[1:]
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    stale = 0
+    for path in files:
+        text = path.read_text()
+
+        def render(m: re.Match) -> str:
+            return m.group(1) + run(m.group(2)) + m.group(4)
+
+        new = BLOCK.sub(render, text)
+        if new == text:
+            continue
+        if check:
+            stale += 1
+            rel = path.relative_to(ROOT)
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    text.splitlines(True), new.splitlines(True), f"{rel} (as committed)", f"{rel} (as generated)"
+                )
+            )
+        else:
+            path.write_text(new)
+            print(f"gen-docs: rewrote {path.relative_to(ROOT)}")
+    if stale:
+        print(f"\ngen-docs: {stale} file(s) quote outputs that are no longer true; run python3 tools/gen-docs.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

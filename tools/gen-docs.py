@@ -26,7 +26,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(<!-- gen: (.*?) -->\n)(.*?)(<!-- /gen -->)", re.S)
 PRELUDE = r"""
 set -euo pipefail
-idemsim() { "$IDEMSIM_BIN" "$@"; }
+# exit 1 means "the run found a failure", which is the point of most examples
+idemsim() { local rc=0; "$IDEMSIM_BIN" "$@" || rc=$?; [ "$rc" -le 1 ] || return "$rc"; }
 fence() { echo '```'"${1:-}"; cat; echo '```'; }
 excerpt() { cat; echo '...'; }
 """
@@ -42,7 +43,8 @@ def run(command: str) -> str:
         capture_output=True,
         text=True,
     )
-    if out.returncode not in (0, 1):  # 1: the run found a failure, which is the point
+    # any other failure (a grep that stopped matching, a crash) must not become an empty block
+    if out.returncode != 0 or not out.stdout.strip():
         sys.exit(f"gen-docs: `{command}` failed ({out.returncode}):\n{out.stderr}")
     return out.stdout
 

@@ -130,7 +130,10 @@ pub enum What {
     },
     // -- the network
     RequestDropped,
-    RequestDuplicated,
+    /// A proxy or client library resends the request after a stall.
+    RequestDuplicated {
+        after_us: u64,
+    },
     ReplyDropped {
         status: u16,
     },
@@ -141,6 +144,10 @@ pub enum What {
     LostInPartition,
     /// A message that reached a crashed process.
     LostToDownProcess,
+    /// A request to a crashed process: the connection is refused.
+    ConnectionRefused,
+    /// The client's connection was reset (its server process died or dropped it).
+    ConnectionReset,
     // -- server processes
     /// A request reached its server process (the end of a `Sent` arrow).
     Arrived,
@@ -232,6 +239,22 @@ pub enum What {
         intent: String,
     },
     EffectUnacknowledged,
+    /// The provider answered an error (the server cannot know whether it performed it).
+    ProviderError,
+    /// The connection to the database was lost around COMMIT.
+    CommitLost {
+        committed: bool,
+    },
+    /// The cache refused the connection.
+    CacheRefused,
+    /// The cache cannot be reached from a partitioned process.
+    CacheUnreachable,
+    /// The cache restarted without persistence: every record is gone.
+    CacheRestarted,
+    /// The operation's key was evicted from the cache before its TTL.
+    CacheEvicted,
+    /// A cache operation was applied but its reply was lost.
+    CacheReplyLost,
     Injected {
         point: String,
         action: &'static str,
@@ -251,7 +274,19 @@ pub enum What {
     },
     ProcessCrashed,
     ProcessRestarted,
-    // -- the receiver
+    /// The process's wall clock runs off the database's by this much (µs; drawn at start).
+    ClockOffset {
+        us: i64,
+    },
+    // -- the receiver (the external effect provider)
+    /// The provider performed the effect but answers an error.
+    ProviderErrorAfterSuccess,
+    /// The provider performed the effect; its answer is lost.
+    ProviderAnswerLost,
+    /// An effect call never reached the provider.
+    EffectCallLost,
+    /// The provider receives the effect call twice.
+    EffectCallDuplicated,
     EffectApplied {
         intent: String,
         from: Actor,
@@ -390,13 +425,19 @@ impl Legend {
                 write!(s, "retry horizon of {} ms reached, giving up", show_ms(*horizon_us))
             }
             What::RequestDropped => write!(s, "fault: request dropped in the network"),
-            What::RequestDuplicated => write!(s, "fault: request duplicated in the network"),
+            What::RequestDuplicated { after_us } => write!(
+                s,
+                "fault: request resent by a proxy after {} ms (the client gets the second reply)",
+                show_ms(*after_us)
+            ),
             What::ReplyDropped { status } => {
                 write!(s, "fault: reply {status} dropped in the network")
             }
             What::Delayed { us } => write!(s, "fault: message delayed {} ms", show_ms(*us)),
             What::LostInPartition => write!(s, "fault: message lost in a partition"),
             What::LostToDownProcess => write!(s, "message lost: the process is down"),
+            What::ConnectionRefused => write!(s, "connection refused: the process is down"),
+            What::ConnectionReset => write!(s, "connection reset (no reply)"),
             What::Arrived => write!(s, "request arrives"),
             What::Reply { status, body, .. } => write!(s, "reply {status} {body}"),
             What::ReplyLostAfterCommit => write!(s, "fault: reply lost after commit"),
@@ -471,6 +512,21 @@ impl Legend {
             What::Stored { status } => write!(s, "save-response: stored {status}"),
             What::EffectCall { intent } => write!(s, "effect for intent {intent}"),
             What::EffectUnacknowledged => write!(s, "effect: no acknowledgement"),
+            What::ProviderError => write!(s, "effect: the provider answered an error"),
+            What::CommitLost { committed } => write!(
+                s,
+                "fault: connection lost during COMMIT (it {}); the server cannot tell",
+                if *committed { "committed" } else { "rolled back" }
+            ),
+            What::CacheRefused => write!(s, "fault: the cache refuses the connection"),
+            What::CacheUnreachable => write!(s, "fault: the cache is cut off by the partition"),
+            What::CacheRestarted => write!(s, "fault: the cache restarted empty"),
+            What::CacheEvicted => {
+                write!(s, "fault: the key was evicted from the cache before its TTL")
+            }
+            What::CacheReplyLost => {
+                write!(s, "fault: the cache applied the operation, its reply is lost")
+            }
             What::Injected { point, action } => write!(s, "@{point}: {action}"),
             What::CrashFault(site) => match site {
                 CrashSite::BeforeStep(step) => write!(s, "fault: crash before {step}"),
@@ -483,6 +539,20 @@ impl Legend {
             What::CannotOpenDatabase { error } => write!(s, "cannot open the database: {error}"),
             What::ProcessCrashed => write!(s, "process crashed"),
             What::ProcessRestarted => write!(s, "process restarted"),
+            What::ClockOffset { us } => write!(
+                s,
+                "clock runs {}{} ms off the database's",
+                if *us < 0 { "-" } else { "+" },
+                show_ms(us.unsigned_abs())
+            ),
+            What::ProviderErrorAfterSuccess => {
+                write!(s, "fault: the provider answers an error, though it performed the effect")
+            }
+            What::ProviderAnswerLost => {
+                write!(s, "fault: the provider's answer is lost (it performed the effect)")
+            }
+            What::EffectCallLost => write!(s, "fault: the effect call never reaches the provider"),
+            What::EffectCallDuplicated => write!(s, "fault: the provider receives the call twice"),
             What::EffectApplied { intent, from } => {
                 write!(s, "effect for intent {intent} (from {})", self.actor(*from))
             }

@@ -32,6 +32,33 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// Harness instrumentation, not part of HTTP (like the `X-Intent` header): what the server
+    /// meant by the status, and which execution answered. Only the oracle reads it.
+    #[serde(skip)]
+    pub meta: Meta,
+}
+
+/// What a reply means beyond its status, for the oracle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// A 503 that promises nothing was stored (safe to retry).
+    SafeToRetry,
+    /// The key was used before with a different payload (a final answer).
+    Mismatch,
+    /// The original request with this key is still in progress (retry later).
+    InFlight,
+    /// The request with this key was done before; its result is to be looked up elsewhere
+    /// (a final answer, not a failure).
+    AlreadyDone,
+}
+
+/// Harness instrumentation carried by a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Meta {
+    pub reason: Option<Reason>,
+    /// The server execution that answered (its token), if any.
+    pub exec: Option<u64>,
 }
 
 impl Request {
@@ -46,11 +73,18 @@ impl Response {
             status,
             headers: vec![(CONTENT_TYPE.into(), "application/json".into())],
             body: body.into(),
+            meta: Meta::default(),
         }
     }
 
     pub fn error(status: u16, msg: &str) -> Self {
         Self::new(status, serde_json::json!({ "error": msg }).to_string())
+    }
+
+    /// The same reply with a meaning for the oracle.
+    pub fn meaning(mut self, reason: Reason) -> Self {
+        self.meta.reason = Some(reason);
+        self
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {

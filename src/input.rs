@@ -138,6 +138,47 @@ impl<'a> Source<'a> {
     }
 }
 
+impl Source<'_> {
+    /// A signed duration in milliseconds (a clock offset or jump), in microseconds.
+    pub fn signed_ms(&self, field: &str, value: &toml::Spanned<f64>) -> Result<i64, InputError> {
+        let v = *value.get_ref();
+        match ms_to_us(v.abs()) {
+            Some(us) => Ok(if v < 0.0 { -(us as i64) } else { us as i64 }),
+            None => Err(self.err(
+                value.span(),
+                format!(
+                    "{field} = {v}: expected milliseconds from -{MAX_MS} to {MAX_MS} (30 days), \
+                     in steps of 0.001"
+                ),
+            )),
+        }
+    }
+
+    /// A signed `[low, high]` range in milliseconds (low <= high), in microseconds.
+    pub fn signed_ms_range(
+        &self,
+        field: &str,
+        value: &toml::Spanned<Vec<f64>>,
+    ) -> Result<(i64, i64), InputError> {
+        let bad = || {
+            self.err(
+                value.span(),
+                format!(
+                    "{field}: expected [low, high] with low <= high, milliseconds from -{MAX_MS} \
+                     to {MAX_MS} (30 days)"
+                ),
+            )
+        };
+        let [lo, hi] = value.get_ref().as_slice() else { return Err(bad()) };
+        let conv =
+            |v: f64| ms_to_us(v.abs()).map(|us| if v < 0.0 { -(us as i64) } else { us as i64 });
+        match (conv(*lo), conv(*hi)) {
+            (Some(lo), Some(hi)) if lo <= hi => Ok((lo, hi)),
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// `a`, `a or b`, `a, b or c`.
 pub fn one_of(names: &[&str]) -> String {
     match names {

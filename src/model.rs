@@ -164,6 +164,8 @@ pub struct KeyPolicy {
     pub store: KeyStore,
     /// Latency of one cache operation (µs, inclusive), for `store = "cache"`.
     pub store_latency_us: (u64, u64),
+    /// How long the server waits for a cache reply before it gives up (µs).
+    pub store_timeout_us: u64,
     /// An in-progress claim older than this (µs) may be taken over by another request.
     pub lease_us: Option<u64>,
     /// Completion checks the claim's owner token: a stale owner's save is rejected.
@@ -271,6 +273,9 @@ pub struct Model {
     pub effect_dedupe: EffectDedupe,
     /// Period of the outbox relay (µs), when the program has an `outbox` step.
     pub relay_every_us: u64,
+    /// How long an `effect` step waits for the provider's answer (µs); None: a second plus
+    /// two of the provider's worst latencies.
+    pub effect_timeout_us: Option<u64>,
 }
 
 impl Model {
@@ -303,6 +308,7 @@ struct ModelFile {
 #[serde(deny_unknown_fields)]
 struct EffectsFile {
     dedupe: Option<Spanned<String>>,
+    timeout_ms: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -326,6 +332,7 @@ struct KeyFile {
     retention_ms: Option<Spanned<f64>>,
     store: Option<Spanned<String>>,
     store_latency_ms: Option<Spanned<Vec<f64>>>,
+    store_timeout_ms: Option<Spanned<f64>>,
     lease_ms: Option<Spanned<f64>>,
     #[serde(default)]
     fencing: bool,
@@ -405,6 +412,12 @@ impl Model {
             wait_budget_us,
             effect_dedupe,
             relay_every_us,
+            effect_timeout_us: f
+                .effects
+                .timeout_ms
+                .is_some()
+                .then(|| file.ms("effects.timeout_ms", &f.effects.timeout_ms, 0, 1))
+                .transpose()?,
         })
     }
 
@@ -632,6 +645,7 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
     Ok(KeyPolicy {
         store,
         store_latency_us,
+        store_timeout_us: file.ms("key.store_timeout_ms", &k.store_timeout_ms, 1_000_000, 1)?,
         lease_us,
         fencing: k.fencing,
         replay,

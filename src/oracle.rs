@@ -8,17 +8,33 @@
 
 use std::collections::BTreeMap;
 
+use crate::http::Reason;
 use crate::model::Model;
 use crate::report::{
-    AttemptOutcome, Observation, RecordState, RowRecord, Scope, Violation, ViolationKind,
+    AttemptOutcome, EffectRecord, Observation, RecordState, RowRecord, Scope, Violation,
+    ViolationKind,
 };
 use crate::scenario::{InjectAction, RequestSpec, Sim};
 
 use ViolationKind as V;
 
-/// A final client-visible outcome: a success or a definitive client error.
+/// A final client-visible outcome: a success or a definitive client error (a 409 for a key
+/// reused with another payload is one; a 409 "in progress" is not).
 fn is_final(a: &AttemptOutcome) -> bool {
-    matches!(a.status, Some(s) if (200..300).contains(&s) || [400, 401, 403, 404, 412, 422].contains(&s))
+    match a.status {
+        Some(s) if (200..300).contains(&s) => true,
+        Some(s) if [400, 401, 403, 404, 412, 422].contains(&s) => true,
+        Some(_) if a.reason == Some(Reason::AlreadyDone) => true,
+        Some(409) => a.reason == Some(Reason::Mismatch),
+        _ => false,
+    }
+}
+
+/// A reply that tells the client its request failed (4xx or 5xx); a 409 "still in progress"
+/// tells it to wait and an "already processed" that it was done, not that it failed.
+fn is_failure_answer(a: &AttemptOutcome) -> bool {
+    a.status.is_some_and(|s| s >= 400)
+        && !matches!(a.reason, Some(Reason::InFlight | Reason::AlreadyDone))
 }
 
 /// Canonical JSON of a body (field order ignored), or the raw text if it is not JSON.
@@ -39,8 +55,8 @@ struct IntentView<'a> {
     finished: bool,
     /// Some attempt got a 2xx.
     acknowledged: bool,
-    /// Times (ms) of the intent's effects, in order.
-    effects: Vec<u64>,
+    /// The intent's effects, in order.
+    effects: Vec<&'a EffectRecord>,
 }
 
 impl<'a> IntentView<'a> {
@@ -51,7 +67,7 @@ impl<'a> IntentView<'a> {
             finals: vec![],
             finished: true,
             acknowledged: false,
-            effects: obs.effect_log.iter().filter(|(i, _)| i == intent).map(|(_, t)| *t).collect(),
+            effects: obs.effect_log.iter().filter(|e| e.intent == intent).collect(),
         };
         for (qi, q) in sim.requests.iter().enumerate().filter(|(_, q)| q.intent == intent) {
             let rep = &obs.requests[qi];
@@ -70,9 +86,24 @@ impl<'a> IntentView<'a> {
     }
 }
 
-/// Was a key of `intent` collected between `from` and `to` (µs, inclusive)?
-fn collected_between(obs: &Observation, intent: &str, from: f64, to: f64) -> bool {
-    obs.collected.iter().any(|(i, t)| i == intent && (*t as f64) >= from && (*t as f64) <= to)
+/// Is a second execution at `to_us` of an intent first executed at `from_us` explained by
+/// documented expiry: did the key expire after the model's documented retention? Only when
+/// the model has a retention, a key of the intent was collected in between, and the second
+/// execution came at least one retention after the first. A key that vanished earlier (wiped
+/// by an operator, evicted from a cache before its TTL, lost in a cache restart) is no policy.
+fn expired_by_policy(
+    obs: &Observation,
+    model: &Model,
+    intent: &str,
+    from_us: f64,
+    to_us: f64,
+) -> bool {
+    let Some(retention) = model.key.as_ref().and_then(|k| k.retention_us) else { return false };
+    let collected = obs
+        .collected
+        .iter()
+        .any(|(i, t)| i == intent && (*t as f64) >= from_us && (*t as f64) <= to_us);
+    collected && to_us - from_us >= retention as f64
 }
 
 /// Every violation of the run, grouped by kind in report order.
@@ -83,24 +114,29 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
     let bounded = !obs.bounds_hit.is_empty();
     for intent in sim.intents() {
         let v = IntentView::new(sim, obs, intent);
-        duplicates(obs, &v, &mut out);
+        duplicates(obs, model, &v, &mut out);
         replies(&v, &rows_by_id, &mut out);
-        effects_against_acks(&v, expected, bounded, &mut out);
-        liveness(&v, bounded, &mut out);
+        // One name per fact: a client told its applied intent failed is a phantom success,
+        // not also an unacknowledged effect or an unfinished intent.
+        let phantom = answers_against_state(obs, &v, bounded, &mut out);
+        effects_against_acks(&v, expected, bounded, phantom, &mut out);
+        if !phantom {
+            liveness(&v, bounded, &mut out);
+        }
     }
-    key_consistency(sim, obs, &mut out);
+    key_consistency(sim, model, obs, &mut out);
     stuck_keys(model, obs, &mut out);
     out.sort_by_key(|v| v.name.order());
     out
 }
 
 /// At most one row and one effect per intent (unless the key was collected in between).
-fn duplicates(obs: &Observation, v: &IntentView, out: &mut Vec<Violation>) {
+fn duplicates(obs: &Observation, model: &Model, v: &IntentView, out: &mut Vec<Violation>) {
     let rows: Vec<&RowRecord> = obs.rows.iter().filter(|x| x.intent == v.intent).collect();
     if rows.len() > 1 {
         let first = rows[0].created_us as f64;
         for extra in &rows[1..] {
-            let permitted = collected_between(obs, v.intent, first, extra.created_us as f64);
+            let permitted = expired_by_policy(obs, model, v.intent, first, extra.created_us as f64);
             out.push(Violation {
                 permitted,
                 ..v.violation(
@@ -111,8 +147,9 @@ fn duplicates(obs: &Observation, v: &IntentView, out: &mut Vec<Violation>) {
         }
     }
     if v.effects.len() > 1 {
-        for t in &v.effects[1..] {
-            let permitted = collected_between(obs, v.intent, v.effects[0] as f64, *t as f64);
+        let first = v.effects[0].at_us as f64;
+        for e in &v.effects[1..] {
+            let permitted = expired_by_policy(obs, model, v.intent, first, e.at_us as f64);
             out.push(Violation {
                 permitted,
                 ..v.violation(
@@ -152,16 +189,68 @@ fn replies(v: &IntentView, rows_by_id: &BTreeMap<i64, &RowRecord>, out: &mut Vec
     }
 }
 
+/// What the client was told matches what happened: a client that ended on a failure answer
+/// was not in fact served (phantom-success), and a 503 "safe to retry" came from an execution
+/// that had committed nothing (false-safe-retry). Returns whether the intent is a phantom
+/// success.
+fn answers_against_state(
+    obs: &Observation,
+    v: &IntentView,
+    bounded: bool,
+    out: &mut Vec<Violation>,
+) -> bool {
+    let applied_rows = obs.rows.iter().filter(|r| r.intent == v.intent).count();
+    let applied = applied_rows > 0 || !v.effects.is_empty();
+    let phantom = applied
+        && v.finished
+        && !bounded
+        && !v.acknowledged
+        && !v.finals.is_empty()
+        && v.finals.iter().all(|a| is_failure_answer(a));
+    if phantom {
+        let last = v.finals.iter().map(|a| a.status.unwrap_or(0).to_string()).collect::<Vec<_>>();
+        out.push(v.violation(
+            V::PhantomSuccess,
+            format!(
+                "{applied_rows} row(s), {} effect(s); the client ended on {}",
+                v.effects.len(),
+                last.join(", ")
+            ),
+        ));
+    }
+    for (_, a) in &v.attempts {
+        if a.status != Some(503) || a.reason != Some(Reason::SafeToRetry) {
+            continue;
+        }
+        let Some(exec) = a.exec else { continue };
+        let row = obs.rows.iter().find(|r| r.exec == exec as i64);
+        let effect = v.effects.iter().find(|e| e.exec == Some(exec));
+        let what = match (row, effect) {
+            (Some(r), _) => format!("its row {} was committed", r.id),
+            (None, Some(_)) => "its effect had happened".to_string(),
+            (None, None) => continue,
+        };
+        out.push(v.violation(V::FalseSafeRetry, format!("503 \"safe to retry\", but {what}")));
+    }
+    phantom
+}
+
 /// An acknowledged intent has its effect (when effects are expected); an effect is eventually
 /// acknowledged to its client.
-fn effects_against_acks(v: &IntentView, expected: bool, bounded: bool, out: &mut Vec<Violation>) {
+fn effects_against_acks(
+    v: &IntentView,
+    expected: bool,
+    bounded: bool,
+    phantom: bool,
+    out: &mut Vec<Violation>,
+) {
     if expected && v.effects.is_empty() && v.acknowledged && v.finished && !bounded {
         out.push(v.violation(
             V::LostEffect,
             "a success reached the client; no effect was delivered".into(),
         ));
     }
-    if !v.effects.is_empty() && !v.acknowledged && v.finished {
+    if !v.effects.is_empty() && !v.acknowledged && v.finished && !phantom {
         out.push(v.violation(
             V::UnacknowledgedEffect,
             format!("{} effect(s), no success seen by the client", v.effects.len()),
@@ -184,7 +273,7 @@ fn liveness(v: &IntentView, bounded: bool, out: &mut Vec<Violation>) {
 }
 
 /// Per (user, path, key): every success is the same reply, and no second payload executed.
-fn key_consistency(sim: &Sim, obs: &Observation, out: &mut Vec<Violation>) {
+fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Violation>) {
     // (intent, attempt, canonical body sent) of every success, per scope.
     let mut by_key: BTreeMap<Scope, Vec<(&str, &AttemptOutcome, String)>> = BTreeMap::new();
     for (qi, q) in sim.requests.iter().enumerate() {
@@ -207,13 +296,16 @@ fn key_consistency(sim: &Sim, obs: &Observation, out: &mut Vec<Violation>) {
         if let Some(other) =
             list.iter().find(|x| x.1.status != first.1.status || x.1.body != first.1.body)
         {
-            let intents: Vec<&str> = list.iter().map(|x| x.0).collect();
-            // Attempt times are in ms, collection times in µs.
-            let until = other.1.done_ms.max(first.1.done_ms) * 1000.0;
-            let permitted = obs
-                .collected
-                .iter()
-                .any(|(i, t)| intents.contains(&i.as_str()) && (*t as f64) <= until);
+            // When each reply's order was created: its row's time, else when it was asked for
+            // (attempt times are in ms, the rest in µs).
+            let made = |a: &AttemptOutcome| {
+                a.id()
+                    .and_then(|id| obs.rows.iter().find(|r| r.id == id))
+                    .map_or(a.sent_ms * 1000.0, |r| r.created_us as f64)
+            };
+            let (a, b) = (made(first.1), made(other.1));
+            let permitted = expired_by_policy(obs, model, first.0, a.min(b), a.max(b))
+                || expired_by_policy(obs, model, other.0, a.min(b), a.max(b));
             out.push(Violation {
                 name: if permitted { V::ExpiredReplayMismatch } else { V::ReplayMismatch },
                 intent: other.0.to_string(),
@@ -261,7 +353,7 @@ fn stuck_keys(model: &Model, obs: &Observation, out: &mut Vec<Violation>) {
 pub fn effects_expected(sim: &Sim, model: &Model) -> bool {
     model.has_effects()
         || sim.injects.iter().any(|i| {
-            matches!(i.action, InjectAction::Effect)
+            matches!(i.action, InjectAction::Effect { .. })
                 && i.request.is_none()
                 && i.rate >= 1.0
                 && i.times.is_none()

@@ -19,7 +19,7 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
     let w = &sim.world;
     let _ = writeln!(o, "idemsim run: sim {} · model {} · seed {}", sim.name, model.name, r.seed);
     let d = &model.driver;
-    let _ = writeln!(
+    let _ = write!(
         o,
         "  world: {} process(es), wait budget {} ms, client timeout {} ms, network latency \
          {}..{} ms",
@@ -29,6 +29,16 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
         show_ms(w.latency_us.0),
         show_ms(w.latency_us.1)
     );
+    if w.effect_latency_us != w.latency_us {
+        let (lo, hi) = w.effect_latency_us;
+        let _ = write!(o, ", effect latency {}..{} ms", show_ms(lo), show_ms(hi));
+    }
+    if let Some((lo, hi)) = w.clock_skew_us {
+        let signed =
+            |us: i64| format!("{}{}", if us < 0 { "-" } else { "" }, show_ms(us.unsigned_abs()));
+        let _ = write!(o, ", clock skew {}..{} ms", signed(lo), signed(hi));
+    }
+    o.push('\n');
     let _ = writeln!(
         o,
         "  driver: {} awaits, {} journal, {}, {}",
@@ -46,6 +56,9 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
     );
     let _ = writeln!(o, "  model: {}", model.program_text());
     let _ = writeln!(o, "  faults: {}", sim.faults.describe());
+    if let Some(line) = run::retention_line(sim, model) {
+        let _ = writeln!(o, "  keys: {line}");
+    }
     for w in &r.warnings {
         let _ = writeln!(o, "  warning: {w}");
     }
@@ -119,6 +132,9 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     );
     let _ = writeln!(out, "  faults: {}", sim.faults.describe());
     let _ = writeln!(out, "  model: {}", model.program_text());
+    if let Some(line) = run::retention_line(sim, model) {
+        let _ = writeln!(out, "  keys: {line}");
+    }
     for w in run::warnings(sim, model) {
         let _ = writeln!(out, "  warning: {w}");
     }

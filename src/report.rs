@@ -1,10 +1,13 @@
 //! Plain data about one run: what the simulated world observed ([`Observation`]), what the
 //! judges made of it ([`Check`], [`Violation`]) and the one report type ([`RunReport`]),
-//! serialised as it is. Imports nothing from the crate; reports carry no wall-clock values.
+//! serialised as it is. Imports only plain types ([`crate::http::Reason`]); reports carry no
+//! wall-clock values.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+
+use crate::http::Reason;
 
 /// How an attempt ended for the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -37,6 +40,11 @@ pub struct AttemptOutcome {
     /// Simulated time the attempt was sent and finished (ms since start).
     pub sent_ms: f64,
     pub done_ms: f64,
+    /// What the server meant by the status (instrumentation), if anything beyond it.
+    pub reason: Option<Reason>,
+    /// The server execution that answered (instrumentation).
+    #[serde(skip)]
+    pub exec: Option<u64>,
 }
 
 impl AttemptOutcome {
@@ -86,6 +94,8 @@ pub struct RowRecord {
     pub qty: i64,
     pub intent: String,
     pub created_us: i64,
+    /// The server execution that inserted it (instrumentation).
+    pub exec: i64,
 }
 
 /// Where a key record lives: (user, operation, key), unscoped fields stored as "".
@@ -147,8 +157,8 @@ pub struct Observation {
     pub rows: Vec<RowRecord>,
     /// Every key record alive at the end: SQLite's, then the cache's, then process memories'.
     pub keys: Vec<(Scope, KeyRecord)>,
-    /// (intent, µs) of every effect the receiver counted (after deduplication), in order.
-    pub effect_log: Vec<(String, u64)>,
+    /// Every effect the receiver counted (after deduplication), in order.
+    pub effect_log: Vec<EffectRecord>,
     /// Deliveries the receiver got, before deduplication.
     pub deliveries: u64,
     /// (intent, µs) of every key deleted by the collector, an expiry or a delete-keys action.
@@ -163,12 +173,22 @@ pub struct Observation {
     pub trace_hash: u64,
 }
 
+/// One external effect the receiver counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectRecord {
+    pub intent: String,
+    /// Model time it happened (µs).
+    pub at_us: u64,
+    /// The server execution that asked for it (instrumentation).
+    pub exec: Option<u64>,
+}
+
 impl Observation {
     /// Effects per intent, from the receiver's log.
     pub fn effects_per_intent(&self) -> BTreeMap<String, u64> {
         let mut effects = BTreeMap::new();
-        for (intent, _) in &self.effect_log {
-            *effects.entry(intent.clone()).or_insert(0) += 1;
+        for e in &self.effect_log {
+            *effects.entry(e.intent.clone()).or_insert(0) += 1;
         }
         effects
     }
@@ -190,6 +210,8 @@ pub enum ViolationKind {
     DuplicateRow,
     DuplicateEffect,
     LostSuccess,
+    PhantomSuccess,
+    FalseSafeRetry,
     ForeignReply,
     ScopeLeak,
     ReplayMismatch,
@@ -205,10 +227,12 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in report order.
-    pub const ALL: [ViolationKind; 14] = [
+    pub const ALL: [ViolationKind; 16] = [
         ViolationKind::DuplicateRow,
         ViolationKind::DuplicateEffect,
         ViolationKind::LostSuccess,
+        ViolationKind::PhantomSuccess,
+        ViolationKind::FalseSafeRetry,
         ViolationKind::ForeignReply,
         ViolationKind::ScopeLeak,
         ViolationKind::ReplayMismatch,
@@ -228,6 +252,8 @@ impl ViolationKind {
             ViolationKind::DuplicateRow => "duplicate-row",
             ViolationKind::DuplicateEffect => "duplicate-effect",
             ViolationKind::LostSuccess => "lost-success",
+            ViolationKind::PhantomSuccess => "phantom-success",
+            ViolationKind::FalseSafeRetry => "false-safe-retry",
             ViolationKind::ForeignReply => "foreign-reply",
             ViolationKind::ScopeLeak => "scope-leak",
             ViolationKind::ReplayMismatch => "replay-mismatch",
@@ -248,6 +274,14 @@ impl ViolationKind {
             ViolationKind::DuplicateRow => "more than one row for one intent",
             ViolationKind::DuplicateEffect => "more than one external effect for one intent",
             ViolationKind::LostSuccess => "the client saw a success whose row does not exist",
+            ViolationKind::PhantomSuccess => {
+                "the intent was applied (a row or an effect exists), but its client ended on a \
+                 failure answer (4xx/5xx) and believes it failed"
+            }
+            ViolationKind::FalseSafeRetry => {
+                "a 503 \"safe to retry\" answered by an execution whose row or effect had \
+                 already been committed"
+            }
             ViolationKind::ForeignReply => {
                 "a success naming a row of another intent of the same user"
             }
@@ -268,17 +302,21 @@ impl ViolationKind {
             }
             ViolationKind::StuckKey => "a key still in progress at quiescence",
             ViolationKind::UnfinishedIntent => {
-                "no attempt chain of the intent ended with a final outcome (2xx, or \
-                 400/401/403/404/412/422) within its retry budget"
+                "no attempt chain of the intent ended with a final outcome (2xx; \
+                 400/401/403/404/412/422; a 409 for a reused key's other payload; an \
+                 \"already processed\") within its retry budget"
             }
             ViolationKind::ExpiredDuplicateRow => {
-                "policy-permitted: a second row after the intent's key was collected"
+                "policy-permitted: a second row, once the key had expired after the model's \
+                 documented retention"
             }
             ViolationKind::ExpiredDuplicateEffect => {
-                "policy-permitted: a second effect after the intent's key was collected"
+                "policy-permitted: a second effect, once the key had expired after the model's \
+                 documented retention"
             }
             ViolationKind::ExpiredReplayMismatch => {
-                "policy-permitted: a different reply after the key was collected"
+                "policy-permitted: a different reply, once the key had expired after the \
+                 model's documented retention"
             }
         }
     }

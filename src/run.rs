@@ -9,6 +9,7 @@ use crate::history::History;
 use crate::model::{Model, Step};
 use crate::report::{RecordState, RunReport};
 use crate::scenario::Sim;
+use crate::units::show_duration;
 use crate::{expect, oracle, world};
 
 /// Options of one run.
@@ -61,7 +62,18 @@ pub fn run(
     Ok(RunOutput { report, history: sim_out.history })
 }
 
-/// What in the sim cannot take effect with this model.
+/// The model's documented key retention against the client's retry window, for report
+/// headers: `kept 24 h · client retries until 2.3 s`. None when the model keeps keys forever.
+pub fn retention_line(sim: &Sim, model: &Model) -> Option<String> {
+    let r = model.key.as_ref()?.retention_us?;
+    let client = match sim.retry_window_us() {
+        0 => "the client does not retry".to_string(),
+        w => format!("the client retries until {} after a first attempt", show_duration(w)),
+    };
+    Some(format!("kept {} (documented retention) · {client}", show_duration(r)))
+}
+
+/// What in the sim cannot take effect with this model, or makes its verdict weaker.
 pub fn warnings(sim: &Sim, model: &Model) -> Vec<String> {
     let points = model.points();
     let mut w: Vec<String> = sim
@@ -83,6 +95,17 @@ pub fn warnings(sim: &Sim, model: &Model) -> Vec<String> {
         w.push(format!(
             "faults.gc_every_ms is set but model {} has no key retention_ms: nothing expires",
             model.name
+        ));
+    }
+    if let Some(r) = model.key.as_ref().and_then(|k| k.retention_us)
+        && sim.retry_window_us() > r
+    {
+        w.push(format!(
+            "model {} keeps keys {} but the client retries until {}: a retry after the \
+             retention executes again (reported as policy-permitted expired-*)",
+            model.name,
+            show_duration(r),
+            show_duration(sim.retry_window_us())
         ));
     }
     w.dedup();

@@ -50,6 +50,22 @@ pub struct Policy {
     pub retry_body: Option<String>,
 }
 
+impl Policy {
+    /// The longest backoff before retry `n` (1-based), before jitter (µs).
+    pub fn backoff_before_us(&self, n: u32) -> u64 {
+        self.backoff_us.saturating_mul(1 << (n - 1).min(20)).min(self.backoff_cap_us)
+    }
+
+    /// The latest a retry can start after the first attempt was sent (µs), with attempts that
+    /// each run to `timeout_us` and the longest backoffs; capped by the horizon.
+    pub fn window_us(&self, timeout_us: u64) -> u64 {
+        let w = (1..self.max_attempts).fold(0u64, |t, n| {
+            t.saturating_add(timeout_us).saturating_add(self.backoff_before_us(n))
+        });
+        self.horizon_us.map_or(w, |h| w.min(h))
+    }
+}
+
 impl Default for Policy {
     fn default() -> Self {
         Policy {
@@ -150,24 +166,29 @@ pub struct ActionSpec {
 pub enum InjectAction {
     /// The step fails: an error, handled by the model's on_error (→ 500).
     Fail,
-    /// An external effect is performed (counted by the receiver) here.
-    Effect,
+    /// An external effect is performed (counted by the receiver) here. A fallback effect
+    /// fires only in designs with no effect step of their own: it is where the operation's
+    /// external call goes when the design does not say.
+    Effect { fallback: bool },
     /// The connection drops: the request goes on, the reply is never sent.
     DropReply,
     /// The server process crashes here; it restarts after `restart_us`.
     Crash { restart_us: u64 },
     /// The request stalls here for `us` (a slow downstream): an await, the process runs on.
     Pause { us: u64 },
+    /// The process's clock jumps by `us` (may be negative): an NTP step, a VM resumed.
+    ClockJump { us: i64 },
 }
 
 impl InjectAction {
     pub fn name(&self) -> &'static str {
         match self {
             InjectAction::Fail => "fail",
-            InjectAction::Effect => "effect",
+            InjectAction::Effect { .. } => "effect",
             InjectAction::DropReply => "drop-reply",
             InjectAction::Crash { .. } => "crash",
             InjectAction::Pause { .. } => "pause",
+            InjectAction::ClockJump { .. } => "clock-jump",
         }
     }
 }
@@ -197,6 +218,13 @@ pub struct WorldSpec {
     pub time_limit_us: u64,
     /// Bound on server steps executed in a run.
     pub max_steps: u64,
+    /// Latency of one leg of an effect call to the provider (µs, inclusive range).
+    pub effect_latency_us: (u64, u64),
+    /// How long the provider remembers an effect's dedupe key (None: forever).
+    pub effect_dedupe_retention_us: Option<u64>,
+    /// Each process's clock runs off true time by an offset drawn from this range (µs, may be
+    /// negative); None: every clock agrees.
+    pub clock_skew_us: Option<(i64, i64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -241,17 +269,69 @@ pub struct Faults {
     pub reply_drop: f64,
     /// A fresh success's reply is lost after the server committed (the targeted case).
     pub reply_drop_after_commit: f64,
-    /// A request is delivered twice.
+    /// A request is sent twice: a proxy or a client library resends it after a stall drawn
+    /// from `duplicate_after_us`, and the client gets the resent copy's reply.
     pub duplicate: f64,
+    pub duplicate_after_us: (u64, u64),
     /// A message is held back by an extra delay drawn from `delay_us` (reorders messages).
     pub delay: f64,
     pub delay_us: (u64, u64),
     /// A server process crashes at a step boundary with this probability per step.
     pub crash: f64,
     pub restart_us: u64,
+    /// What the client of a crashed process sees: a reset connection at once (a process that
+    /// dies: its kernel resets its connections and refuses new ones), or silence until its
+    /// timeout (a machine that dies).
+    pub crash_signal: CrashSignal,
     /// Period of the key collector (deletes keys older than the model's `retention_us`).
     pub gc_every_us: Option<u64>,
     pub partitions: Vec<Partition>,
+    /// The external effect provider (a payment API, a mailer).
+    pub effects: EffectFaults,
+    /// The key cache (`key.store = "cache"`).
+    pub cache: CacheFaults,
+    /// The database connection loses its server around a COMMIT: the commit happened or not
+    /// (even odds), and the server cannot tell.
+    pub commit_lost: f64,
+}
+
+/// Faults of the external effect provider, per effect call.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EffectFaults {
+    /// The request never reaches the provider: nothing happens, no answer.
+    pub drop: f64,
+    /// The provider performs the effect; its answer is lost.
+    pub ack_drop: f64,
+    /// The provider receives the call twice (a client library resending it).
+    pub duplicate: f64,
+    /// The provider performs the effect, then answers an error.
+    pub error_after_success: f64,
+    /// The provider answers late, by a delay drawn from `delay_us`.
+    pub delay: f64,
+    pub delay_us: (u64, u64),
+}
+
+/// Faults of the key cache, per cache operation.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CacheFaults {
+    /// The cache refuses the connection: the operation fails at once.
+    pub unavailable: f64,
+    /// The operation's key was evicted before its TTL (memory pressure).
+    pub evict: f64,
+    /// The cache restarted without persistence before the operation: every record is gone.
+    pub restart: f64,
+    /// The operation is applied but its reply is lost: the server times out.
+    pub reply_drop: f64,
+}
+
+/// What the clients of a crashed process see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CrashSignal {
+    /// A reset connection at once; new connections refused while it is down.
+    #[default]
+    Reset,
+    /// Nothing until the client's timeout.
+    Silence,
 }
 
 impl Faults {
@@ -272,6 +352,38 @@ impl Faults {
         }
         if self.delay > 0.0 {
             v.push(format!("delay_ms={}..{}", show_ms(self.delay_us.0), show_ms(self.delay_us.1)));
+        }
+        if self.duplicate > 0.0 {
+            let (lo, hi) = self.duplicate_after_us;
+            v.push(format!("duplicate_after_ms={}..{}", show_ms(lo), show_ms(hi)));
+        }
+        let e = &self.effects;
+        let c = &self.cache;
+        for (n, r) in [
+            ("effects.drop", e.drop),
+            ("effects.ack_drop", e.ack_drop),
+            ("effects.duplicate", e.duplicate),
+            ("effects.error_after_success", e.error_after_success),
+            ("effects.delay", e.delay),
+            ("cache.unavailable", c.unavailable),
+            ("cache.evict", c.evict),
+            ("cache.restart", c.restart),
+            ("cache.reply_drop", c.reply_drop),
+            ("commit_lost", self.commit_lost),
+        ] {
+            if r > 0.0 {
+                v.push(format!("{n}={r}"));
+            }
+        }
+        if e.delay > 0.0 {
+            v.push(format!(
+                "effects.delay_ms={}..{}",
+                show_ms(e.delay_us.0),
+                show_ms(e.delay_us.1)
+            ));
+        }
+        if self.crash_signal == CrashSignal::Silence {
+            v.push("crash_signal=silence".into());
         }
         if self.crash > 0.0 {
             v.push(format!("restart_ms={}", show_ms(self.restart_us)));
@@ -329,6 +441,33 @@ struct FaultsFile {
     crash: Option<Spanned<f64>>,
     restart_ms: Option<Spanned<f64>>,
     gc_every_ms: Option<Spanned<f64>>,
+    duplicate_after_ms: Option<Spanned<Vec<f64>>>,
+    crash_signal: Option<Spanned<String>>,
+    commit_lost: Option<Spanned<f64>>,
+    #[serde(default)]
+    effects: EffectFaultsFile,
+    #[serde(default)]
+    cache: CacheFaultsFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EffectFaultsFile {
+    drop: Option<Spanned<f64>>,
+    ack_drop: Option<Spanned<f64>>,
+    duplicate: Option<Spanned<f64>>,
+    error_after_success: Option<Spanned<f64>>,
+    delay: Option<Spanned<f64>>,
+    delay_ms: Option<Spanned<Vec<f64>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CacheFaultsFile {
+    unavailable: Option<Spanned<f64>>,
+    evict: Option<Spanned<f64>>,
+    restart: Option<Spanned<f64>>,
+    reply_drop: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -348,6 +487,9 @@ struct WorldFile {
     latency_ms: Option<Spanned<Vec<f64>>>,
     time_limit_ms: Option<Spanned<f64>>,
     max_steps: Option<u64>,
+    effect_latency_ms: Option<Spanned<Vec<f64>>>,
+    effect_dedupe_retention_ms: Option<Spanned<f64>>,
+    clock_skew_ms: Option<Spanned<Vec<f64>>>,
 }
 
 #[derive(Deserialize)]
@@ -419,6 +561,8 @@ struct InjectFile {
     rate: Option<Spanned<f64>>,
     restart_ms: Option<Spanned<f64>>,
     pause_ms: Option<Spanned<f64>>,
+    jump_ms: Option<Spanned<f64>>,
+    fallback: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -494,6 +638,13 @@ impl Sim {
             || self.requests.iter().any(|r| r.expect != RequestExpect::default())
     }
 
+    /// The client's retry window: the latest a retry of any request can start after that
+    /// request's first attempt (µs), each attempt running to its timeout and each backoff at
+    /// its longest; 0 when no request retries.
+    pub fn retry_window_us(&self) -> u64 {
+        self.requests.iter().map(|q| q.policy.window_us(q.timeout_us)).max().unwrap_or(0)
+    }
+
     /// The intents of the sim, in order of first appearance.
     pub fn intents(&self) -> Vec<&str> {
         let mut intents: Vec<&str> = Vec::new();
@@ -541,6 +692,29 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
         latency_us,
         time_limit_us: file.ms("world.time_limit_ms", &w.time_limit_ms, 3_600_000_000, 1)?,
         max_steps: w.max_steps.unwrap_or(100_000),
+        effect_latency_us: if w.effect_latency_ms.is_some() {
+            file.ms_range(
+                "world.effect_latency_ms",
+                &w.effect_latency_ms,
+                latency_us,
+                |lo, hi| lo <= hi && hi <= 60_000_000,
+                "[low, high] with low <= high <= 60000",
+            )?
+        } else {
+            latency_us
+        },
+        effect_dedupe_retention_us: w
+            .effect_dedupe_retention_ms
+            .is_some()
+            .then(|| {
+                file.ms("world.effect_dedupe_retention_ms", &w.effect_dedupe_retention_ms, 0, 1)
+            })
+            .transpose()?,
+        clock_skew_us: w
+            .clock_skew_ms
+            .as_ref()
+            .map(|v| file.signed_ms_range("world.clock_skew_ms", v))
+            .transpose()?,
     })
 }
 
@@ -772,14 +946,15 @@ fn parse_retry(file: Source, rt: &RetryFile) -> Result<Policy, InputError> {
     for o in rt.on.as_deref().unwrap_or(&default_on) {
         match o.get_ref() {
             toml::Value::String(s) if s == "transport" => on.transport = true,
+            toml::Value::String(s) if s == "5xx" => on.statuses.extend([500, 502, 503, 504]),
             toml::Value::Integer(s) if [409, 425, 429, 500, 502, 503, 504].contains(s) => {
                 on.statuses.insert(*s as u16);
             }
             _ => {
                 return Err(file.err(
                     o.span(),
-                    "retry.on: expected \"transport\" or one of 409, 425, 429, 500, 502, 503, \
-                     504 (never 400/401/422)",
+                    "retry.on: expected \"transport\", \"5xx\" (500, 502, 503, 504) or one of \
+                     409, 425, 429, 500, 502, 503, 504 (never 400/401/422)",
                 ));
             }
         }
@@ -1024,22 +1199,40 @@ fn parse_injects(file: Source, f: &SimFile) -> Result<Vec<Inject>, InputError> {
         }
         let action = match i.action.get_ref().as_str() {
             "fail" => InjectAction::Fail,
-            "effect" => InjectAction::Effect,
+            "effect" => InjectAction::Effect { fallback: i.fallback.unwrap_or(false) },
             "drop-reply" => InjectAction::DropReply,
             "crash" => InjectAction::Crash {
                 restart_us: file.ms("restart_ms", &i.restart_ms, 100_000, 0)?,
             },
             "pause" => InjectAction::Pause { us: file.ms("pause_ms", &i.pause_ms, 1_000_000, 0)? },
+            "clock-jump" => match &i.jump_ms {
+                Some(j) => InjectAction::ClockJump { us: file.signed_ms("jump_ms", j)? },
+                None => return Err(file.err(i.action.span(), "clock-jump needs `jump_ms`")),
+            },
             other => {
                 return Err(file.err(
                     i.action.span(),
                     format!(
                         "unknown inject action `{other}`; expected fail, effect, drop-reply, \
-                         crash or pause"
+                         crash, pause or clock-jump"
                     ),
                 ));
             }
         };
+        // A field of another action is a mistake, not something to ignore.
+        for (set, field, of) in [
+            (i.fallback.is_some(), "fallback", "effect"),
+            (i.jump_ms.is_some(), "jump_ms", "clock-jump"),
+            (i.pause_ms.is_some(), "pause_ms", "pause"),
+            (i.restart_ms.is_some(), "restart_ms", "crash"),
+        ] {
+            if set && action.name() != of {
+                return Err(file.err(
+                    i.action.span(),
+                    format!("`{field}` is only for action = \"{of}\", not \"{}\"", action.name()),
+                ));
+            }
+        }
         let rate = match &i.rate {
             None => 1.0,
             Some(r) if (0.0..=1.0).contains(r.get_ref()) => *r.get_ref(),
@@ -1096,7 +1289,45 @@ fn parse_faults(file: Source, f: &SimFile, processes: usize) -> Result<Faults, I
             for_us: file.ms("partition.for_ms", &some(&p.for_ms), 0, 0)?,
         });
     }
+    let effects = EffectFaults {
+        drop: rate(&ff.effects.drop, "effects.drop")?,
+        ack_drop: rate(&ff.effects.ack_drop, "effects.ack_drop")?,
+        duplicate: rate(&ff.effects.duplicate, "effects.duplicate")?,
+        error_after_success: rate(&ff.effects.error_after_success, "effects.error_after_success")?,
+        delay: rate(&ff.effects.delay, "effects.delay")?,
+        delay_us: file.ms_range(
+            "faults.effects.delay_ms",
+            &ff.effects.delay_ms,
+            (100_000, 2_000_000),
+            |lo, hi| lo <= hi,
+            "[low, high] with low <= high",
+        )?,
+    };
+    let cache = CacheFaults {
+        unavailable: rate(&ff.cache.unavailable, "cache.unavailable")?,
+        evict: rate(&ff.cache.evict, "cache.evict")?,
+        restart: rate(&ff.cache.restart, "cache.restart")?,
+        reply_drop: rate(&ff.cache.reply_drop, "cache.reply_drop")?,
+    };
+    let crash_signal = file
+        .choice(
+            &ff.crash_signal,
+            "faults.crash_signal",
+            &[("reset", CrashSignal::Reset), ("silence", CrashSignal::Silence)],
+        )?
+        .unwrap_or_default();
     Ok(Faults {
+        effects,
+        cache,
+        crash_signal,
+        commit_lost: rate(&ff.commit_lost, "commit_lost")?,
+        duplicate_after_us: file.ms_range(
+            "faults.duplicate_after_ms",
+            &ff.duplicate_after_ms,
+            (0, 25_000),
+            |lo, hi| lo <= hi,
+            "[low, high] with low <= high",
+        )?,
         request_drop: rate(&ff.request_drop, "request_drop")?,
         reply_drop: rate(&ff.reply_drop, "reply_drop")?,
         reply_drop_after_commit: rate(&ff.reply_drop_after_commit, "reply_drop_after_commit")?,

@@ -26,9 +26,33 @@ pub fn show_ms(us: u64) -> String {
     }
 }
 
+/// A duration for people: `24 h`, `90 s`, `2.3 s`, `1.5 ms`, `250 µs` (at most three
+/// decimals, trailing zeros trimmed).
+pub fn show_duration(us: u64) -> String {
+    let (unit, scale) = match us {
+        u if u >= 3_600_000_000 => ("h", 3_600_000_000.0),
+        u if u >= 60_000_000 => ("min", 60_000_000.0),
+        u if u >= 1_000_000 => ("s", 1_000_000.0),
+        u if u >= 1_000 => ("ms", 1_000.0),
+        _ => ("µs", 1.0),
+    };
+    let v = format!("{:.3}", us as f64 / scale);
+    format!("{} {unit}", v.trim_end_matches('0').trim_end_matches('.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_in_the_largest_unit() {
+        assert_eq!(show_duration(86_400_000_000), "24 h");
+        assert_eq!(show_duration(90_000_000), "1.5 min");
+        assert_eq!(show_duration(2_300_000), "2.3 s");
+        assert_eq!(show_duration(1_500), "1.5 ms");
+        assert_eq!(show_duration(250), "250 µs");
+        assert_eq!(show_duration(0), "0 µs");
+    }
 
     #[test]
     fn milliseconds_down_to_a_microsecond() {

@@ -91,9 +91,10 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
         );
         let sent_ms = world.now_ms_f();
         net::send_request(&world, node, process, Envelope { reply_tag: mailbox.tag, who, http });
-        let reply = match clock::timeout_us(spec.timeout_us, mailbox.recv()).await {
-            Some(Msg::Reply(r)) => Some(r),
-            _ => None,
+        let (reply, reset) = match clock::timeout_us(spec.timeout_us, mailbox.recv()).await {
+            Some(Msg::Reply(r)) => (Some(r), false),
+            Some(_) => (None, true),
+            None => (None, false),
         };
         drop(mailbox);
         let marker = world
@@ -103,12 +104,14 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
             .map(|k| k.replay_marker.as_str())
             .unwrap_or("Idempotent-Replayed");
         let replayed = reply.as_ref().is_some_and(|r| r.header(marker).is_some());
+        let reply_meta = reply.as_ref().map(|r| r.meta).unwrap_or_default();
         match &reply {
             Some(r) => world.emit(
                 node,
                 Some(who),
                 What::Received { status: r.status, body: r.body.clone(), replayed },
             ),
+            None if reset => world.emit(node, Some(who), What::ConnectionReset),
             None => {
                 world.emit(node, Some(who), What::TransportFailure { timeout_us: spec.timeout_us })
             }
@@ -121,6 +124,8 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
             key: key.clone(),
             sent_ms,
             done_ms: world.now_ms_f(),
+            reason: reply_meta.reason,
+            exec: reply_meta.exec,
         };
         let retry = match outcome.status {
             None => policy.on.transport,
@@ -130,8 +135,7 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
         if !retry || attempt == policy.max_attempts {
             return;
         }
-        let mut backoff =
-            policy.backoff_us.saturating_mul(1 << (attempt - 1).min(20)).min(policy.backoff_cap_us);
+        let mut backoff = policy.backoff_before_us(attempt);
         if policy.jitter && backoff > 0 {
             backoff = madsim::rand::thread_rng().gen_range(backoff / 2..=backoff);
         }

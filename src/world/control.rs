@@ -8,10 +8,11 @@ use madsim::runtime::Handle;
 use rusqlite::Connection;
 
 use super::keystore;
+use super::net::{Dest, Msg};
 use super::shared::World;
 use super::{clock, store};
 use crate::history::{Node, What};
-use crate::scenario::{ActionKind, Partition};
+use crate::scenario::{ActionKind, CrashSignal, Partition};
 
 /// How long the harness's own connections (the observer, actions, the collector) wait between
 /// tries on a locked database (µs).
@@ -139,7 +140,8 @@ pub(crate) async fn collector(world: Arc<World>, every_us: u64, retention_us: u6
     loop {
         clock::sleep_us(every_us).await;
         let now = world.now_us();
-        let Some(cutoff) = now.checked_sub(retention_us) else { continue };
+        // Keys carry the writing process's wall clock; the collector reads the database's.
+        let cutoff = world.db_clock_us().saturating_sub(retention_us);
         match keystore::sql_collect(&conn, Some(cutoff)) {
             Ok(intents) if !intents.is_empty() => {
                 world.emit(Node::Control, None, What::Collected { n: intents.len(), retention_us });
@@ -167,14 +169,26 @@ pub(crate) async fn partition(world: Arc<World>, p: Partition) {
 /// Kill server process `idx` now; it restarts after `restart_us`. Never returns: the caller is
 /// one of the process's tasks and is dropped with it.
 pub(crate) async fn crash_process(world: &Arc<World>, idx: usize, restart_us: u64) {
-    let already = {
+    let (already, serving) = {
         let mut st = world.lock();
         let p = &mut st.processes[idx];
         let already = std::mem::replace(&mut p.crashing, true);
         p.up = false;
-        p.inbox.queue.clear();
-        already
+        // Requests delivered but not yet admitted die with the process too.
+        let queued: Vec<(u64, crate::history::Actor)> =
+            p.inbox.queue.drain(..).map(|e| (e.reply_tag, e.who)).collect();
+        let mut serving: Vec<_> = std::mem::take(&mut p.serving).into_iter().collect();
+        serving.extend(queued);
+        (already, serving)
     };
+    // A process that dies has its connections reset by its kernel: every client it was
+    // serving sees the failure at once (unless the sim models silence).
+    if world.sim.faults.crash_signal == CrashSignal::Reset {
+        for (tag, who) in serving {
+            let to = Dest::Tag { tag, process: None };
+            world.send(Some(idx), to, Some(who), Msg::Reset, world.latency_us());
+        }
+    }
     if already {
         // Another request of this process already crashed it; it is going down.
         std::future::pending::<()>().await;

@@ -24,7 +24,7 @@ use super::net::{Dest, EffectMsg, Envelope, Mailbox, Msg};
 use super::shared::{World, chance};
 use super::{clock, control, store};
 use crate::history::{Actor, CrashSite, Node, Refusal, Stmt, What, save_refused};
-use crate::http::{self, Order, Response};
+use crate::http::{self, Order, Reason, Response};
 use crate::model::{
     Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, KeyPolicy, KeyStore, Replay, Step,
     StoreOutcomes,
@@ -40,6 +40,8 @@ pub(crate) enum Failure {
     Error(Why),
     /// A run bound was hit → 500, and the bound is reported.
     Bound,
+    /// The key store (a cache) could not be reached → 503.
+    StoreUnavailable,
 }
 
 /// What went wrong, for the trace (`failed: …`).
@@ -50,6 +52,10 @@ pub(crate) enum Why {
     ClaimUnique,
     Injected(String),
     EffectUnacknowledged,
+    /// The effect provider answered an error.
+    ProviderError,
+    /// The connection was lost around COMMIT: the server cannot tell whether it committed.
+    CommitUnknown,
     SaveRefused {
         fencing: bool,
     },
@@ -64,6 +70,8 @@ impl fmt::Display for Why {
             Why::ClaimUnique => f.write_str("UNIQUE constraint failed: keys"),
             Why::Injected(point) => write!(f, "injected failure at @{point}"),
             Why::EffectUnacknowledged => f.write_str("effect not acknowledged"),
+            Why::ProviderError => f.write_str("the effect provider answered an error"),
+            Why::CommitUnknown => f.write_str("connection lost during COMMIT: outcome unknown"),
             Why::SaveRefused { fencing } => write!(f, "save-response: {}", save_refused(*fencing)),
             Why::NoResponse => f.write_str("program ended without a response"),
             Why::SaveBeforeInsert => f.write_str("save-response before insert-row"),
@@ -210,11 +218,18 @@ impl Runner {
         if took > 0 {
             clock::sleep_us(took).await;
         }
-        let implicit = stmt.writes() && self.conn.is_autocommit() && driver.commit_us.1 > 0;
+        let implicit = stmt.writes()
+            && self.conn.is_autocommit()
+            && (driver.commit_us.1 > 0 || self.world.sim.faults.commit_lost > 0.0);
+        let commit_lost = self.world.sim.faults.commit_lost;
         if !implicit {
-            if matches!(stmt, Stmt::Commit | Stmt::CommitReadOnly) && self.conn.wrote_since_begin()
-            {
+            let commit = matches!(stmt, Stmt::Commit | Stmt::CommitReadOnly);
+            if commit && self.conn.wrote_since_begin() {
                 self.sync_journal().await;
+            }
+            // Only a commit that wrote is ambiguous when its connection is lost.
+            if commit && self.conn.wrote_since_begin() && chance(commit_lost) {
+                return Err(self.lose_connection_at_commit(stmt).await);
             }
             let r = self.run_waiting(stmt, &f).await;
             if stmt == Stmt::Begin && r.is_ok() {
@@ -230,7 +245,11 @@ impl Runner {
                 if self.conn.wrote_since_begin() {
                     self.sync_journal().await;
                 }
-                self.run_waiting(stmt, &|c| store::exec_cached(c, "COMMIT")).await
+                if self.conn.wrote_since_begin() && chance(self.world.sim.faults.commit_lost) {
+                    Err(self.lose_connection_at_commit(stmt).await)
+                } else {
+                    self.run_waiting(stmt, &|c| store::exec_cached(c, "COMMIT")).await
+                }
             }
             Err(_) => Ok(()),
         };
@@ -238,6 +257,19 @@ impl Runner {
             let _ = store::exec_cached(&self.conn, "ROLLBACK");
         }
         committed.and(r)
+    }
+
+    /// The `commit_lost` fault: the connection to the database is lost around COMMIT. The
+    /// commit happened or not (even odds, drawn from the seed); the server only sees an error.
+    async fn lose_connection_at_commit(&self, stmt: Stmt) -> Failure {
+        let committed = chance(0.5);
+        let end = if committed { "COMMIT" } else { "ROLLBACK" };
+        let _ = self.run_waiting(stmt, &|c| store::exec_cached(c, end)).await;
+        if !self.conn.is_autocommit() {
+            let _ = store::exec_cached(&self.conn, "ROLLBACK");
+        }
+        self.event(What::CommitLost { committed });
+        Failure::Error(Why::CommitUnknown)
     }
 
     /// The journal's sync at a commit that made writes durable (`driver.commit_ms`).
@@ -300,14 +332,45 @@ impl Runner {
             process: self.idx,
             intent: intent.to_string(),
             from: self.who,
+            exec: self.id,
             dedupe,
         };
-        let after = self.world.latency_us();
-        self.world.send(Some(self.idx), Dest::Receiver, Some(self.who), Msg::Effect(msg), after);
-        // Long enough for a round trip at the world's worst latency.
-        let wait = 1_000_000 + 2 * self.world.sim.world.latency_us.1;
+        let faults = &self.world.sim.faults.effects;
+        if chance(faults.drop) {
+            self.event(What::EffectCallLost);
+        } else {
+            let duplicate = chance(faults.duplicate);
+            let copy = duplicate.then(|| msg.clone());
+            let after = self.world.effect_latency_us();
+            self.world.send(
+                Some(self.idx),
+                Dest::Receiver,
+                Some(self.who),
+                Msg::Effect(msg),
+                after,
+            );
+            if let Some(copy) = copy {
+                self.event(What::EffectCallDuplicated);
+                let after = self.world.effect_latency_us();
+                self.world.send(
+                    Some(self.idx),
+                    Dest::Receiver,
+                    Some(self.who),
+                    Msg::Effect(copy),
+                    after,
+                );
+            }
+        }
+        let wait = self.world.model.effect_timeout_us.unwrap_or(
+            // Long enough for a round trip at the provider's worst latency.
+            1_000_000 + 2 * self.world.sim.world.effect_latency_us.1,
+        );
         match self.wait(clock::timeout_us(wait, mailbox.recv())).await {
-            Some(_) => Ok(()),
+            Some(Msg::Ack { ok: true }) => Ok(()),
+            Some(_) => {
+                self.event(What::ProviderError);
+                Err(Failure::Error(Why::ProviderError))
+            }
             None => {
                 self.event(What::EffectUnacknowledged);
                 Err(Failure::Error(Why::EffectUnacknowledged))
@@ -333,7 +396,9 @@ impl Runner {
                 (Some(r), Some(q)) => *r == q.group || *r == q.id,
                 (Some(_), None) => false,
             };
-            if inj.point != point || !mine {
+            let skip = matches!(inj.action, InjectAction::Effect { fallback: true })
+                && self.world.model.has_effects();
+            if inj.point != point || !mine || skip {
                 continue;
             }
             let spent = inj.times.is_some_and(|t| self.world.lock().inject_fired[i] >= t);
@@ -346,9 +411,12 @@ impl Runner {
                 InjectAction::Fail => {
                     return Err(Failure::Error(Why::Injected(point.to_string())));
                 }
-                InjectAction::Effect => self.effect(intent, dedupe()).await?,
+                InjectAction::Effect { .. } => self.effect(intent, dedupe()).await?,
                 InjectAction::DropReply => drop_reply = true,
                 InjectAction::Pause { us } => self.wait(clock::sleep_us(*us)).await,
+                InjectAction::ClockJump { us } => {
+                    self.world.lock().processes[self.idx].clock_offset_us += us;
+                }
                 InjectAction::Crash { restart_us } => self.crash(*restart_us).await,
             }
         }
@@ -543,10 +611,10 @@ impl Exec {
             Step::InsertRow => {
                 let o = self.order.clone().expect("admitted");
                 let intent = self.intent.clone();
-                let now = self.world().now_us();
+                let (now, exec) = (self.world().now_us(), self.run.id);
                 let id = self
                     .run
-                    .sql(Stmt::InsertRow, |c| store::insert_row(c, &o, &intent, now))
+                    .sql(Stmt::InsertRow, |c| store::insert_row(c, &o, &intent, now, exec))
                     .await?;
                 self.event(What::RowInserted { row: id });
                 self.row_id = Some(id);
@@ -600,7 +668,7 @@ impl Exec {
         }
         match self.key_lookup().await? {
             Some(rec) => {
-                let now = self.world().now_us();
+                let now = self.app_now();
                 let expired = rec.state == RecordState::InProgress
                     && rec.lease_until_us.is_some_and(|l| l <= now);
                 if expired && rec.fingerprint == self.fingerprint && self.key_takeover(&rec).await?
@@ -614,7 +682,9 @@ impl Exec {
             }
             None => {
                 self.event(What::ClaimGone);
-                Ok(Flow::Finish(Response::error(409, "request in progress")))
+                Ok(Flow::Finish(
+                    Response::error(409, "request in progress").meaning(Reason::InFlight),
+                ))
             }
         }
     }
@@ -645,37 +715,37 @@ impl Exec {
         let kp = self.key_policy().clone();
         if rec.fingerprint != self.fingerprint {
             self.event(What::Mismatch { status: kp.on_mismatch });
-            return Ok(Flow::Finish(Response::error(
-                kp.on_mismatch,
-                "Idempotency-Key reused with a different payload",
-            )));
+            return Ok(Flow::Finish(
+                Response::error(kp.on_mismatch, "Idempotency-Key reused with a different payload")
+                    .meaning(Reason::Mismatch),
+            ));
         }
         if rec.state != RecordState::Done {
             match kp.in_flight {
                 InFlight::Status(s) => {
                     self.event(What::InFlight { status: s });
-                    return Ok(Flow::Finish(Response::error(
-                        s,
-                        "request with this Idempotency-Key in progress",
-                    )));
+                    return Ok(Flow::Finish(
+                        Response::error(s, "request with this Idempotency-Key in progress")
+                            .meaning(Reason::InFlight),
+                    ));
                 }
                 InFlight::Wait => match self.wait_for_original().await? {
                     Some(done) => rec = done,
                     None => {
-                        return Ok(Flow::Finish(Response::error(
-                            409,
-                            "request with this Idempotency-Key in progress",
-                        )));
+                        return Ok(Flow::Finish(
+                            Response::error(409, "request with this Idempotency-Key in progress")
+                                .meaning(Reason::InFlight),
+                        ));
                     }
                 },
             }
         }
         if let Replay::Status(s) = kp.replay {
             self.event(What::HitCompleted { status: s });
-            return Ok(Flow::Finish(Response::error(
-                s,
-                "request with this Idempotency-Key already processed",
-            )));
+            return Ok(Flow::Finish(
+                Response::error(s, "request with this Idempotency-Key already processed")
+                    .meaning(Reason::AlreadyDone),
+            ));
         }
         let status = rec.status.unwrap_or(500) as u16;
         self.event(What::Replayed { status });
@@ -733,12 +803,18 @@ impl Exec {
             self.event(What::Rollback);
         }
         let resp = match f {
-            Failure::Busy => Response::error(503, "database busy, safe to retry"),
+            Failure::Busy => {
+                Response::error(503, "database busy, safe to retry").meaning(Reason::SafeToRetry)
+            }
             Failure::Error(why) => {
                 self.event(What::Failed { why: why.to_string() });
                 Response::error(500, "internal error")
             }
             Failure::Bound => Response::error(500, "internal error"),
+            Failure::StoreUnavailable => {
+                Response::error(503, "key store unavailable, safe to retry")
+                    .meaning(Reason::SafeToRetry)
+            }
         };
         if model.store_outcomes == StoreOutcomes::All && self.claimed && !self.completed {
             let _ = self.save(resp.status, &resp.body.clone()).await;
@@ -762,48 +838,97 @@ impl Exec {
         self.run.world.model.key.as_ref().map(|k| k.store).unwrap_or(KeyStore::Sqlite)
     }
 
-    /// Run `f` on the map that holds this request's records. For the cache that is a network
-    /// round trip (it yields the event loop and takes time) and expired records are dropped
-    /// first (recorded as collected); for process memory it is immediate.
-    async fn on_map<T>(&self, f: impl FnOnce(&mut BTreeMap<Scope, KeyRecord>) -> T) -> T {
+    /// Run `f` on the map that holds this request's records. Process memory answers at
+    /// once. The cache is a network round trip (an await) through its faults: refused at
+    /// once, unreachable from a partitioned process (the client times out), restarted empty or
+    /// the key evicted before its TTL, the operation applied but its reply lost; expired
+    /// records are dropped first. A record that disappears is recorded as collected.
+    async fn on_map<T>(
+        &self,
+        scope: &Scope,
+        f: impl FnOnce(&mut BTreeMap<Scope, KeyRecord>) -> T,
+    ) -> Result<T, Failure> {
         let kp = self.key_policy();
-        if kp.store == KeyStore::Cache {
-            // A network round trip: an await.
-            self.run.wait(clock::sleep_us(draw(kp.store_latency_us))).await;
+        if kp.store != KeyStore::Cache {
+            let mut st = self.world().lock();
+            return Ok(f(&mut st.processes[self.run.idx].memory));
         }
+        let faults = &self.world().sim.faults.cache;
+        if chance(faults.unavailable) {
+            self.event(What::CacheRefused);
+            return Err(Failure::StoreUnavailable);
+        }
+        if self.world().is_partitioned(self.run.idx) {
+            self.event(What::CacheUnreachable);
+            self.run.wait(clock::sleep_us(kp.store_timeout_us)).await;
+            return Err(Failure::StoreUnavailable);
+        }
+        self.run.wait(clock::sleep_us(draw(kp.store_latency_us))).await;
+        let (restart, evict) = (chance(faults.restart), chance(faults.evict));
         let now = self.world().now_us();
-        let mut st = self.world().lock();
-        let st = &mut *st;
-        match kp.store {
-            KeyStore::Cache => {
-                if let Some(ttl) = kp.retention_us {
-                    keystore::map_expire(&mut st.cache, ttl, now, &mut st.collected);
-                }
-                f(&mut st.cache)
+        let (out, evicted) = {
+            let mut st = self.world().lock();
+            let st = &mut *st;
+            if restart {
+                st.collected.extend(st.cache.values().map(|r| (r.intent.clone(), now)));
+                st.cache.clear();
             }
-            _ => f(&mut st.processes[self.run.idx].memory),
+            if let Some(ttl) = kp.retention_us {
+                keystore::map_expire(&mut st.cache, ttl, now, &mut st.collected);
+            }
+            let evicted = if evict { st.cache.remove(scope) } else { None };
+            if let Some(r) = &evicted {
+                st.collected.push((r.intent.clone(), now));
+            }
+            (f(&mut st.cache), evicted.is_some())
+        };
+        if restart {
+            self.event(What::CacheRestarted);
         }
+        if evicted {
+            self.event(What::CacheEvicted);
+        }
+        if chance(faults.reply_drop) {
+            self.event(What::CacheReplyLost);
+            let rest = kp.store_timeout_us.saturating_sub(kp.store_latency_us.1);
+            self.run.wait(clock::sleep_us(rest)).await;
+            return Err(Failure::StoreUnavailable);
+        }
+        Ok(out)
     }
 
     async fn key_lookup(&self) -> Result<Option<KeyRecord>, Failure> {
         let s = self.scope();
         if self.store_kind() != KeyStore::Sqlite {
-            return Ok(self.on_map(|m| keystore::map_lookup(m, &s)).await);
+            return self.on_map(&s, |m| keystore::map_lookup(m, &s)).await;
         }
         self.run.sql(Stmt::Lookup, |c| keystore::sql_lookup(c, &s)).await
     }
 
-    /// A new record for this request, in progress (a claim) or done (a saved response).
+    /// The time on this process's clock (µs): what the application computes leases with.
+    fn app_now(&self) -> u64 {
+        self.world().process_clock_us(self.run.idx)
+    }
+
+    /// A new record for this request, in progress (a claim) or done (a saved response). Its
+    /// lease is on the process's clock; its creation time too, except in a cache, whose TTL
+    /// runs on the cache's own clock (`SET … EX` is relative).
     fn new_record(&self, done: Option<(u16, &str)>) -> KeyRecord {
-        let now = self.world().now_us();
+        let now = self.app_now();
+        let created =
+            if self.store_kind() == KeyStore::Cache { self.world().now_us() } else { now };
         let lease = self.key_policy().lease_us;
         KeyRecord {
             fingerprint: self.fingerprint.clone(),
             status: done.map(|d| d.0 as i64),
             response: done.map(|d| d.1.to_string()),
             state: if done.is_some() { RecordState::Done } else { RecordState::InProgress },
-            created_us: now,
-            lease_until_us: if done.is_none() { lease.map(|l| now + l) } else { None },
+            created_us: created,
+            lease_until_us: if done.is_none() {
+                lease.map(|l| now.saturating_add(l))
+            } else {
+                None
+            },
             token: Some(self.run.id),
             intent: self.intent.clone(),
         }
@@ -812,7 +937,7 @@ impl Exec {
     async fn key_insert(&self, stmt: Stmt, rec: KeyRecord, claim: bool) -> Result<bool, Failure> {
         let s = self.scope();
         if self.store_kind() != KeyStore::Sqlite {
-            return Ok(self.on_map(|m| keystore::map_insert(m, &s, rec, claim)).await);
+            return self.on_map(&s, |m| keystore::map_insert(m, &s, rec, claim)).await;
         }
         self.run.sql(stmt, |c| keystore::sql_insert(c, &s, &rec, claim)).await
     }
@@ -824,13 +949,17 @@ impl Exec {
 
     /// Take over an in-progress claim whose lease has expired (compare-and-set on its token).
     async fn key_takeover(&self, old: &KeyRecord) -> Result<bool, Failure> {
-        let now = self.world().now_us();
+        let now = self.app_now();
         let lease = self.key_policy().lease_us.unwrap_or(0);
-        let t =
-            Takeover { me: self.run.id, until_us: now + lease, now_us: now, old_token: old.token };
+        let t = Takeover {
+            me: self.run.id,
+            until_us: now.saturating_add(lease),
+            now_us: now,
+            old_token: old.token,
+        };
         let s = self.scope();
         if self.store_kind() != KeyStore::Sqlite {
-            return Ok(self.on_map(|m| keystore::map_takeover(m, &s, t)).await);
+            return self.on_map(&s, |m| keystore::map_takeover(m, &s, t)).await;
         }
         self.run.sql(Stmt::Claim, |c| keystore::sql_takeover(c, &s, t)).await
     }
@@ -842,7 +971,7 @@ impl Exec {
         let (me, s) = (self.run.id, self.scope());
         if self.store_kind() != KeyStore::Sqlite {
             let rec = self.new_record(Some((status, body)));
-            return Ok(self.on_map(|m| keystore::map_complete(m, &s, rec, fencing, me)).await);
+            return self.on_map(&s, |m| keystore::map_complete(m, &s, rec, fencing, me)).await;
         }
         self.run
             .sql(Stmt::SaveResponse, |c| keystore::sql_complete(c, &s, status, body, fencing, me))
@@ -853,7 +982,7 @@ impl Exec {
     async fn key_release(&self) -> Result<usize, Failure> {
         let (me, s) = (self.run.id, self.scope());
         if self.store_kind() != KeyStore::Sqlite {
-            return Ok(self.on_map(|m| keystore::map_release(m, &s, me)).await);
+            return self.on_map(&s, |m| keystore::map_release(m, &s, me)).await;
         }
         self.run.sql(Stmt::ReleaseClaim, |c| keystore::sql_release(c, &s, me)).await
     }

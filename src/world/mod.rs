@@ -159,6 +159,15 @@ async fn supervise(world: Arc<World>) {
 async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>) {
     // One node for everything that never crashes: the wire, the receiver, the clients and the
     // control tasks. Each server process is a node of its own (a crash kills its tasks).
+    // Each process's clock is off true time by an offset drawn from the sim's skew range.
+    if let Some((lo, hi)) = world.sim.world.clock_skew_us {
+        use madsim::rand::Rng;
+        for p in 0..world.sim.world.processes {
+            let offset = madsim::rand::thread_rng().gen_range(lo..=hi);
+            world.lock().processes[p].clock_offset_us = offset;
+            world.emit(Node::Server(p as u32), None, What::ClockOffset { us: offset });
+        }
+    }
     let outside = h.create_node().name("outside").build();
     nodes.push(outside.id());
     *world.outside.lock().unwrap() = Some(outside.clone());

@@ -19,6 +19,7 @@ use super::clock;
 use super::shared::{World, chance};
 use crate::history::{Actor, Node, What};
 use crate::http::{Request, Response};
+use crate::scenario::CrashSignal;
 
 /// A request in flight: the HTTP request plus the harness's routing data.
 #[derive(Debug, Clone)]
@@ -49,6 +50,8 @@ pub(crate) struct EffectMsg {
     pub intent: String,
     /// Who performs the effect (an attempt, or the relay delivering a message).
     pub from: Actor,
+    /// The server execution that asks for it (instrumentation).
+    pub exec: u64,
     /// The receiver ignores a second delivery with the same key (None: never deduplicated).
     pub dedupe: Option<String>,
 }
@@ -59,7 +62,12 @@ pub(crate) enum Msg {
     Request(Envelope),
     Reply(Response),
     Effect(EffectMsg),
-    Ack,
+    /// The provider's answer to an effect call: done, or an error.
+    Ack {
+        ok: bool,
+    },
+    /// The connection was reset (the server process died or dropped it) or refused.
+    Reset,
 }
 
 /// Where a packet goes.
@@ -138,6 +146,12 @@ impl World {
         if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
     }
 
+    /// A latency drawn from the effect provider's range (µs).
+    pub fn effect_latency_us(&self) -> u64 {
+        let (lo, hi) = self.sim.world.effect_latency_us;
+        if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
+    }
+
     /// Put a packet on the wire: it arrives after `after_us`, unless a partition cuts its
     /// sender or destination now.
     pub fn send(&self, from: Option<usize>, to: Dest, who: Option<Actor>, msg: Msg, after_us: u64) {
@@ -165,6 +179,11 @@ impl World {
         }
     }
 
+    /// Is process `p` cut off by a partition now?
+    pub fn is_partitioned(&self, p: usize) -> bool {
+        self.partitioned(p)
+    }
+
     fn partitioned(&self, p: usize) -> bool {
         self.lock().processes[p].partitioned
     }
@@ -184,6 +203,23 @@ impl World {
                 return Some(entry.key().0);
             }
             let Packet { to, who, msg } = entry.remove();
+            if let (Dest::Server(p), Msg::Request(env)) = (to, &msg)
+                && !st.processes[p].up
+                && self.sim.faults.crash_signal == CrashSignal::Reset
+            {
+                // Nothing listens on the port: the client's connection is refused at once.
+                let tag = env.reply_tag;
+                drop(st);
+                self.emit(Node::Server(p as u32), who, What::ConnectionRefused);
+                self.send(
+                    None,
+                    Dest::Tag { tag, process: None },
+                    None,
+                    Msg::Reset,
+                    self.latency_us(),
+                );
+                continue;
+            }
             let lost = match to {
                 Dest::Server(p) if !st.processes[p].up => Some(What::LostToDownProcess),
                 _ if to.process().is_some_and(|p| st.processes[p].partitioned) => {
@@ -306,23 +342,29 @@ impl Drop for Mailbox {
     }
 }
 
-/// Send a request to a server process, through the sim's network faults.
+/// Send a request to a server process, through the sim's network faults. A duplicated
+/// request is what duplicates requests in practice: a proxy or a client library that resends
+/// it after a stall; the first copy's reply is dropped by the resender, the client gets the
+/// resent copy's.
 pub(crate) fn send_request(world: &World, node: Node, process: usize, env: Envelope) {
     let f = &world.sim.faults;
     if chance(f.request_drop) {
         world.emit(node, Some(env.who), What::RequestDropped);
         return;
     }
-    let copies = if chance(f.duplicate) {
-        world.emit(node, Some(env.who), What::RequestDuplicated);
-        2
-    } else {
-        1
-    };
-    for _ in 0..copies {
+    let mut stall = 0;
+    if chance(f.duplicate) {
+        let (lo, hi) = f.duplicate_after_us;
+        stall = if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) };
+        world.emit(node, Some(env.who), What::RequestDuplicated { after_us: stall });
+        // The first copy: its reply goes to a tag nobody waits on.
+        let first = Envelope { reply_tag: world.next_tag(), ..env.clone() };
         let after = world.latency_us() + delay(world, node, env.who);
-        world.send(None, Dest::Server(process), Some(env.who), Msg::Request(env.clone()), after);
+        world.send(None, Dest::Server(process), Some(env.who), Msg::Request(first), after);
     }
+    let after = stall + world.latency_us() + delay(world, node, env.who);
+    let who = env.who;
+    world.send(None, Dest::Server(process), Some(who), Msg::Request(env), after);
 }
 
 /// Send a reply back to a client, through the sim's network faults.

@@ -12,8 +12,10 @@ use super::net::{self, Dest, Envelope, Msg};
 use super::shared::{World, chance};
 use super::store::{self, Pooled};
 use crate::history::{Actor, CrashSite, Node, Stmt, What};
-use crate::http::{self, Response};
+use crate::http::{self, Reason, Response};
 use crate::model::Step;
+use crate::report::EffectRecord;
+use madsim::rand::Rng;
 
 /// The main task of server process `idx` (re-run on restart).
 pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
@@ -50,26 +52,37 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
     }
     loop {
         for env in net::accept(&world, idx).await {
-            let g = InFlightGuard::new(world.clone());
+            let g = InFlightGuard::new(world.clone(), idx, env.reply_tag, env.who);
             let (shared, pool) = (shared.clone(), pool.clone());
             madsim::task::spawn_local(handle(world.clone(), idx, shared, pool, env, g));
         }
     }
 }
 
-/// Counts running handlers; decrements even when a crash drops the handler.
-struct InFlightGuard(Arc<World>);
+/// A request being served: counted for quiescence, and its client's connection registered
+/// with the process (a crash resets it). Undone even when a crash drops the handler.
+struct InFlightGuard {
+    world: Arc<World>,
+    process: usize,
+    tag: u64,
+}
 
 impl InFlightGuard {
-    fn new(world: Arc<World>) -> Self {
-        world.lock().handlers_in_flight += 1;
-        InFlightGuard(world)
+    fn new(world: Arc<World>, process: usize, tag: u64, who: Actor) -> Self {
+        {
+            let mut st = world.lock();
+            st.handlers_in_flight += 1;
+            st.processes[process].serving.insert(tag, who);
+        }
+        InFlightGuard { world, process, tag }
     }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.0.lock().handlers_in_flight -= 1;
+        let mut st = self.world.lock();
+        st.handlers_in_flight -= 1;
+        st.processes[self.process].serving.remove(&self.tag);
     }
 }
 
@@ -96,7 +109,8 @@ async fn handle(
                 None => {
                     let waited_us = world.wait_budget_us;
                     world.emit(node, Some(who), What::PoolExhausted { waited_us });
-                    let resp = Response::error(503, "no database connection available");
+                    let resp = Response::error(503, "no database connection available")
+                        .meaning(Reason::SafeToRetry);
                     world.emit(
                         node,
                         Some(who),
@@ -110,14 +124,19 @@ async fn handle(
     };
     let run = Runner::new(world.clone(), idx, conn, who, Some(env.req()));
     let mut ex = Exec::new(run, intent);
-    let resp = ex.serve(&env).await;
-    if !ex.drop_reply && ex.fresh_success(&resp) && chance(world.sim.faults.reply_drop_after_commit)
-    {
-        ex.run.event(What::ReplyLostAfterCommit);
-        ex.drop_reply = true;
-    }
+    let mut resp = ex.serve(&env).await;
+    resp.meta.exec = Some(ex.run.id);
     if ex.drop_reply {
+        // The server drops the connection: its client sees a reset.
         ex.run.event(What::ConnectionDropped { status: resp.status });
+        drop(ex);
+        let to = Dest::Tag { tag: env.reply_tag, process: None };
+        world.send(Some(idx), to, Some(who), Msg::Reset, world.latency_us());
+        return;
+    }
+    if ex.fresh_success(&resp) && chance(world.sim.faults.reply_drop_after_commit) {
+        // The targeted network fault: the reply of a fresh success is lost on its way.
+        ex.run.event(What::ReplyLostAfterCommit);
         return;
     }
     ex.run.event(What::Reply { to, status: resp.status, body: resp.body.clone() });
@@ -162,16 +181,27 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
 pub(crate) async fn receiver_main(world: Arc<World>) {
     loop {
         for msg in net::accept_effects(&world).await {
+            let f = &world.sim.faults.effects;
             let fresh = {
                 let t = world.now_us();
+                let retention = world.sim.world.effect_dedupe_retention_us;
                 let mut st = world.lock();
                 st.deliveries += 1;
                 let fresh = match &msg.dedupe {
-                    Some(k) => st.dedupe_seen.insert(k.clone()),
+                    // The provider forgets a dedupe key after its retention.
+                    Some(k) => match st.dedupe_seen.get(k) {
+                        Some(seen) if retention.is_none_or(|r| t < seen.saturating_add(r)) => false,
+                        _ => {
+                            st.dedupe_seen.insert(k.clone(), t);
+                            true
+                        }
+                    },
                     None => true,
                 };
                 if fresh {
-                    st.effect_log.push((msg.intent.clone(), t));
+                    let record =
+                        EffectRecord { intent: msg.intent.clone(), at_us: t, exec: Some(msg.exec) };
+                    st.effect_log.push(record);
                 }
                 fresh
             };
@@ -181,8 +211,25 @@ pub(crate) async fn receiver_main(world: Arc<World>) {
             } else {
                 world.emit(Node::Receiver, None, What::EffectDeduplicated { intent, from });
             }
+            // The answer, through the provider's faults: an error although the effect happened,
+            // an answer lost, an answer late.
+            let ok = !(fresh && chance(f.error_after_success));
+            if !ok {
+                world.emit(Node::Receiver, Some(msg.from), What::ProviderErrorAfterSuccess);
+            }
+            if chance(f.ack_drop) {
+                world.emit(Node::Receiver, Some(msg.from), What::ProviderAnswerLost);
+                continue;
+            }
+            let mut after = world.effect_latency_us();
+            if chance(f.delay) {
+                let (lo, hi) = f.delay_us;
+                let us = if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) };
+                world.emit(Node::Receiver, Some(msg.from), What::Delayed { us });
+                after += us;
+            }
             let to = Dest::Tag { tag: msg.reply_tag, process: Some(msg.process) };
-            world.send(None, to, Some(msg.from), Msg::Ack, world.latency_us());
+            world.send(None, to, Some(msg.from), Msg::Ack { ok }, after);
         }
     }
 }

@@ -2,7 +2,7 @@
 //! the run's database) and its mutable [`State`], owned in named parts. Also the addresses
 //! and message tags of the simulated network, and the one rule for drawing a fault decision.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
@@ -16,7 +16,7 @@ use super::net::{Envelope, Inbox, Wire};
 use super::store::Db;
 use crate::history::{Actor, Event, Node, TraceHasher, What};
 use crate::model::Model;
-use crate::report::{AttemptOutcome, KeyRecord, RequestReport, Scope};
+use crate::report::{AttemptOutcome, EffectRecord, KeyRecord, RequestReport, Scope};
 use crate::scenario::{Route, Sim};
 
 /// Draw one fault decision from the seed. Rates of 0 draw nothing, so adding a fault kind to
@@ -34,6 +34,10 @@ pub(crate) struct ProcessState {
     pub partitioned: bool,
     /// Requests delivered and not yet admitted.
     pub inbox: Inbox<Envelope>,
+    /// Requests being served (reply tag → who): their clients' connections are open.
+    pub serving: BTreeMap<u64, Actor>,
+    /// How far the process's clock is off true time (µs; skew and jumps).
+    pub clock_offset_us: i64,
     /// Which execution holds the process's event loop (a synchronous driver), and who waits
     /// for it, in order.
     pub loop_holder: Option<u64>,
@@ -76,15 +80,15 @@ pub(crate) struct State {
     pub bounds_hit: Vec<String>,
     pub next_tag: u64,
     /// (intent, µs) of every effect the receiver counted (after dedupe), in order.
-    pub effect_log: Vec<(String, u64)>,
+    pub effect_log: Vec<EffectRecord>,
     /// (intent, µs) of every key deleted by the collector, expiry or a delete-keys action.
     pub collected: Vec<(String, u64)>,
     /// The TTL cache key store, shared by all processes.
     pub cache: BTreeMap<Scope, KeyRecord>,
     /// Every delivery the effect receiver got (before deduplication).
     pub deliveries: u64,
-    /// Dedupe keys the receiver has seen.
-    pub dedupe_seen: BTreeSet<String>,
+    /// Dedupe keys the receiver has seen, with when it first saw each (µs).
+    pub dedupe_seen: BTreeMap<String, u64>,
     pub processes: Vec<ProcessState>,
     /// The network: packets in flight, the receiver's inbox, reply mailboxes.
     pub wire: Wire,
@@ -108,6 +112,10 @@ pub(crate) struct World {
     pub names: Vec<String>,
 }
 
+/// Wall clocks count from an epoch 100 days before model time 0, so that a clock running
+/// behind (by at most the 30 days any input allows) never reads below zero.
+pub const WALL_EPOCH_US: u64 = 100 * 86_400_000_000;
+
 impl World {
     pub fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -116,6 +124,17 @@ impl World {
     /// Model time since the run started (µs).
     pub fn now_us(&self) -> u64 {
         clock::elapsed_us(self.start)
+    }
+
+    /// The database host's wall clock (µs), taken as correct: what the key collector reads.
+    pub fn db_clock_us(&self) -> u64 {
+        WALL_EPOCH_US + self.now_us()
+    }
+
+    /// Process `p`'s wall clock (µs): the database's plus the process's skew and jumps.
+    pub fn process_clock_us(&self, p: usize) -> u64 {
+        let offset = self.lock().processes[p].clock_offset_us;
+        self.db_clock_us().saturating_add_signed(offset)
     }
 
     /// Model time in fractional milliseconds (for attempt outcomes).

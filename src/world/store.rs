@@ -32,7 +32,8 @@ CREATE TABLE rows(
   item TEXT NOT NULL,
   qty INTEGER NOT NULL,
   intent TEXT NOT NULL,
-  created_us INTEGER NOT NULL
+  created_us INTEGER NOT NULL,
+  exec INTEGER NOT NULL
 );
 CREATE TABLE keys(
   user TEXT NOT NULL,
@@ -321,7 +322,7 @@ pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<KeyReco
 
 pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
     let mut st = conn.prepare_cached(
-        "SELECT id, user, operation, item, qty, intent, created_us FROM rows ORDER BY id",
+        "SELECT id, user, operation, item, qty, intent, created_us, exec FROM rows ORDER BY id",
     )?;
     let rows = st.query_map([], |r| {
         Ok(RowRecord {
@@ -332,6 +333,7 @@ pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
             qty: r.get(4)?,
             intent: r.get(5)?,
             created_us: r.get(6)?,
+            exec: r.get(7)?,
         })
     })?;
     rows.collect()
@@ -353,12 +355,26 @@ pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<(Scope, KeyRecord)>>
 }
 
 /// Insert the business row of a validated order; returns its id.
-pub fn insert_row(c: &Connection, o: &Order, intent: &str, now_us: u64) -> rusqlite::Result<i64> {
+pub fn insert_row(
+    c: &Connection,
+    o: &Order,
+    intent: &str,
+    now_us: u64,
+    exec: u64,
+) -> rusqlite::Result<i64> {
     c.prepare_cached(
-        "INSERT INTO rows(user, operation, item, qty, intent, created_us)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
-    .execute(params![o.user, o.operation, o.item, o.qty, intent, now_us as i64])?;
+    .execute(params![
+        o.user,
+        o.operation,
+        o.item,
+        o.qty,
+        intent,
+        now_us as i64,
+        exec as i64
+    ])?;
     Ok(c.last_insert_rowid())
 }
 
@@ -415,7 +431,7 @@ mod tests {
         let a = open(&name, Journal::Rollback).unwrap();
         let b = open(&name, Journal::Rollback).unwrap();
         a.execute_batch("BEGIN IMMEDIATE").unwrap();
-        a.execute("INSERT INTO rows(user, operation, item, qty, intent, created_us) VALUES ('u','o','i',1,'x',0)", []).unwrap();
+        a.execute("INSERT INTO rows(user, operation, item, qty, intent, created_us, exec) VALUES ('u','o','i',1,'x',0,0)", []).unwrap();
         let e = b.execute_batch("BEGIN IMMEDIATE").unwrap_err();
         assert!(is_busy(&e), "{e}");
         drop(a); // a crash: the open transaction rolls back

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+mod dependencies;
 mod fidelity;
 mod tidy;
 
@@ -318,12 +319,12 @@ fn all_models() -> Vec<Arc<Model>> {
 }
 
 /// Sweep aggregates (violation counts, row and effect histograms) of every shipped model ×
-/// every fault and catalogue sim over a fixed seed range.
+/// every fault, catalogue and dependency sim over a fixed seed range.
 #[test]
 fn fault_and_catalogue_sims_sweep_snapshots() {
-    for dir in ["faults", "catalogue"] {
+    for dir in ["faults", "catalogue", "dependencies"] {
         let sims = catalog::sims_at(root().join("sims").join(dir).to_str().unwrap()).unwrap();
-        assert!(sims.len() >= 6);
+        assert!(sims.len() >= 5);
         let models = all_models();
         assert!(models.len() >= 15);
         let cells = sweep::run_matrix(&sims, &models, Some(0..20), 2).unwrap();
@@ -414,16 +415,16 @@ fn bad_model_fields_name_what_is_allowed() {
     assert!(e.starts_with("m.toml:3:10: unknown effects.dedupe `magic`"), "{e}");
 }
 
-/// The oracle tells designs apart: the check-first race duplicates rows under duplicated
-/// packets; transactional never does; rotating keys defeats every design, per intent.
+/// The oracle tells designs apart: the check-first race duplicates rows under a double
+/// submit; transactional never does; rotating keys defeats every design, per intent.
 #[test]
 fn oracle_names_the_expected_violations() {
     let run = |sim_rel: &str, m: &str| {
         sweep::run_matrix(&[sim(sim_rel)], &[model(m)], Some(0..60), 2).unwrap().remove(0)
     };
-    let c = run("sims/faults/duplicated-packets.toml", "check-first");
+    let c = run("sims/faults/double-submit.toml", "check-first");
     assert!(c.violations.get("duplicate-row").is_some_and(|v| v.seeds > 0), "{:?}", c.violations);
-    let c = run("sims/faults/duplicated-packets.toml", "transactional");
+    let c = run("sims/faults/double-submit.toml", "transactional");
     assert!(!c.violations.contains_key("duplicate-row"), "{:?}", c.violations);
     let c = run("sims/faults/new-key-per-retry.toml", "transactional");
     assert!(c.violations.get("duplicate-row").is_some_and(|v| v.seeds > 0), "{:?}", c.violations);
@@ -483,7 +484,7 @@ fn jobs_do_not_change_sweep_aggregates() {
 fn sweep_replay_command_reproduces_the_violation() {
     let (code, out, _) = idemsim(&[
         "sweep",
-        "duplicated-packets",
+        "double-submit",
         "--model",
         "check-first",
         "--seeds",
@@ -652,11 +653,16 @@ fn zero_rate_faults_draw_nothing() {
     let base = std::fs::read_to_string(root().join("sims/teaching/check-first-race.toml")).unwrap();
     let zeroed = format!(
         "{base}\n[faults]\nrequest_drop = 0.0\nreply_drop = 0.0\nreply_drop_after_commit = 0.0\n\
-         duplicate = 0.0\ndelay = 0.0\ncrash = 0.0\n"
+         duplicate = 0.0\ndelay = 0.0\ncrash = 0.0\ncommit_lost = 0.0\n\
+         [faults.effects]\ndrop = 0.0\nack_drop = 0.0\nduplicate = 0.0\n\
+         error_after_success = 0.0\ndelay = 0.0\n\
+         [faults.cache]\nunavailable = 0.0\nevict = 0.0\nrestart = 0.0\nreply_drop = 0.0\n"
     );
     let a = Arc::new(Sim::parse(Path::new("a.toml"), &base).unwrap());
     let b = Arc::new(Sim::parse(Path::new("a.toml"), &zeroed).unwrap());
-    for m in reference_models() {
+    let mut models = reference_models();
+    models.extend(["ttl-cache-set-nx", "outbox"].map(model));
+    for m in models {
         for seed in 0..10 {
             let ha = run::run(&a, &m, seed, RunOptions::default()).unwrap().report.trace_hash;
             let hb = run::run(&b, &m, seed, RunOptions::default()).unwrap().report.trace_hash;

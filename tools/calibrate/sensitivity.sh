@@ -59,13 +59,34 @@ for c in "0, 0" "0.006, 0.013" "0.71, 0.87" "5, 10"; do
   echo "| [$c]$mark | $(rate $case11 "$m") | $(rate $case12 "$m") |"
 done
 echo
-echo "### check-first × double-submit and × duplicated-packets: network latency (world.latency_ms)"
+echo "### check-first × double-submit: network latency (world.latency_ms)"
 echo
-echo "| world.latency_ms | double-submit | duplicated-packets |"
-echo "|---|---|---|"
+echo "| world.latency_ms | seeds with a violation |"
+echo "|---|---|"
 for l in "0.03, 0.055" "0.05, 0.25" "0.5, 2" "1, 10"; do
   a=$(variant sims/faults/double-submit.toml "s/^latency_ms = .*/latency_ms = [$l]/")
-  b=$(variant sims/faults/duplicated-packets.toml "s/^latency_ms = .*/latency_ms = [$l]/")
   mark=""; [ "$l" = "0.05, 0.25" ] && mark=" (shipped)"
-  echo "| [$l]$mark | $(rate "$a" check-first) | $(rate "$b" check-first) |"
+  echo "| [$l]$mark | $(rate "$a" check-first) |"
+done
+echo
+echo "### check-first and no-key × proxy-resend: when the resent copy leaves (faults.duplicate_after_ms)"
+echo
+echo "| faults.duplicate_after_ms | check-first | no-key |"
+echo "|---|---|---|"
+for d in "0, 0" "0, 0.1" "0, 1" "0, 24" "100, 250"; do
+  f=$(variant sims/faults/proxy-resend.toml "s/^duplicate_after_ms = .*/duplicate_after_ms = [$d]/")
+  mark=""; [ "$d" = "0, 24" ] && mark=" (shipped)"
+  echo "| [$d]$mark | $(rate "$f" check-first) | $(rate "$f" no-key) |"
+done
+echo
+echo "### lease × clock-skew: how far the two processes' clocks disagree (world.clock_skew_ms)"
+echo
+echo "| world.clock_skew_ms | lease | lease-fencing |"
+echo "|---|---|---|"
+for k in "0, 0" "-2, 2" "-50, 50" "-250, 250" "-500, 500" "-1000, 1000"; do
+  f=$(variant sims/dependencies/clock-skew.toml "s/^clock_skew_ms = .*/clock_skew_ms = [$k]/")
+  mark=""; [ "$k" = "-1000, 1000" ] && mark=" (shipped)"
+  [ "$k" = "-2, 2" ] && mark=" (EC2 with Amazon Time Sync)"
+  [ "$k" = "-50, 50" ] && mark=" (internet NTP)"
+  echo "| [$k]$mark | $(rate "$f" lease) | $(rate "$f" lease-fencing) |"
 done

@@ -244,6 +244,9 @@ fn a_crash_resets_connections_or_goes_silent() {
     assert!(r.requests[0].copies[0][0].done_ms < 1.0, "{:?}", r.requests[0].copies[0][0]);
     let (r, _) = run_one(&crash("silence"), &m, 0);
     assert!(r.requests[0].copies[0][0].done_ms >= 3000.0);
+    // A process's memory dies with it, even when the run ends before it restarts.
+    let (r, _) = run_one(&crash("reset"), &model("inbox-memory"), 0);
+    assert_eq!((r.keys, r.keys_in_progress), (0, 0), "{:?}", r.violations);
 }
 
 /// A proxy resends after a stall and the client gets the resent copy's reply: on a keyed

@@ -47,7 +47,8 @@ pub fn display_path(p: &Path) -> String {
 /// A model by file path or by name (`models/NAME.toml`).
 pub fn model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
     let p = Path::new(name_or_path);
-    if p.is_file() {
+    // Anything at that path is meant as the file: a folder or a device gets its own error.
+    if p.exists() {
         return Model::load(p).map(Arc::new);
     }
     let by_name = root().join("models").join(format!("{name_or_path}.toml"));
@@ -67,7 +68,7 @@ pub fn model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
 /// A sim by file path, or by name (file stem, or path under `sims/` without `.toml`).
 pub fn sim(name_or_path: &str) -> Result<Arc<Sim>, InputError> {
     let p = Path::new(name_or_path);
-    if p.is_file() {
+    if p.exists() {
         return Sim::load(p).map(Arc::new);
     }
     let sims = root().join("sims");
@@ -96,11 +97,11 @@ pub fn sim(name_or_path: &str) -> Result<Arc<Sim>, InputError> {
 pub fn sims_at(path: &str) -> Result<Vec<Arc<Sim>>, InputError> {
     let p = Path::new(path);
     let p = if p.exists() { p.to_path_buf() } else { root().join("sims").join(path) };
-    if p.is_file() {
-        return Ok(vec![Arc::new(Sim::load(&p)?)]);
+    if !p.exists() {
+        return Err(InputError::file(Path::new(path), "no such sim file or folder"));
     }
     if !p.is_dir() {
-        return Err(InputError::file(Path::new(path), "no such sim file or folder"));
+        return Ok(vec![Arc::new(Sim::load(&p)?)]);
     }
     let files = files_under(&p);
     if files.is_empty() {
@@ -115,7 +116,29 @@ pub fn all_model_paths() -> Vec<PathBuf> {
 
 /// Every model under `models/`, sorted by file name.
 pub fn all_models() -> Result<Vec<Arc<Model>>, InputError> {
-    all_model_paths().iter().map(|p| Model::load(p).map(Arc::new)).collect()
+    let models: Result<Vec<_>, _> =
+        all_model_paths().iter().map(|p| Model::load(p).map(Arc::new)).collect();
+    models.and_then(unique_names)
+}
+
+/// Models loaded together name the columns of one table: two with one name are refused.
+pub fn unique_names(models: Vec<Arc<Model>>) -> Result<Vec<Arc<Model>>, InputError> {
+    for (i, m) in models.iter().enumerate() {
+        if let Some(other) = models[..i].iter().find(|o| o.name == m.name) {
+            if other.path == m.path {
+                return Err(InputError::file(&m.path, "model given twice"));
+            }
+            return Err(InputError::file(
+                &m.path,
+                format!(
+                    "model name `{}` is also the name of {}; names must be unique (set `name`)",
+                    m.name,
+                    display_path(&other.path)
+                ),
+            ));
+        }
+    }
+    Ok(models)
 }
 
 /// The reference article's three variants, in its order.

@@ -19,6 +19,37 @@ use crate::sweep::{self, Cell};
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_INPUT: i32 = 2;
+/// A sweep or matrix stopped by SIGINT, after printing what it had done (128 + SIGINT).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// `--jobs`: 1 to [`sweep::MAX_JOBS`].
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=sweep::MAX_JOBS).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of threads from 1 to {}", sweep::MAX_JOBS)),
+    }
+}
+
+/// On the first SIGINT a sweep or matrix stops taking seeds and prints what finished; a
+/// second one kills the process as usual.
+fn stop_on_interrupt() {
+    extern "C" fn on_sigint(_: libc::c_int) {
+        sweep::INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe; SA_RESETHAND
+    // restores the default action, so a second SIGINT terminates.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESETHAND;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+    }
+}
+
+fn interrupted() -> bool {
+    sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -66,6 +97,10 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Exit 1 when the oracle names a violation that is not policy-permitted, even if every
+    /// expectation held (for CI jobs that gate on violations).
+    #[arg(long = "fail-on-violation")]
+    fail_on_violation: bool,
 }
 
 #[derive(Args, Debug)]
@@ -78,8 +113,8 @@ pub struct SweepArgs {
     /// Seed range A..B (default: the sim's own range).
     #[arg(long)]
     seeds: Option<String>,
-    /// Worker threads (default: all cores; the result is the same for any value).
-    #[arg(long)]
+    /// Worker threads, 1 to 256 (default: all cores; the result is the same for any value).
+    #[arg(long, value_parser = parse_jobs)]
     jobs: Option<usize>,
     /// Write one JSON line per seed to this file (in seed order).
     #[arg(long = "per-seed")]
@@ -103,8 +138,8 @@ pub struct MatrixArgs {
     /// Seed range A..B (default: each sim's own range).
     #[arg(long)]
     seeds: Option<String>,
-    /// Worker threads (default: all cores; the result is the same for any value).
-    #[arg(long)]
+    /// Worker threads, 1 to 256 (default: all cores; the result is the same for any value).
+    #[arg(long, value_parser = parse_jobs)]
     jobs: Option<usize>,
     /// Print `cells` and `totals` as JSON.
     #[arg(long)]
@@ -113,6 +148,10 @@ pub struct MatrixArgs {
     /// one column per sim, each cell the violations found and on what share of seeds.
     #[arg(long, conflicts_with = "json")]
     markdown: bool,
+    /// Exit 1 when any cell has a violation that is not policy-permitted, even if every
+    /// expectation held.
+    #[arg(long = "fail-on-violation")]
+    fail_on_violation: bool,
 }
 
 /// Run the CLI; returns the process exit code.
@@ -163,8 +202,12 @@ fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
     let (sims, models) = load_matrix_inputs(&args.sims, &args.models)?;
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     let started = std::time::Instant::now();
+    stop_on_interrupt();
     let cells = sweep::run_matrix(&sims, &models, seeds, jobs)?;
     report_speed(cells.iter().map(|c| c.runs).sum(), started, jobs);
+    if interrupted() {
+        eprintln!("interrupted: the tables cover only the seeds that finished");
+    }
     if args.json {
         println!("{}", render::matrix_json(&models, &cells));
     } else if args.markdown {
@@ -172,7 +215,14 @@ fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
     } else {
         print!("{}", render::matrix_table(&sims, &models, &cells));
     }
-    Ok(if cells.iter().all(|c| c.passed) { EXIT_OK } else { EXIT_FAILED })
+    let violated = args.fail_on_violation && cells.iter().any(|c| c.violating().next().is_some());
+    Ok(if interrupted() {
+        EXIT_INTERRUPTED
+    } else if cells.iter().all(|c| c.passed) && !violated {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    })
 }
 
 fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
@@ -200,6 +250,7 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         per_seed: args.per_seed.is_some(),
     };
     let started = std::time::Instant::now();
+    stop_on_interrupt();
     let cells = sweep::run_cells(
         std::slice::from_ref(&sim),
         std::slice::from_ref(&model),
@@ -217,10 +268,16 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
             }
         },
     )?;
-    if let Some(mut f) = file
-        && let Err(e) = f.flush()
-    {
-        io_err.get_or_insert(e);
+    if let Some(mut f) = file {
+        // After an interrupt, the seeds that finished past a gap are still written, in order.
+        for line in pending.values() {
+            if let Err(e) = writeln!(f, "{line}") {
+                io_err.get_or_insert(e);
+            }
+        }
+        if let Err(e) = f.flush() {
+            io_err.get_or_insert(e);
+        }
     }
     if let Some(e) = io_err {
         anyhow::bail!("writing --per-seed file: {e}");
@@ -236,7 +293,13 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         || !cell.nondeterministic_seeds.is_empty()
         || cell.bounded_runs > 0
         || !cell.passed;
-    Ok(if bad { EXIT_FAILED } else { EXIT_OK })
+    Ok(if interrupted() {
+        EXIT_INTERRUPTED
+    } else if bad {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
 }
 
 /// The sims and models a matrix runs over.
@@ -251,7 +314,7 @@ fn load_matrix_inputs(sims: &[String], models: &[String]) -> Result<MatrixInputs
     let models = if models.is_empty() {
         catalog::ordered_models(catalog::all_models()?)
     } else {
-        models.iter().map(|m| catalog::model(m)).collect::<Result<_, _>>()?
+        catalog::unique_names(models.iter().map(|m| catalog::model(m)).collect::<Result<_, _>>()?)?
     };
     Ok((all_sims, models))
 }
@@ -291,8 +354,10 @@ fn demo() -> anyhow::Result<i32> {
 
 fn list() -> anyhow::Result<i32> {
     println!("models ({}):", catalog::display_path(&catalog::root().join("models")));
-    for m in catalog::ordered_models(catalog::all_models()?) {
-        println!("  {:<24} {}", m.name, m.summary);
+    let models = catalog::ordered_models(catalog::all_models()?);
+    let width = models.iter().map(|m| m.name.chars().count()).max().unwrap_or(0);
+    for m in models {
+        println!("  {:<width$}  {}", m.name, m.summary);
     }
     println!("\nsims ({}):", catalog::display_path(&catalog::root().join("sims")));
     for p in catalog::files_under(&catalog::root().join("sims")) {
@@ -317,5 +382,6 @@ fn run_one(args: RunArgs) -> anyhow::Result<i32> {
         let replay = catalog::replay_command(&sim_path, &catalog::cli_name(&model), args.seed);
         print!("{}", render::run_text(&sim, &model, &out, &replay));
     }
-    Ok(if r.passed() { EXIT_OK } else { EXIT_FAILED })
+    let violated = args.fail_on_violation && r.violations.iter().any(|v| !v.permitted);
+    Ok(if r.passed() && !violated { EXIT_OK } else { EXIT_FAILED })
 }

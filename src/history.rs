@@ -635,7 +635,8 @@ impl History {
         let mut out = String::with_capacity(self.events.len() * 64);
         for e in &self.events {
             let node = self.legend.node(e.node);
-            let text = self.legend.text(e);
+            // Keys and names come from files: escaped, they cannot forge a line.
+            let text = crate::text::printable(&self.legend.text(e));
             let _ =
                 write!(out, "{:>8}.{:03}ms  {:<12} {}", e.t_us / 1000, e.t_us % 1000, node, text);
             if let Some(to) = e.to() {
@@ -665,7 +666,7 @@ impl History {
         };
         nodes.sort_by_key(rank);
         let id = |n: Node| format!("P{}", nodes.iter().position(|m| *m == n).unwrap_or(0));
-        let clean = |t: &str| t.replace(';', ",").replace('#', "no.").replace('\n', " ");
+        let clean = |t: &str| crate::text::printable(t).replace(';', ",").replace('#', "no.");
         let mut out = String::from("sequenceDiagram\n");
         for n in &nodes {
             let _ = writeln!(out, "    participant {} as {}", id(*n), self.legend.node(*n));

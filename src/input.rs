@@ -5,6 +5,7 @@
 use std::ops::Range;
 use std::path::Path;
 
+pub use crate::text::{printable, shown};
 use crate::units::{MAX_MS, ms_to_us, show_ms};
 
 /// A problem with user input (a sim file, a model file, a command-line value).
@@ -18,11 +19,49 @@ pub enum InputError {
     File { file: String, msg: String },
 }
 
+/// The largest file a loader reads.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// The longest string value in a file (a key, a body, a name).
+pub const MAX_STRING_BYTES: usize = 4096;
+
+/// Read a sim or model file: a regular file of at most [`MAX_FILE_BYTES`], in UTF-8.
+pub fn read_file(path: &Path, what: &str) -> Result<String, InputError> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| InputError::file(path, format!("cannot read {what} file: {e}")))?;
+    if meta.is_dir() {
+        return Err(InputError::file(path, format!("is a folder; expected a {what} file (.toml)")));
+    }
+    if !meta.is_file() {
+        return Err(InputError::file(
+            path,
+            format!("is not a regular file; expected a {what} file"),
+        ));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(InputError::file(
+            path,
+            format!("is {} bytes; a {what} file may have at most {MAX_FILE_BYTES}", meta.len()),
+        ));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| InputError::file(path, format!("cannot read {what} file: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let text = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
+        InputError::at(path, &text, valid, "invalid UTF-8; a file must be UTF-8 text")
+    })
+}
+
 impl InputError {
     /// An error at a byte offset of `src`.
     pub fn at(file: &Path, src: &str, offset: usize, msg: impl Into<String>) -> Self {
         let (line, col) = line_col(src, offset);
-        InputError::At { file: file.display().to_string(), line, col, msg: msg.into() }
+        InputError::At {
+            file: printable(&file.display().to_string()),
+            line,
+            col,
+            msg: tidy(msg.into()),
+        }
     }
 
     /// An error at a span of `src` (its start is reported).
@@ -31,7 +70,7 @@ impl InputError {
     }
 
     pub fn file(file: &Path, msg: impl Into<String>) -> Self {
-        InputError::File { file: file.display().to_string(), msg: msg.into() }
+        InputError::File { file: printable(&file.display().to_string()), msg: tidy(msg.into()) }
     }
 
     /// A TOML syntax or shape error, located from its span.
@@ -41,6 +80,15 @@ impl InputError {
             Some(span) => Self::at(file, src, span.start, msg),
             None => Self::file(file, msg),
         }
+    }
+}
+
+/// A message made safe to print and bounded (it may quote a user's value, e.g. from TOML).
+fn tidy(msg: String) -> String {
+    let p = printable(&msg);
+    match p.char_indices().nth(400) {
+        Some((i, _)) => format!("{}…", &p[..i]),
+        None => p,
     }
 }
 
@@ -61,9 +109,45 @@ impl<'a> Source<'a> {
         InputError::span(self.path, self.src, span, msg)
     }
 
-    /// Parse TOML into `T`, locating syntax and shape errors.
+    /// Parse TOML into `T`, locating syntax and shape errors; every string (value or key) is
+    /// at most [`MAX_STRING_BYTES`].
     pub fn toml<T: serde::de::DeserializeOwned>(&self) -> Result<T, InputError> {
+        let tree = toml::de::DeTable::parse(self.src)
+            .map_err(|e| InputError::from_toml(self.path, self.src, &e))?;
+        self.check_strings(tree.get_ref())?;
         toml::from_str(self.src).map_err(|e| InputError::from_toml(self.path, self.src, &e))
+    }
+
+    fn check_strings(&self, table: &toml::de::DeTable) -> Result<(), InputError> {
+        use toml::de::DeValue;
+        let too_long = |len: usize, span: Range<usize>| {
+            self.err(span, format!("a string of {len} bytes; at most {MAX_STRING_BYTES}"))
+        };
+        let mut stack: Vec<&toml::Spanned<DeValue>> = Vec::new();
+        for (k, v) in table {
+            if k.get_ref().len() > MAX_STRING_BYTES {
+                return Err(too_long(k.get_ref().len(), k.span()));
+            }
+            stack.push(v);
+        }
+        while let Some(v) = stack.pop() {
+            match v.get_ref() {
+                DeValue::String(s) if s.len() > MAX_STRING_BYTES => {
+                    return Err(too_long(s.len(), v.span()));
+                }
+                DeValue::Array(a) => stack.extend(a.iter()),
+                DeValue::Table(t) => {
+                    for (k, v) in t {
+                        if k.get_ref().len() > MAX_STRING_BYTES {
+                            return Err(too_long(k.get_ref().len(), k.span()));
+                        }
+                        stack.push(v);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// One of a closed set of names (None when absent); otherwise an error at the value:

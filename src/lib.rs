@@ -21,6 +21,7 @@ pub mod http;
 pub mod input;
 pub mod model;
 pub mod scenario;
+pub mod text;
 pub mod units;
 
 // One run's world.
@@ -35,5 +36,6 @@ pub mod run;
 
 // Many runs and the front end.
 pub mod cli;
+pub mod fuzz;
 pub mod render;
 pub mod sweep;

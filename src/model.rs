@@ -288,7 +288,7 @@ impl Model {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ModelFile {
-    name: Option<String>,
+    name: Option<Spanned<String>>,
     summary: Option<String>,
     program: Spanned<Vec<Spanned<String>>>,
     #[serde(default)]
@@ -322,13 +322,12 @@ struct OutboxFile {
 struct KeyFile {
     #[serde(default = "yes")]
     required: bool,
-    #[serde(default = "default_max_len")]
-    max_len: usize,
+    max_len: Option<Spanned<usize>>,
     scope: Option<Vec<Spanned<String>>>,
     fingerprint: Option<Spanned<String>>,
     on_mismatch: Option<Spanned<u16>>,
     in_flight: Option<Spanned<toml::Value>>,
-    replay_marker: Option<String>,
+    replay_marker: Option<Spanned<String>>,
     retention_ms: Option<Spanned<f64>>,
     store: Option<Spanned<String>>,
     store_latency_ms: Option<Spanned<Vec<f64>>>,
@@ -352,18 +351,33 @@ struct DriverFile {
     pool: Option<Spanned<u32>>,
 }
 
+/// A model's name names a column of every table: 1 to 64 characters, no spaces or control
+/// characters.
+fn check_model_name(n: &str) -> Result<(), String> {
+    let bad = |c: char| c.is_whitespace() || c.is_control() || "|`<>&*".contains(c);
+    if n.is_empty() || n.chars().count() > 64 || n.chars().any(bad) {
+        return Err(format!(
+            "`{}`: expected 1 to 64 characters without spaces, control characters or |`<>&*",
+            crate::input::shown(n)
+        ));
+    }
+    Ok(())
+}
+
+/// The longest key a model may accept (`key.max_len`).
+pub const MAX_KEY_LEN: usize = 4096;
+/// Headers the harness's requests and replies carry: not usable as a replay marker.
+const RESERVED_HEADERS: &[&str] =
+    &["Content-Type", "Content-Length", "Idempotency-Key", "X-Intent", "X-User", "Host"];
+
 fn yes() -> bool {
     true
-}
-fn default_max_len() -> usize {
-    255
 }
 
 impl Model {
     /// Load a model file.
     pub fn load(path: &Path) -> Result<Model, InputError> {
-        let src = std::fs::read_to_string(path)
-            .map_err(|e| InputError::file(path, format!("cannot read model file: {e}")))?;
+        let src = crate::input::read_file(path, "model")?;
         Self::parse(path, &src)
     }
 
@@ -398,11 +412,30 @@ impl Model {
         let relay_every_us =
             file.ms("outbox.relay_every_ms", &f.outbox.relay_every_ms, 50_000, 1)?;
         let wait_budget_us = file.ms("wait_budget_ms", &f.wait_budget_ms, 5_000_000, 0)?;
-        let default_name =
-            path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = match &f.name {
+            Some(n) => {
+                check_model_name(n.get_ref())
+                    .map_err(|m| file.err(n.span(), format!("name: {m}")))?;
+                n.get_ref().clone()
+            }
+            None => {
+                let stem =
+                    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                check_model_name(&stem).map_err(|m| {
+                    InputError::file(
+                        path,
+                        format!(
+                            "the file name gives the model's name: {m}; \
+                                                    set `name`"
+                        ),
+                    )
+                })?;
+                stem
+            }
+        };
         Ok(Model {
-            name: f.name.unwrap_or(default_name),
-            summary: f.summary.unwrap_or_default(),
+            name,
+            summary: crate::text::printable(&f.summary.unwrap_or_default()),
             path: path.to_path_buf(),
             program: program.into_iter().map(|(s, _)| s).collect(),
             on_error,
@@ -642,6 +675,42 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
             "key.store = \"cache\" needs key.retention_ms (the cache's TTL)",
         ));
     }
+    let max_len = match &k.max_len {
+        None => 255,
+        Some(m) if (1..=MAX_KEY_LEN).contains(m.get_ref()) => *m.get_ref(),
+        Some(m) => {
+            return Err(file.err(m.span(), format!("key.max_len: expected 1..={MAX_KEY_LEN}")));
+        }
+    };
+    let replay_marker = match &k.replay_marker {
+        None => "Idempotent-Replayed".to_string(),
+        Some(m) => {
+            let v = m.get_ref();
+            let token = !v.is_empty()
+                && v.len() <= 64
+                && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                return Err(file.err(
+                    m.span(),
+                    format!(
+                        "key.replay_marker `{}`: expected a header name (1 to 64 letters, digits \
+                         or !#$%&'*+-.^_`|~)",
+                        crate::input::shown(v)
+                    ),
+                ));
+            }
+            if RESERVED_HEADERS.iter().any(|h| h.eq_ignore_ascii_case(v)) {
+                return Err(file.err(
+                    m.span(),
+                    format!(
+                        "key.replay_marker `{v}` is a header every reply or request carries; \
+                         expected a header of its own, e.g. Idempotent-Replayed"
+                    ),
+                ));
+            }
+            v.clone()
+        }
+    };
     Ok(KeyPolicy {
         store,
         store_latency_us,
@@ -651,13 +720,13 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         replay,
         claim_conflict,
         required: k.required,
-        max_len: k.max_len,
+        max_len,
         scope_user,
         scope_operation,
         fingerprint,
         on_mismatch,
         in_flight,
-        replay_marker: k.replay_marker.clone().unwrap_or_else(|| "Idempotent-Replayed".into()),
+        replay_marker,
         retention_us,
     })
 }

@@ -80,7 +80,7 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
                     ),
                     None => "transport failure".into(),
                 };
-                let _ = writeln!(o, "  {name:<14} {what}");
+                let _ = writeln!(o, "  {name:<14} {}", crate::text::printable(&what));
             }
         }
     }
@@ -106,7 +106,8 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
         let _ = writeln!(o, "\nviolations (oracle):");
         for v in &r.violations {
             let p = if v.permitted { " (policy-permitted)" } else { "" };
-            let _ = writeln!(o, "  {}{p}: intent {}: {}", v.name.name(), v.intent, v.detail);
+            let detail = crate::text::printable(&v.detail);
+            let _ = writeln!(o, "  {}{p}: intent {}: {detail}", v.name.name(), v.intent);
         }
     }
     let _ = writeln!(
@@ -115,7 +116,20 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
         r.events, r.trace_hash, r.end_ms
     );
     if r.passed() {
-        let _ = writeln!(o, "PASS");
+        let hard = r.violations.iter().filter(|v| !v.permitted).count();
+        let permitted = r.violations.len() - hard;
+        let verdict = match (hard, permitted) {
+            (0, 0) => "PASS · no violation".to_string(),
+            (h, 0) => format!("PASS · {h} violation(s) found by the oracle"),
+            (0, p) => format!("PASS · {p} policy-permitted violation(s)"),
+            (h, p) => {
+                format!("PASS · {h} violation(s) and {p} policy-permitted found by the oracle")
+            }
+        };
+        let _ = writeln!(o, "{verdict}");
+        if hard > 0 {
+            let _ = writeln!(o, "replay with: {replay}");
+        }
     } else {
         let _ = writeln!(o, "FAIL: replay with: {replay}");
     }
@@ -139,6 +153,13 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         let _ = writeln!(out, "  warning: {w}");
     }
     let runs = c.runs;
+    if c.interrupted {
+        let _ = writeln!(
+            out,
+            "  INTERRUPTED: partial aggregate of the {runs} seed(s) that finished out of {}",
+            c.seeds
+        );
+    }
     // A share of seeds in percent, with its Wilson 95 % interval.
     let pct = |k: u64| {
         let (lo, hi) = sweep::wilson(k, runs);
@@ -246,7 +267,7 @@ fn short(name: &str) -> &str {
 /// violation (short name) with the share of seeds it occurred on; policy-permitted ones in
 /// italics.
 pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
-    let mut out = String::new();
+    let mut out = interrupted_note(cells);
     out.push_str("| design |");
     for s in sims {
         let _ = write!(out, " {} |", s.name);
@@ -282,8 +303,18 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
 
 /// The pass/fail table, like the published results table, with per-variant totals and then
 /// one line per failing cell ending with its replay command.
+/// A first line for tables of an interrupted matrix.
+fn interrupted_note(cells: &[Cell]) -> String {
+    if cells.iter().any(|c| c.interrupted) {
+        let runs: u64 = cells.iter().map(|c| c.runs).sum();
+        format!("INTERRUPTED: partial results, {runs} run(s) finished; a pass may not hold\n\n")
+    } else {
+        String::new()
+    }
+}
+
 pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
-    let mut out = String::new();
+    let mut out = interrupted_note(cells);
     if !sims.iter().any(|s| s.has_expectations()) {
         out.push_str("(these sims state no expectations: the oracle's findings are the result)\n");
         return out + &violation_lines(cells);

@@ -407,6 +407,15 @@ pub const DEFAULT_SEEDS: Range<u64> = 0..100;
 
 /// Bound on requests in one sim (after `intents` expansion): each is a client node.
 pub const MAX_REQUESTS: usize = 10_000;
+/// At most this many copies in a sim (each copy is a client with its attempts): what bounds a
+/// run's memory.
+pub const MAX_COPIES: u64 = 10_000;
+/// At most this many attempts in a sim (copies × their retry budgets): each attempt's outcome
+/// and each pending request's state is kept, so this bounds a run's memory (a few hundred MB
+/// at the bound, measured; see docs/sims.md).
+pub const MAX_ATTEMPTS: u64 = 100_000;
+/// The largest `world.max_steps`.
+pub const MAX_STEPS: u64 = 10_000_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -486,7 +495,7 @@ struct WorldFile {
     client_timeout_ms: Option<Spanned<f64>>,
     latency_ms: Option<Spanned<Vec<f64>>>,
     time_limit_ms: Option<Spanned<f64>>,
-    max_steps: Option<u64>,
+    max_steps: Option<Spanned<u64>>,
     effect_latency_ms: Option<Spanned<Vec<f64>>>,
     effect_dedupe_retention_ms: Option<Spanned<f64>>,
     clock_skew_ms: Option<Spanned<Vec<f64>>>,
@@ -529,7 +538,7 @@ struct RetryFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RequestExpectFile {
-    status: Option<u16>,
+    status: Option<Spanned<u16>>,
     outcome: Option<Spanned<String>>,
     replayed: Option<bool>,
     id: Option<i64>,
@@ -580,8 +589,7 @@ fn default_body() -> String {
 
 impl Sim {
     pub fn load(path: &Path) -> Result<Sim, InputError> {
-        let src = std::fs::read_to_string(path)
-            .map_err(|e| InputError::file(path, format!("cannot read sim file: {e}")))?;
+        let src = crate::input::read_file(path, "sim")?;
         Self::parse(path, &src)
     }
 
@@ -608,11 +616,21 @@ impl Sim {
         check_no_cycles(file, &names, &requests, &actions)?;
         let injects = parse_injects(file, &f)?;
         let faults = parse_faults(file, &f, world.processes)?;
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        if requests.is_empty() {
+            return Err(InputError::at(
+                file.path,
+                file.src,
+                0,
+                "no [[request]]: a sim needs at least one request (a run without one proves \
+                 nothing)",
+            ));
+        }
+        // The file name names a row of every table, the description heads reports: escaped.
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Sim {
-            name,
+            name: crate::text::printable(&stem),
             path: path.to_path_buf(),
-            description: f.description.unwrap_or_default(),
+            description: crate::text::printable(&f.description.unwrap_or_default()),
             seeds,
             world,
             requests,
@@ -691,7 +709,15 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
         )?,
         latency_us,
         time_limit_us: file.ms("world.time_limit_ms", &w.time_limit_ms, 3_600_000_000, 1)?,
-        max_steps: w.max_steps.unwrap_or(100_000),
+        max_steps: match &w.max_steps {
+            None => 100_000,
+            Some(m) if (1..=MAX_STEPS).contains(m.get_ref()) => *m.get_ref(),
+            Some(m) => {
+                return Err(
+                    file.err(m.span(), format!("world.max_steps: expected 1..={MAX_STEPS}"))
+                );
+            }
+        },
         effect_latency_us: if w.effect_latency_ms.is_some() {
             file.ms_range(
                 "world.effect_latency_ms",
@@ -824,8 +850,40 @@ fn parse_requests(
 ) -> Result<(Vec<RequestSpec>, Expanded), InputError> {
     let mut requests = Vec::new();
     let mut expanded: Expanded = Vec::new();
+    let (mut copies, mut attempts) = (0u64, 0u64);
     for r in &f.requests {
         let (spec, intents) = parse_request(file, r, names, world)?;
+        // The bounds that keep a run's memory in check, refused at the request that passes
+        // them, before anything is expanded.
+        if requests.len() + intents as usize > MAX_REQUESTS {
+            return Err(file.err(
+                r.id.span(),
+                format!(
+                    "{} requests after expanding `intents` up to here; at most {MAX_REQUESTS}",
+                    requests.len() + intents as usize
+                ),
+            ));
+        }
+        copies += intents as u64 * spec.copies as u64;
+        if copies > MAX_COPIES {
+            return Err(file.err(
+                r.id.span(),
+                format!(
+                    "{copies} copies up to here (copies × intents, summed over requests); at most \
+                     {MAX_COPIES}"
+                ),
+            ));
+        }
+        attempts += intents as u64 * spec.copies as u64 * spec.policy.max_attempts as u64;
+        if attempts > MAX_ATTEMPTS {
+            return Err(file.err(
+                r.id.span(),
+                format!(
+                    "{attempts} attempts possible up to here (copies × intents × \
+                     retry.max_attempts, summed over requests); at most {MAX_ATTEMPTS}"
+                ),
+            ));
+        }
         if intents > 1 {
             expanded.push((spec.id.clone(), format!("{}-{intents}", spec.id)));
             requests.extend(expand_intents(&spec, intents));
@@ -833,24 +891,17 @@ fn parse_requests(
             requests.push(spec);
         }
     }
-    for (i, q) in requests.iter().enumerate() {
-        let clash = requests[..i].iter().any(|o| o.id == q.id)
-            || f.actions.iter().any(|a| *a.id.get_ref() == q.id);
+    let actions: std::collections::BTreeSet<&str> =
+        f.actions.iter().map(|a| a.id.get_ref().as_str()).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for q in &requests {
+        let clash = !seen.insert(q.id.as_str()) || actions.contains(q.id.as_str());
         if clash {
             return Err(file.err(
                 names.span_of(&q.group),
                 format!("id `{}` is used twice (after expanding `intents`)", q.id),
             ));
         }
-    }
-    if requests.len() > MAX_REQUESTS {
-        return Err(InputError::file(
-            file.path,
-            format!(
-                "{} requests after expanding `intents`; at most {MAX_REQUESTS}",
-                requests.len()
-            ),
-        ));
     }
     Ok((requests, expanded))
 }
@@ -998,8 +1049,15 @@ fn parse_request_expect(
             );
         }
     };
+    if let Some(s) = &e.status
+        && !(100..=599).contains(s.get_ref())
+    {
+        return Err(
+            file.err(s.span(), format!("expect.status {}: expected 100..=599", s.get_ref()))
+        );
+    }
     Ok(RequestExpect {
-        status: e.status,
+        status: e.status.as_ref().map(|s| *s.get_ref()),
         outcome,
         replayed: e.replayed,
         id: e.id,

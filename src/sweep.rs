@@ -48,6 +48,9 @@ pub struct Cell {
     pub ambiguous_intents: u64,
     /// Seeds whose second run gave a different trace (only with determinism checking).
     pub nondeterministic_seeds: Vec<u64>,
+    /// The sweep was interrupted: the cell holds only the seeds that finished (`runs`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     #[serde(skip)]
     pub sim_path: String,
     #[serde(skip)]
@@ -76,6 +79,7 @@ impl Cell {
             ambiguous_intents: 0,
             violating_seeds: 0,
             nondeterministic_seeds: vec![],
+            interrupted: false,
             sim_path: catalog::display_path(&sim.path),
         }
     }
@@ -165,6 +169,7 @@ impl Cell {
         self.ambiguous_intents += o.ambiguous_intents;
         self.violating_seeds += o.violating_seeds;
         self.nondeterministic_seeds.extend(o.nondeterministic_seeds);
+        self.interrupted |= o.interrupted;
         self.nondeterministic_seeds.sort_unstable();
     }
 
@@ -238,8 +243,15 @@ pub fn totals(models: &[Arc<Model>], cells: &[Cell]) -> Vec<Total> {
 
 /// Number of worker threads to use by default: every core.
 pub fn default_jobs() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(MAX_JOBS)
 }
+
+/// The most worker threads a sweep or matrix starts (`--jobs`).
+pub const MAX_JOBS: usize = 256;
+
+/// Set when the user asks a sweep to stop (SIGINT): workers take no new seed, and the cells
+/// hold what finished, marked interrupted.
+pub static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// What one seed contributes to a cell (compact: no traces are kept).
 #[derive(Debug, Clone)]
@@ -315,46 +327,63 @@ pub fn run_cells(
     let template = cells.clone();
     let template = &template;
     std::thread::scope(|s| {
-        for _ in 0..jobs {
-            let tx = tx.clone();
+        for w in 0..jobs {
+            let wtx = tx.clone();
             let next = &next;
             let job = &job;
-            s.spawn(move || {
-                let mut mine: Vec<Option<Cell>> = vec![None; template.len()];
-                let (mut done, mut lines) = (0u64, Vec::new());
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((cell, sim, model, seed)) = job(i) else { break };
-                    let res = run::run(sim, model, seed, RunOptions::default()).and_then(|out| {
-                        let mut nondeterministic = false;
-                        if opts.check_determinism {
-                            let again = run::run(sim, model, seed, RunOptions::default())?;
-                            nondeterministic = again.report.trace_hash != out.report.trace_hash;
+            let spawned =
+                std::thread::Builder::new().name(format!("sweep-{w}")).spawn_scoped(s, move || {
+                    let mut mine: Vec<Option<Cell>> = vec![None; template.len()];
+                    let (mut done, mut lines) = (0u64, Vec::new());
+                    loop {
+                        if INTERRUPTED.load(Ordering::Relaxed) {
+                            break;
                         }
-                        Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
-                    });
-                    let r = match res {
-                        Ok(r) => r,
-                        Err(e) => {
-                            let _ = tx.send(Err(e));
-                            return;
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((cell, sim, model, seed)) = job(i) else { break };
+                        let res =
+                            run::run(sim, model, seed, RunOptions::default()).and_then(|out| {
+                                let mut nondeterministic = false;
+                                if opts.check_determinism {
+                                    let again = run::run(sim, model, seed, RunOptions::default())?;
+                                    nondeterministic =
+                                        again.report.trace_hash != out.report.trace_hash;
+                                }
+                                Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
+                            });
+                        let r = match res {
+                            Ok(r) => r,
+                            Err(e) => {
+                                let _ = wtx.send(Err(e));
+                                return;
+                            }
+                        };
+                        if opts.per_seed {
+                            lines.push((seed, per_seed_line(&r, &sim.name, &model.name)));
                         }
-                    };
-                    if opts.per_seed {
-                        lines.push((seed, per_seed_line(&r, &sim.name, &model.name)));
+                        mine[cell].get_or_insert_with(|| template[cell].clone()).add(&r);
+                        done += 1;
+                        if done == BATCH {
+                            if wtx
+                                .send(Ok(Msg::Progress(done, std::mem::take(&mut lines))))
+                                .is_err()
+                            {
+                                return;
+                            }
+                            done = 0;
+                        }
                     }
-                    mine[cell].get_or_insert_with(|| template[cell].clone()).add(&r);
-                    done += 1;
-                    if done == BATCH {
-                        if tx.send(Ok(Msg::Progress(done, std::mem::take(&mut lines)))).is_err() {
-                            return;
-                        }
-                        done = 0;
-                    }
-                }
-                let _ = tx.send(Ok(Msg::Progress(done, lines)));
-                let _ = tx.send(Ok(Msg::Done(mine)));
-            });
+                    let _ = wtx.send(Ok(Msg::Progress(done, lines)));
+                    let _ = wtx.send(Ok(Msg::Done(mine)));
+                });
+            if let Err(e) = spawned {
+                // The workers already started stop after their current seed.
+                INTERRUPTED.store(true, Ordering::Relaxed);
+                drop(tx);
+                for _ in rx.iter() {}
+                INTERRUPTED.store(false, Ordering::Relaxed);
+                return Err(RunError::Threads(e.to_string()));
+            }
         }
         drop(tx);
         for msg in rx {
@@ -380,6 +409,11 @@ pub fn run_cells(
     })?;
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        for c in &mut cells {
+            c.interrupted = true;
+        }
     }
     Ok(cells)
 }

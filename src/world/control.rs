@@ -131,6 +131,7 @@ async fn delete_keys(world: &World, action: u32, conn: &Connection) {
 
 fn finish_action(world: &World, i: usize) {
     world.lock().actions_running -= 1;
+    world.work_changed();
     world.mark_done(&world.sim.actions[i].id);
 }
 
@@ -139,6 +140,9 @@ pub(crate) async fn collector(world: Arc<World>, every_us: u64, retention_us: u6
     let Ok(conn) = store::checkout(&world.db) else { return };
     loop {
         clock::sleep_us(every_us).await;
+        if !world.spend() {
+            return;
+        }
         let now = world.now_us();
         // Keys carry the writing process's wall clock; the collector reads the database's.
         let cutoff = world.db_clock_us().saturating_sub(retention_us);

@@ -44,6 +44,17 @@ pub(crate) enum Failure {
     StoreUnavailable,
 }
 
+/// One waiter for a free event loop, drawn from the seed, taken out of the waiters.
+fn pick_waiter(p: &mut super::shared::ProcessState) -> Option<std::task::Waker> {
+    if p.loop_waiters.is_empty() {
+        return None;
+    }
+    use madsim::rand::Rng;
+    let i = madsim::rand::thread_rng().gen_range(0..p.loop_waiters.len());
+    let id = *p.loop_waiters.keys().nth(i).expect("in range");
+    p.loop_waiters.remove(&id)
+}
+
 /// What went wrong, for the trace (`failed: …`).
 pub(crate) enum Why {
     /// SQLite's own message.
@@ -155,17 +166,35 @@ impl Runner {
     /// wait until it is released; other processes run.
     async fn acquire_loop(&self) {
         let (idx, me) = (self.idx, self.id);
+        // Leaves the waiters when dropped while waiting (its process crashed), handing the
+        // loop on if it had been woken to take it.
+        struct Waiting<'a>(&'a World, usize, u64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                let next = {
+                    let mut st = self.0.lock();
+                    let p = &mut st.processes[self.1];
+                    p.loop_waiters.remove(&self.2);
+                    if p.loop_holder.is_none() { pick_waiter(p) } else { None }
+                };
+                if let Some(w) = next {
+                    w.wake();
+                }
+            }
+        }
+        let _waiting = Waiting(&self.world, idx, me);
         std::future::poll_fn(|cx| {
             let mut st = self.world.lock();
             let p = &mut st.processes[idx];
             match p.loop_holder {
                 None => {
                     p.loop_holder = Some(me);
+                    p.loop_waiters.remove(&me);
                     Poll::Ready(())
                 }
                 Some(o) if o == me => Poll::Ready(()),
                 Some(_) => {
-                    p.loop_waiters.push(cx.waker().clone());
+                    p.loop_waiters.insert(me, cx.waker().clone());
                     Poll::Pending
                 }
             }
@@ -173,18 +202,20 @@ impl Runner {
         .await
     }
 
-    /// Give the event loop back (at an await); wakes the executions waiting for it.
+    /// Give the event loop back (at an await) and wake one execution waiting for it, drawn
+    /// from the seed: which ready callback a loop runs next is not ours to know. Waking one,
+    /// not all, keeps a process with thousands of waiting requests linear.
     pub fn release_loop(&self) {
-        let wakers = {
+        let next = {
             let mut st = self.world.lock();
             let p = &mut st.processes[self.idx];
             if p.loop_holder != Some(self.id) {
                 return;
             }
             p.loop_holder = None;
-            std::mem::take(&mut p.loop_waiters)
+            pick_waiter(p)
         };
-        for w in wakers {
+        if let Some(w) = next {
             w.wake();
         }
     }
@@ -310,6 +341,9 @@ impl Runner {
                         self.event(What::StillLocked { stmt, waited_us: waited });
                         return Err(Failure::Busy);
                     };
+                    if !self.world.spend() {
+                        return Err(Failure::Bound);
+                    }
                     clock::sleep_us(d).await;
                     waited += d;
                     retries += 1;
@@ -507,14 +541,7 @@ impl Exec {
 
         let model = self.run.world.model.clone();
         for step in &model.program {
-            let over = {
-                let mut st = self.world().lock();
-                st.steps += 1;
-                st.steps > self.world().sim.world.max_steps
-            };
-            if over {
-                let max = self.world().sim.world.max_steps;
-                self.world().bound_hit(format!("max-steps: more than {max} server steps"));
+            if !self.world().spend() {
                 return self.fail(Failure::Bound).await;
             }
             self.run.maybe_crash(|| CrashSite::BeforeStep(step.name())).await;
@@ -762,6 +789,9 @@ impl Exec {
         loop {
             if waited >= self.world().wait_budget_us {
                 return Ok(None);
+            }
+            if !self.world().spend() {
+                return Err(Failure::Bound);
             }
             self.run.wait(clock::sleep_us(WAIT_POLL_US)).await;
             waited += WAIT_POLL_US;

@@ -35,6 +35,9 @@ use crate::scenario::Sim;
 pub enum RunError {
     #[error("SQLite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A sweep could not start its worker threads.
+    #[error("cannot start worker threads: {0} (try a smaller --jobs)")]
+    Threads(String),
 }
 
 /// What one simulation gives back.
@@ -219,30 +222,35 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         ));
         return;
     }
-    // Quiescence: no request handler or action still running on any node.
+    // Quiescence: no request on its way to a process or waiting in its inbox, no handler or
+    // action running, no outbox message undelivered. Event-driven: the supervisor sleeps until
+    // one of those changes (or the time limit), never polls.
     loop {
-        let busy = {
+        let (busy, budget_spent) = {
             let st = world.lock();
-            st.handlers_in_flight + st.actions_running
-        } as u64
-            + outbox_pending(world);
+            let busy = (st.handlers_in_flight + st.actions_running) as u64
+                + st.wire.work_in_flight
+                + st.wire.receiver.queue.len() as u64
+                + st.processes.iter().map(|p| p.inbox.queue.len() as u64).sum::<u64>();
+            (busy, st.steps > world.sim.world.max_steps)
+        };
+        // Once the step budget is spent the relay has stopped: its outbox is left as it is.
+        let busy = busy + if budget_spent { 0 } else { outbox_pending(world) };
         if busy == 0 {
             break;
         }
-        if world.now_us() >= limit {
+        let now = world.now_us();
+        if now >= limit || clock::timeout_us(limit - now, world.next_work_change()).await.is_none()
+        {
             world.bound_hit(format!(
                 "time-limit: server work still running after {} ms of simulated time",
                 crate::units::show_ms(limit)
             ));
             break;
         }
-        clock::sleep_us(QUIESCENCE_POLL_US).await;
     }
     world.emit(Node::Control, None, What::Quiescent);
 }
-
-/// How often the supervisor looks for quiescence once the clients are done (µs).
-const QUIESCENCE_POLL_US: u64 = 10_000;
 
 /// Outbox rows not yet delivered (0 when the model has no outbox or the table is locked).
 fn outbox_pending(world: &World) -> u64 {

@@ -137,6 +137,8 @@ pub(crate) struct Wire {
     kicked: bool,
     pub receiver: Inbox<EffectMsg>,
     pub slots: BTreeMap<u64, Slot>,
+    /// Packets on the wire bound for a server process or the receiver: work still to come.
+    pub work_in_flight: u64,
 }
 
 impl World {
@@ -166,6 +168,9 @@ impl World {
             let mut st = self.lock();
             let w = &mut st.wire;
             w.sent += 1;
+            if matches!(to, Dest::Server(_) | Dest::Receiver) {
+                w.work_in_flight += 1;
+            }
             w.in_flight.insert((at, w.sent), Packet { to, who, msg });
             if w.armed.is_none_or(|a| at < a) {
                 w.kicked = true;
@@ -203,6 +208,9 @@ impl World {
                 return Some(entry.key().0);
             }
             let Packet { to, who, msg } = entry.remove();
+            if matches!(to, Dest::Server(_) | Dest::Receiver) {
+                st.wire.work_in_flight -= 1;
+            }
             if let (Dest::Server(p), Msg::Request(env)) = (to, &msg)
                 && !st.processes[p].up
                 && self.sim.faults.crash_signal == CrashSignal::Reset
@@ -255,7 +263,11 @@ impl World {
 /// The wire: delivers packets when they are due.
 pub(crate) async fn wire_main(world: Arc<World>) {
     loop {
+        let before = world.lock().wire.work_in_flight;
         let next = world.deliver_due();
+        if world.lock().wire.work_in_flight != before {
+            world.work_changed();
+        }
         let mut sleep = next.map(|at| clock::sleep_future(world.start, at));
         std::future::poll_fn(|cx| {
             if let Some(s) = sleep.as_mut()

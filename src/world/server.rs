@@ -26,7 +26,7 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         let p = &mut st.processes[idx];
         p.up = true;
         p.loop_holder = None;
-        p.loop_waiters = Vec::new();
+        p.loop_waiters = Default::default();
         p.inbox.queue.clear();
         p.memory.clear();
     }
@@ -80,9 +80,12 @@ impl InFlightGuard {
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        let mut st = self.world.lock();
-        st.handlers_in_flight -= 1;
-        st.processes[self.process].serving.remove(&self.tag);
+        {
+            let mut st = self.world.lock();
+            st.handlers_in_flight -= 1;
+            st.processes[self.process].serving.remove(&self.tag);
+        }
+        self.world.work_changed();
     }
 }
 
@@ -154,6 +157,9 @@ async fn handle(
 async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
     loop {
         clock::sleep_us(world.model.relay_every_us).await;
+        if !world.spend() {
+            return;
+        }
         let mut run =
             Runner::new(world.clone(), idx, Conn::Shared(conn.clone()), Actor::Relay, None);
         let Ok(batch) = run.sql(Stmt::Relay, |c| store::unsent_outbox(c, 16)).await else {
@@ -173,6 +179,8 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
                 run.event(What::OutboxMarkedSent { message: id });
             }
         }
+        // The outbox may have changed (a mark that failed may still have committed).
+        world.work_changed();
     }
 }
 

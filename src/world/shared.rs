@@ -41,7 +41,8 @@ pub(crate) struct ProcessState {
     /// Which execution holds the process's event loop (a synchronous driver), and who waits
     /// for it, in order.
     pub loop_holder: Option<u64>,
-    pub loop_waiters: Vec<Waker>,
+    /// Executions waiting for the event loop, by execution id (one is woken per release).
+    pub loop_waiters: BTreeMap<u64, Waker>,
     /// A crash is under way (the process is going down, restart pending).
     pub crashing: bool,
     /// The process-memory key store (lost on restart).
@@ -73,8 +74,11 @@ pub(crate) struct State {
     pub inject_fired: Vec<u32>,
     /// What the clients saw, per request.
     pub outcomes: Vec<RequestReport>,
-    /// Server steps executed (bounded by `max_steps`).
+    /// Steps of work done (bounded by `max_steps`): program steps, lock retries, polls, passes.
     pub steps: u64,
+    /// Bumped by every change quiescence depends on; the supervisor waits on it.
+    pub quiet_generation: u64,
+    pub quiet_waker: Option<Waker>,
     pub handlers_in_flight: u32,
     pub actions_running: u32,
     pub bounds_hit: Vec<String>,
@@ -154,6 +158,51 @@ impl World {
         if h.keep {
             h.events.push(e);
         }
+    }
+
+    /// Spend one step of the run's work budget (`world.max_steps`): a program step, a lock
+    /// retry, a poll of a waiting request, a collector or relay pass. False once the budget is
+    /// spent; the bound is then reported and the caller stops. This is what keeps a run's wall
+    /// time proportional to its work whatever the numbers in its files.
+    pub fn spend(&self) -> bool {
+        let over = {
+            let mut st = self.lock();
+            st.steps += 1;
+            st.steps > self.sim.world.max_steps
+        };
+        if over {
+            let max = self.sim.world.max_steps;
+            self.bound_hit(format!("max-steps: more than {max} steps of work"));
+        }
+        !over
+    }
+
+    /// Something the supervisor's quiescence depends on changed (a handler or an action ended,
+    /// a packet reached a process, the relay marked a message): wake it.
+    pub fn work_changed(&self) {
+        let w = {
+            let mut st = self.lock();
+            st.quiet_generation += 1;
+            st.quiet_waker.take()
+        };
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
+    /// Wait for the next [`World::work_changed`].
+    pub async fn next_work_change(&self) {
+        let start = self.lock().quiet_generation;
+        std::future::poll_fn(|cx| {
+            let mut st = self.lock();
+            if st.quiet_generation != start {
+                Poll::Ready(())
+            } else {
+                st.quiet_waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
     }
 
     pub fn bound_hit(&self, what: String) {

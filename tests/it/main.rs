@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 mod dependencies;
 mod fidelity;
+mod fuzz;
+mod hardening;
 mod tidy;
 
 use idemsim::catalog;
@@ -201,7 +203,7 @@ fn cli_run_passing_and_failing() {
     let (code, out, _) =
         idemsim(&["run", "01-same-key-same-content", "--model", "transactional", "--seed", "3"]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.trim_end().ends_with("PASS"));
+    assert!(out.trim_end().ends_with("PASS · no violation"), "{out}");
     let (code, out, _) = idemsim(&[
         "run",
         "sims/article/01-same-key-same-content.toml",

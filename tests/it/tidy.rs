@@ -1,7 +1,7 @@
 //! Tidy checks (rust-analyzer style): the architecture's rules, read from the source text.
 //! - only `src/world/` uses madsim or rusqlite;
-//! - the leaves (`history`, `http`, `input`) use nothing from the crate but `units`, and
-//!   `report` nothing but `units` and `http` (the reply's plain types);
+//! - the leaves (`history`, `http`, `input`) use nothing from the crate but `units` and `text`,
+//!   and `report` nothing but `units` and `http` (the reply's plain types);
 //! - only `src/world/clock.rs` uses madsim's time (model time runs on a scale over it);
 //! - the judges (`expect`, `oracle`) see only the sim, the model and the observation;
 //! - the top-level modules form no cycle;
@@ -109,8 +109,10 @@ fn only_the_world_uses_madsim_and_sqlite() {
 fn leaves_import_nothing_from_the_crate() {
     let g = graph();
     assert!(g["units"].is_empty(), "units must be a leaf, uses {:?}", g["units"]);
+    assert!(g["text"].is_empty(), "text must be a leaf, uses {:?}", g["text"]);
     for leaf in ["history", "http", "input"] {
-        let deps: Vec<&String> = g[leaf].iter().filter(|d| *d != "units").collect();
+        let deps: Vec<&String> =
+            g[leaf].iter().filter(|d| !["units", "text"].contains(&d.as_str())).collect();
         assert!(deps.is_empty(), "{leaf} must be a leaf, uses {deps:?}");
     }
     let deps: Vec<&String> =

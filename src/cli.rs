@@ -19,6 +19,9 @@ use crate::sweep::{self, Cell};
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_INPUT: i32 = 2;
+/// `run` or `sweep` of a sim that does not apply to the model (it injects at a point the
+/// model lacks): nothing ran, nothing failed.
+pub const EXIT_NOT_APPLICABLE: i32 = 3;
 /// A sweep or matrix stopped by SIGINT, after printing what it had done (128 + SIGINT).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -59,7 +62,8 @@ fn interrupted() -> bool {
              reference experiment (every model × every sim in sims/article/).",
     after_help = "Exit codes: 0 all held; 1 an expectation failed (run, matrix, sweep) or, for \
                   sweep, a violation, a nondeterministic seed or a bound was found; 2 bad input \
-                  or usage.\nModels and sims are looked up by name under models/ and sims/, or \
+                  or usage; 3 the sim does not apply to the model (run, sweep: it injects at a \
+                  point the model lacks); 130 interrupted.\nModels and sims are looked up by name under models/ and sims/, or \
                   given as file paths."
 )]
 pub struct Cli {
@@ -77,6 +81,49 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Run models × sims × seeds: pass/fail of expectations and the oracle's violations.
     Matrix(MatrixArgs),
+    /// Shrink a failing sim to a minimal sim file that shows the same violation.
+    Shrink(ShrinkArgs),
+    /// Explain a model's failure in plain words (with only a model: its smallest failure
+    /// among the shipped sims; `explain check-first` is the teaching demo).
+    Explain(ExplainArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ShrinkArgs {
+    /// Sim name or file path.
+    sim: String,
+    /// Model name or file path.
+    #[arg(long)]
+    model: String,
+    /// Start from this seed (default: the first failing seed of the sim's range).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write the minimal sim here (default: print it).
+    #[arg(short = 'o', long = "out")]
+    out: Option<PathBuf>,
+    /// Runs in all (the result is the same on every machine for a given budget).
+    #[arg(long, default_value_t = 50_000)]
+    budget: u64,
+    /// Seeds searched per candidate.
+    #[arg(long, default_value_t = 32)]
+    window: u64,
+    /// Keep this violation (default: the first one found that is not policy-permitted).
+    #[arg(long)]
+    violation: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// Model name or file path.
+    model: String,
+    /// Sim name or file path (default: search the shipped sims, teaching ones first).
+    #[arg(long)]
+    sim: Option<String>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Also write the explanation as a self-contained HTML page.
+    #[arg(long)]
+    html: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -97,6 +144,12 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Write the run as a standalone SVG space-time diagram.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Write the run as a self-contained HTML page (diagram, verdict, trace).
+    #[arg(long)]
+    html: Option<PathBuf>,
     /// Exit 1 when the oracle names a violation that is not policy-permitted, even if every
     /// expectation held (for CI jobs that gate on violations).
     #[arg(long = "fail-on-violation")]
@@ -152,6 +205,10 @@ pub struct MatrixArgs {
     /// expectation held.
     #[arg(long = "fail-on-violation")]
     fail_on_violation: bool,
+    /// Also write the survival table as a self-contained HTML page, with the first failing
+    /// seed's diagram of every failing cell.
+    #[arg(long)]
+    html: Option<PathBuf>,
 }
 
 /// Run the CLI; returns the process exit code.
@@ -179,6 +236,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Run(args)) => run_one(args),
         Some(Command::Sweep(args)) => sweep_cmd(args),
         Some(Command::Matrix(args)) => matrix_cmd(args),
+        Some(Command::Shrink(args)) => shrink_cmd(args),
+        Some(Command::Explain(args)) => explain_cmd(args),
     }
 }
 
@@ -195,6 +254,94 @@ fn report_speed(runs: u64, started: std::time::Instant, jobs: usize) {
         "{runs} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s",
         runs as f64 / secs.max(1e-9)
     );
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
+    std::fs::write(path, text).map_err(|e| InputError::file(path, format!("cannot write: {e}")))
+}
+
+fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
+    let sim = catalog::sim(&args.sim)?;
+    let model = catalog::model(&args.model)?;
+    if let Some(code) = not_applicable(&sim, &model) {
+        return Ok(code);
+    }
+    let violation = match &args.violation {
+        None => None,
+        Some(v) => {
+            Some(crate::report::ViolationKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(
+                || InputError::file(Path::new("--violation"), format!("unknown violation `{v}`")),
+            )?)
+        }
+    };
+    let src = crate::input::read_file(&sim.path, "sim")?;
+    let opts = crate::shrink::ShrinkOptions {
+        window: args.window.clamp(1, 4096),
+        budget_runs: args.budget.max(1),
+        violation,
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let s = match crate::shrink::shrink(&sim.path, &src, &model, args.seed, &opts) {
+        Ok(s) => s,
+        Err(crate::shrink::ShrinkError::NoFailure(name)) => {
+            println!(
+                "no seed of {name} shows a violation that is not policy-permitted under {}: nothing to shrink",
+                model.name
+            );
+            return Ok(EXIT_OK);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    eprintln!("{} runs in {:.2} s", s.runs, started.elapsed().as_secs_f64());
+    println!(
+        "shrunk {} under {} to a sim that shows {} on {}/{} seeds (first: seed {}):",
+        sim.name,
+        model.name,
+        s.violation.name(),
+        s.failing_in_window,
+        s.window,
+        s.seed
+    );
+    for r in &s.removed {
+        println!("  - {r}");
+    }
+    if s.removed.is_empty() {
+        println!("  (nothing could be removed: it was minimal)");
+    }
+    if s.capped {
+        println!("  STOPPED BY THE TIME CAP: the result may differ on another machine");
+    }
+    match &args.out {
+        Some(p) => {
+            write_file(p, &s.text)?;
+            println!(
+                "written to {}; replay: cargo run --release -- run {} --model {} --seed {} --trace",
+                p.display(),
+                p.display(),
+                catalog::cli_name(&model),
+                s.seed
+            );
+        }
+        None => print!("\n{}", s.text),
+    }
+    Ok(EXIT_OK)
+}
+
+fn explain_cmd(args: ExplainArgs) -> anyhow::Result<i32> {
+    let model = catalog::model(&args.model)?;
+    let sim = args.sim.as_deref().map(catalog::sim).transpose()?;
+    if let Some(s) = &sim
+        && let Some(code) = not_applicable(s, &model)
+    {
+        return Ok(code);
+    }
+    let e = crate::explain::explain(&model, sim.as_ref(), args.seed)?;
+    print!("{}", e.text);
+    if let Some(p) = &args.html {
+        write_file(p, &e.html)?;
+    }
+    Ok(EXIT_OK)
 }
 
 fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
@@ -215,6 +362,9 @@ fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
     } else {
         print!("{}", render::matrix_table(&sims, &models, &cells));
     }
+    if let Some(p) = &args.html {
+        write_file(p, &render::matrix_html(&sims, &models, &cells))?;
+    }
     let violated = args.fail_on_violation && cells.iter().any(|c| c.violating().next().is_some());
     Ok(if interrupted() {
         EXIT_INTERRUPTED
@@ -230,6 +380,9 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     let seeds = seed_arg(args.seeds)?;
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
+    if let Some(code) = not_applicable(&sim, &model) {
+        return Ok(code);
+    }
     let range = seeds.unwrap_or_else(|| sim.seeds.clone());
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     let mut file = match &args.per_seed {
@@ -360,17 +513,39 @@ fn list() -> anyhow::Result<i32> {
         println!("  {:<width$}  {}", m.name, m.summary);
     }
     println!("\nsims ({}):", catalog::display_path(&catalog::root().join("sims")));
-    for p in catalog::files_under(&catalog::root().join("sims")) {
+    let sims = catalog::files_under(&catalog::root().join("sims"));
+    let width = sims.iter().map(|p| catalog::display_path(p).chars().count()).max().unwrap_or(0);
+    for p in sims {
         let s = Sim::load(&p)?;
-        println!("  {:<52} {}", catalog::display_path(&p), s.description);
+        let mut points: Vec<String> = s.injects.iter().map(|i| format!("@{}", i.point)).collect();
+        points.dedup();
+        let points = if points.is_empty() {
+            String::new()
+        } else {
+            format!("  [injects at {}]", points.join(", "))
+        };
+        println!("  {:<width$}  {}{points}", catalog::display_path(&p), s.description);
     }
+    println!(
+        "\na sim that injects at a point a model lacks is n/a for that model (run and sweep exit {EXIT_NOT_APPLICABLE})"
+    );
     Ok(EXIT_OK)
+}
+
+/// Say why a cell is n/a, on stdout (it is the result, not an error).
+fn not_applicable(sim: &Sim, model: &Model) -> Option<i32> {
+    let reason = run::not_applicable(sim, model)?;
+    println!("n/a: sim {} × model {}: {reason}; nothing ran", sim.name, model.name);
+    Some(EXIT_NOT_APPLICABLE)
 }
 
 fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
-    let keep_history = args.trace || args.mermaid;
+    if let Some(code) = not_applicable(&sim, &model) {
+        return Ok(code);
+    }
+    let keep_history = args.trace || args.mermaid || args.svg.is_some() || args.html.is_some();
     let out = run::run(&sim, &model, args.seed, RunOptions { keep_history })?;
     let r = &out.report;
     if args.mermaid {
@@ -381,6 +556,16 @@ fn run_one(args: RunArgs) -> anyhow::Result<i32> {
         let sim_path = catalog::display_path(&sim.path);
         let replay = catalog::replay_command(&sim_path, &catalog::cli_name(&model), args.seed);
         print!("{}", render::run_text(&sim, &model, &out, &replay));
+    }
+    if let (Some(h), Some(path)) = (&out.history, &args.svg) {
+        let focus = r.violations.iter().find(|v| !v.permitted).map(|v| v.intent.as_str());
+        let title = format!("{} × {} · seed {}", model.name, sim.name, args.seed);
+        write_file(path, &crate::picture::svg(h, &sim, &title, focus))?;
+    }
+    if let (Some(h), Some(path)) = (&out.history, &args.html) {
+        let sim_path = catalog::display_path(&sim.path);
+        let replay = catalog::replay_command(&sim_path, &catalog::cli_name(&model), args.seed);
+        write_file(path, &render::run_html(&sim, &model, &out, h, &replay))?;
     }
     let violated = args.fail_on_violation && r.violations.iter().any(|v| !v.permitted);
     Ok(if r.passed() && !violated { EXIT_OK } else { EXIT_FAILED })

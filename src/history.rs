@@ -4,6 +4,7 @@
 //! nothing from the crate but [`crate::units`]: names (request ids, copies) come with the
 //! [`Legend`]. Durations are microseconds of model time, shown as milliseconds.
 
+use std::collections::BTreeMap;
 use std::fmt::{self, Write};
 use std::hash::{Hash, Hasher};
 
@@ -23,7 +24,7 @@ pub enum Node {
 }
 
 /// Who an event is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Actor {
     /// Attempt `attempt` (1-based) of copy `copy` of request `req`.
     Attempt { req: u32, copy: u32, attempt: u32 },
@@ -622,6 +623,85 @@ pub fn attempt_label(id: &str, copies: u32, copy: u32, attempt: u32) -> String {
     s
 }
 
+/// The rows and key records committed after each event, as the state column shows them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateTrack {
+    /// After event i: (committed rows, key records done, key records in progress).
+    pub after: Vec<(u64, u64, u64)>,
+}
+
+impl StateTrack {
+    pub fn of(h: &History) -> StateTrack {
+        #[derive(Default, Clone)]
+        struct Pending {
+            in_tx: bool,
+            rows: u64,
+            done: i64,
+            claims: i64,
+        }
+        let (mut rows, mut done, mut claims) = (0u64, 0i64, 0i64);
+        let mut pending: BTreeMap<(u32, Option<Actor>), Pending> = BTreeMap::new();
+        let mut after = Vec::with_capacity(h.events.len());
+        for e in &h.events {
+            let node = match e.node {
+                Node::Server(p) => p,
+                _ => u32::MAX,
+            };
+            let key = (node, e.who);
+            let p = pending.entry(key).or_default();
+            match &e.what {
+                What::Begin { .. } => *p = Pending { in_tx: true, ..Default::default() },
+                What::Commit => {
+                    rows += p.rows;
+                    done += p.done;
+                    claims += p.claims;
+                    *p = Pending::default();
+                }
+                What::Rollback => *p = Pending::default(),
+                What::RowInserted { .. } if p.in_tx => p.rows += 1,
+                What::RowInserted { .. } => rows += 1,
+                What::Claimed | What::TookOver if p.in_tx => p.claims += 1,
+                What::Claimed => claims += 1,
+                What::Stored { .. } if p.in_tx => p.done += 1,
+                What::Stored { .. } => done += 1,
+                What::ClaimCompleted { .. } if p.in_tx => {
+                    p.done += 1;
+                    p.claims -= 1;
+                }
+                What::ClaimCompleted { .. } => {
+                    done += 1;
+                    claims -= 1;
+                }
+                What::ClaimReleased { n } => claims -= *n as i64,
+                What::KeysDeleted { .. } => {
+                    done = 0;
+                    claims = 0;
+                }
+                What::Collected { n, .. } => done -= *n as i64,
+                What::ProcessCrashed => {
+                    pending.retain(|(n, _), _| *n != node);
+                }
+                _ => {}
+            }
+            after.push((rows, done.max(0) as u64, claims.max(0) as u64));
+        }
+        StateTrack { after }
+    }
+
+    /// `rows 1 · keys 1 done` for event i, if it changed the state.
+    pub fn change(&self, i: usize) -> Option<String> {
+        let now = self.after.get(i)?;
+        let before = if i == 0 { &(0, 0, 0) } else { &self.after[i - 1] };
+        (now != before).then(|| {
+            let mut s = format!("rows {} · keys {} done", now.0, now.1);
+            if now.2 > 0 {
+                let _ = write!(s, ", {} in progress", now.2);
+            }
+            s
+        })
+    }
+}
+
 /// The typed events of one run, with the names they refer to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
@@ -671,7 +751,9 @@ impl History {
         for n in &nodes {
             let _ = writeln!(out, "    participant {} as {}", id(*n), self.legend.node(*n));
         }
-        for e in &self.events {
+        let state = StateTrack::of(self);
+        let _ = writeln!(out, "    participant S as committed state");
+        for (i, e) in self.events.iter().enumerate() {
             let t = format!("{}.{:03} ms", e.t_us / 1000, e.t_us % 1000);
             let text = clean(&self.legend.text(e));
             match e.to() {
@@ -683,6 +765,9 @@ impl History {
                 None => {
                     let _ = writeln!(out, "    Note over {}: {text} ({t})", id(e.node));
                 }
+            }
+            if let Some(s) = state.change(i) {
+                let _ = writeln!(out, "    Note over S: {s}");
             }
         }
         out
@@ -807,6 +892,7 @@ mod tests {
         assert_eq!(
             h.mermaid(),
             "sequenceDiagram\n    participant P0 as client-b\n    participant P1 as server-1\n    \
+             participant S as committed state\n    \
              P0->>P1: b[1]/2: POST /api/orders key=k,1 (0.001 ms)\n"
         );
     }

@@ -31,11 +31,14 @@ pub mod world;
 pub mod expect;
 pub mod history;
 pub mod oracle;
+pub mod picture;
 pub mod report;
 pub mod run;
 
 // Many runs and the front end.
 pub mod cli;
+pub mod explain;
 pub mod fuzz;
 pub mod render;
+pub mod shrink;
 pub mod sweep;

@@ -237,13 +237,26 @@ pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -
     out.push_str("   passed\n");
     for (mi, m) in models.iter().enumerate() {
         let _ = write!(out, "{:<width$}", m.name);
-        let mut passed = 0;
+        let (mut passed, mut applicable) = (0, 0);
         for si in 0..sims.len() {
             let c = sweep::cell(cells, models.len(), si, mi);
-            passed += c.passed as usize;
-            let _ = write!(out, "{:>3}", if c.passed { "✓" } else { "✗" });
+            passed += (c.passed && c.applicable) as usize;
+            applicable += c.applicable as usize;
+            let mark = if !c.applicable {
+                "·"
+            } else if c.passed {
+                "✓"
+            } else {
+                "✗"
+            };
+            let _ = write!(out, "{mark:>3}");
         }
-        let _ = writeln!(out, "   {passed}/{}", sims.len());
+        let na = sims.len() - applicable;
+        let _ = write!(out, "   {passed}/{applicable}");
+        if na > 0 {
+            let _ = write!(out, " ({na} n/a)");
+        }
+        out.push('\n');
     }
     out
 }
@@ -293,7 +306,13 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
                     }
                 })
                 .collect();
-            let text = if parts.is_empty() { "✓".to_string() } else { parts.join("<br>") };
+            let text = if !c.applicable {
+                "n/a".to_string()
+            } else if parts.is_empty() {
+                "✓".to_string()
+            } else {
+                parts.join("<br>")
+            };
             let _ = write!(out, " {text} |");
         }
         out.push('\n');
@@ -330,7 +349,9 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
         let _ = write!(out, "{:<width$}", s.name);
         for (mi, _) in models.iter().enumerate() {
             let c = sweep::cell(cells, models.len(), si, mi);
-            let text = if c.passed {
+            let text = if !c.applicable {
+                "n/a".to_string()
+            } else if c.passed {
                 "pass".to_string()
             } else if c.failed_seeds == c.runs {
                 "FAIL".to_string()
@@ -342,10 +363,18 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
         out.push('\n');
     }
     let _ = write!(out, "{:<width$}", "passed");
-    for t in sweep::totals(models, cells) {
+    let totals = sweep::totals(models, cells);
+    for t in &totals {
         let _ = write!(out, "{:<colw$}", format!("{}/{}", t.passed, t.total));
     }
     out.push('\n');
+    let na: Vec<&Cell> = cells.iter().filter(|c| !c.applicable).collect();
+    if !na.is_empty() {
+        out.push_str("\nn/a (not counted): the sim injects at a point the model does not have:\n");
+        for c in na {
+            let _ = writeln!(out, "  {} × {}", c.model, c.sim);
+        }
+    }
     out.push_str(&violation_lines(cells));
     let failing: Vec<&Cell> = cells.iter().filter(|c| !c.passed).collect();
     if !failing.is_empty() {
@@ -414,4 +443,153 @@ pub fn matrix_json(models: &[Arc<Model>], cells: &[Cell]) -> String {
         "totals": sweep::totals(models, cells),
     });
     serde_json::to_string_pretty(&v).expect("serialisable")
+}
+
+/// One run as a self-contained HTML page: verdict, diagram, attempts, trace, replay.
+pub fn run_html(
+    sim: &Sim,
+    model: &Model,
+    out: &RunOutput,
+    history: &crate::history::History,
+    replay: &str,
+) -> String {
+    use crate::picture;
+    let r = &out.report;
+    let hard: Vec<&crate::report::Violation> =
+        r.violations.iter().filter(|v| !v.permitted).collect();
+    let verdict = if !r.passed() {
+        "FAIL: an expectation of the sim did not hold.".to_string()
+    } else if hard.is_empty() {
+        "PASS: every expectation held and the oracle named no violation.".to_string()
+    } else {
+        format!("PASS · {} violation(s) found by the oracle.", hard.len())
+    };
+    let mut sections = vec![("Verdict".to_string(), picture::paragraphs(&verdict))];
+    if !r.violations.is_empty() {
+        let list: Vec<String> = r
+            .violations
+            .iter()
+            .map(|v| {
+                format!(
+                    "{}{}: intent {}: {} ({})",
+                    v.name.name(),
+                    if v.permitted { " (policy-permitted)" } else { "" },
+                    v.intent,
+                    v.detail,
+                    v.name.meaning()
+                )
+            })
+            .collect();
+        sections.push(("Violations".into(), picture::pre(&list.join("\n"))));
+    }
+    let focus = hard.first().map(|v| v.intent.as_str());
+    let title = format!("{} × {} · seed {}", model.name, sim.name, r.seed);
+    sections.push((
+        "The run".into(),
+        format!("<div class=\"fig\">{}</div>", picture::svg(history, sim, &title, focus)),
+    ));
+    let checks: Vec<String> = r
+        .checks
+        .iter()
+        .map(|c| {
+            if c.held {
+                format!("ok    {}: {}", c.what, c.actual)
+            } else {
+                format!("FAIL  {}: expected {}, got {}", c.what, c.expected, c.actual)
+            }
+        })
+        .collect();
+    if !checks.is_empty() {
+        sections.push(("Expectations".into(), picture::pre(&checks.join("\n"))));
+    }
+    sections.push(("Trace".into(), picture::pre(&history.render())));
+    sections.push(("Replay".into(), picture::pre(replay)));
+    picture::html_page(&title, &sections)
+}
+
+/// The survival table as a self-contained HTML page: rates as bars, and for every failing
+/// cell its first failing seed's diagram.
+pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
+    use crate::picture::{self, esc};
+    /// At most this many diagrams in one page.
+    const MAX_DIAGRAMS: usize = 60;
+    let mut t = String::from("<table><tr><th>design</th>");
+    for s in sims {
+        let _ = write!(t, "<th>{}</th>", esc(&s.name));
+    }
+    t.push_str("</tr>\n");
+    let mut figs: Vec<(String, String)> = Vec::new();
+    let mut anchor = 0;
+    for (mi, m) in models.iter().enumerate() {
+        let _ = write!(t, "<tr><th>{}</th>", esc(&m.name));
+        for (si, s) in sims.iter().enumerate() {
+            let c = sweep::cell(cells, models.len(), si, mi);
+            let mut td = String::new();
+            if !c.applicable {
+                td.push_str("<span class=\"na\">n/a</span>");
+            } else if c.violations.is_empty() && c.passed {
+                td.push_str("<span class=\"ok\">✓</span>");
+            }
+            for (n, v) in c.violations_in_order() {
+                let pct = 100.0 * v.seeds as f64 / c.runs.max(1) as f64;
+                let _ = write!(
+                    td,
+                    "<div><span class=\"bar\" style=\"width:{:.0}px{}\"></span>{}{} {pct:.0}%</div>",
+                    (pct * 0.6).max(1.0),
+                    if v.permitted { ";background:#e0b84c" } else { "" },
+                    esc(short(n)),
+                    if v.permitted { "*" } else { "" }
+                );
+            }
+            if !c.passed && c.applicable {
+                td.push_str("<div>expectations FAIL</div>");
+            }
+            let seed = c
+                .violations
+                .values()
+                .filter(|v| !v.permitted)
+                .map(|v| v.first_seed)
+                .min()
+                .or(c.first_failed_seed);
+            if let Some(seed) = seed
+                && figs.len() < MAX_DIAGRAMS
+                && let Ok(o) = run::run(s, m, seed, run::RunOptions { keep_history: true })
+                && let Some(h) = &o.history
+            {
+                anchor += 1;
+                let focus =
+                    o.report.violations.iter().find(|v| !v.permitted).map(|v| v.intent.as_str());
+                let title = format!("{} × {} · seed {seed}", m.name, s.name);
+                let _ = write!(td, "<div><a href=\"#f{anchor}\">seed {seed}</a></div>");
+                figs.push((
+                    title.clone(),
+                    format!(
+                        "<div id=\"f{anchor}\" class=\"fig\">{}</div><pre>{}</pre>",
+                        picture::svg(h, s, &title, focus),
+                        esc(&catalog::replay_command(&c.sim_path, &c.model_cli, seed))
+                    ),
+                ));
+            }
+            let _ = write!(t, "<td>{td}</td>");
+        }
+        t.push_str("</tr>\n");
+    }
+    t.push_str("</table>");
+    let mut sections = vec![(
+        String::new(),
+        format!(
+            "{}<p>Each cell: the violations the oracle found, with the share of seeds (bars; \
+             * policy-permitted), ✓ none, n/a the sim injects at a point the model lacks. \
+             Failing cells link to their first failing seed's diagram.</p>{t}",
+            esc(interrupted_note(cells).trim())
+        ),
+    )];
+    if figs.len() == MAX_DIAGRAMS {
+        sections.push((
+            String::new(),
+            format!("<p>Diagrams of the first {MAX_DIAGRAMS} failing cells only.</p>"),
+        ));
+    }
+    sections.extend(figs);
+    picture::html_page("Which design survives which fault", &sections)
 }

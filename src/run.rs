@@ -8,7 +8,7 @@ pub use crate::world::RunError;
 use crate::history::History;
 use crate::model::{Model, Step};
 use crate::report::{RecordState, RunReport};
-use crate::scenario::Sim;
+use crate::scenario::{InjectAction, Sim};
 use crate::units::show_duration;
 use crate::{expect, oracle, world};
 
@@ -73,23 +73,36 @@ pub fn retention_line(sim: &Sim, model: &Model) -> Option<String> {
     Some(format!("kept {} (documented retention) · {client}", show_duration(r)))
 }
 
-/// What in the sim cannot take effect with this model, or makes its verdict weaker.
-pub fn warnings(sim: &Sim, model: &Model) -> Vec<String> {
+/// Why the sim does not apply to the model (None: it does). A sim that injects at a point
+/// the model's program does not have would judge a scenario that never happened: such a cell
+/// is `n/a`, not a failure.
+pub fn not_applicable(sim: &Sim, model: &Model) -> Option<String> {
     let points = model.points();
-    let mut w: Vec<String> = sim
+    let missing: Vec<String> = sim
         .injects
         .iter()
         .filter(|i| !points.contains(&i.point.as_str()))
         .filter(|i| !(i.point == "relay-after-send" && model.program.contains(&Step::Outbox)))
-        .map(|i| {
-            format!(
-                "inject `{}` at @{} never fires: model {} has no such point",
-                i.action.name(),
-                i.point,
-                model.name
-            )
+        // A fallback effect never fires in a design with its own effect step.
+        .filter(|i| {
+            !(matches!(i.action, InjectAction::Effect { fallback: true }) && model.has_effects())
         })
+        .map(|i| format!("@{}", i.point))
         .collect();
+    let mut missing = missing;
+    missing.dedup();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "the sim injects at {} and model {} has no such point",
+            missing.join(", "),
+            model.name
+        )
+    })
+}
+
+/// What in the sim cannot take effect with this model, or makes its verdict weaker.
+pub fn warnings(sim: &Sim, model: &Model) -> Vec<String> {
+    let mut w: Vec<String> = Vec::new();
     if sim.faults.gc_every_us.is_some() && model.key.as_ref().and_then(|k| k.retention_us).is_none()
     {
         w.push(format!(

@@ -51,6 +51,13 @@ pub struct Cell {
     /// The sweep was interrupted: the cell holds only the seeds that finished (`runs`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// False when the sim does not apply to the model (`n/a`: it injects at a point the
+    /// model lacks); no seed is run.
+    #[serde(skip_serializing_if = "is_true")]
+    pub applicable: bool,
+    /// Why the cell is `n/a`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     #[serde(skip)]
     pub sim_path: String,
     #[serde(skip)]
@@ -80,6 +87,8 @@ impl Cell {
             violating_seeds: 0,
             nondeterministic_seeds: vec![],
             interrupted: false,
+            applicable: run::not_applicable(sim, model).is_none(),
+            reason: run::not_applicable(sim, model),
             sim_path: catalog::display_path(&sim.path),
         }
     }
@@ -224,18 +233,32 @@ pub fn cell(cells: &[Cell], models: usize, si: usize, mi: usize) -> &Cell {
 pub struct Total {
     pub model: String,
     pub passed: u64,
+    /// Applicable cells (n/a ones are not counted).
     pub total: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_applicable: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 pub fn totals(models: &[Arc<Model>], cells: &[Cell]) -> Vec<Total> {
     models
         .iter()
         .map(|m| {
-            let mine: Vec<&Cell> = cells.iter().filter(|c| c.model == m.name).collect();
+            let mine: Vec<&Cell> =
+                cells.iter().filter(|c| c.model == m.name && c.applicable).collect();
             Total {
                 model: m.name.clone(),
                 passed: mine.iter().filter(|c| c.passed).count() as u64,
                 total: mine.len() as u64,
+                not_applicable: cells.iter().filter(|c| c.model == m.name && !c.applicable).count()
+                    as u64,
             }
         })
         .collect()
@@ -302,8 +325,11 @@ pub fn run_cells(
     for sim in sims {
         let range = seeds.clone().unwrap_or_else(|| sim.seeds.clone());
         for model in models {
-            work.push((cells.len(), sim.clone(), model.clone(), range.clone()));
-            cells.push(Cell::new(sim, model, &range));
+            let cell = Cell::new(sim, model, &range);
+            // An n/a cell runs no seed.
+            let seeds = if cell.applicable { range.clone() } else { range.start..range.start };
+            work.push((cells.len(), sim.clone(), model.clone(), seeds));
+            cells.push(cell);
         }
     }
     // Jobs are (cell, seed) pairs in a fixed order, handed out by an atomic counter.

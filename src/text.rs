@@ -25,6 +25,30 @@ pub fn shown(s: &str) -> String {
     }
 }
 
+/// Word-wrap each line of `s` at `width` characters; continuation lines get `indent`.
+pub fn wrap(s: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    for line in s.split('\n') {
+        let mut col = 0;
+        for (i, word) in line.split(' ').enumerate() {
+            let w = word.chars().count();
+            if i > 0 && col + 1 + w > width {
+                out.push('\n');
+                out.push_str(indent);
+                col = indent.chars().count();
+            } else if i > 0 {
+                out.push(' ');
+                col += 1;
+            }
+            out.push_str(word);
+            col += w;
+        }
+        out.push('\n');
+    }
+    out.pop();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,5 +60,11 @@ mod tests {
         let long = "x".repeat(100);
         assert_eq!(shown(&long), format!("{}… (100 bytes)", "x".repeat(60)));
         assert_eq!(shown("é\t"), "é\\t");
+    }
+
+    #[test]
+    fn wrap_breaks_between_words() {
+        assert_eq!(wrap("aa bb cc dd", 5, "  "), "aa bb\n  cc\n  dd");
+        assert_eq!(wrap("x\n\ny", 5, ""), "x\n\ny");
     }
 }

@@ -6,6 +6,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 mod dependencies;
+mod explain;
 mod fidelity;
 mod fuzz;
 mod hardening;

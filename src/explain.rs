@@ -1,0 +1,616 @@
+//! `idemsim explain`: a failure in plain words. The verdict and the invariant broken; the
+//! story, answering *where did the second execution come from* and *why did the key not stop
+//! it*; the minimal scenario (shrunk); which other models survive it; the picture; the replay
+//! command. With only a model it finds the model's smallest failure among the shipped sims,
+//! the teaching sims first (`explain check-first` is the teaching demo).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::catalog;
+use crate::history::{Actor, Event, History, What};
+use crate::model::Model;
+use crate::picture::{self, esc, intent_of};
+use crate::report::{Outcome, RunReport, Violation, ViolationKind};
+use crate::run::{self, RunOptions};
+use crate::scenario::Sim;
+use crate::shrink::{self, ShrinkOptions, Shrunk};
+use crate::sweep;
+use crate::units::show_ms;
+
+/// Where `explain` looks for a failure when no sim is given, in order.
+const SEARCH: [&str; 5] = ["teaching", "article", "faults", "catalogue", "dependencies"];
+/// Seeds tried per sim when searching.
+const SEARCH_SEEDS: u64 = 200;
+
+/// An explanation, as text and as an HTML page.
+pub struct Explanation {
+    pub text: String,
+    pub html: String,
+    /// The failing run was found (false: the model passed everything searched).
+    pub failed: bool,
+}
+
+/// A failing run: the sim, the seed, its report and history, the violation explained.
+struct Failure {
+    sim: Arc<Sim>,
+    seed: u64,
+    report: RunReport,
+    history: History,
+    violation: Violation,
+}
+
+fn failing_run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64) -> Option<Failure> {
+    let out = run::run(sim, model, seed, RunOptions { keep_history: true }).ok()?;
+    let v = out.report.violations.iter().find(|v| !v.permitted)?.clone();
+    Some(Failure {
+        sim: sim.clone(),
+        seed,
+        history: out.history?,
+        report: out.report,
+        violation: v,
+    })
+}
+
+/// The first failing (sim, seed): the given sim's range (or the given seed), or the shipped
+/// sims in [`SEARCH`] order.
+fn find_failure(model: &Arc<Model>, sim: Option<&Arc<Sim>>, seed: Option<u64>) -> Option<Failure> {
+    let sims: Vec<Arc<Sim>> = match sim {
+        Some(s) => vec![s.clone()],
+        None => SEARCH
+            .iter()
+            .filter_map(|d| catalog::sims_at(d).ok())
+            .flatten()
+            .filter(|s| run::not_applicable(s, model).is_none())
+            .collect(),
+    };
+    for s in &sims {
+        let seeds: Vec<u64> = match seed {
+            Some(x) => vec![x],
+            None => s.seeds.clone().take(SEARCH_SEEDS as usize).collect(),
+        };
+        for x in seeds {
+            if let Some(f) = failing_run(s, model, x) {
+                return Some(f);
+            }
+        }
+    }
+    None
+}
+
+/// The executions (attempt labels) of an intent that did what `pick` selects, in order.
+fn doers(f: &Failure, pick: impl Fn(&What) -> bool) -> Vec<&Event> {
+    f.history
+        .events
+        .iter()
+        .filter(|e| intent_of(&f.sim, e) == Some(f.violation.intent.as_str()) && pick(&e.what))
+        .collect()
+}
+
+fn ms(t_us: u64) -> String {
+    format!("{} ms", show_ms(t_us))
+}
+
+/// Events of one actor.
+fn of_actor(h: &History, a: Option<Actor>) -> impl Iterator<Item = &Event> {
+    h.events.iter().filter(move |e| e.who == a)
+}
+
+/// *Where did the second execution come from?*
+fn origin(f: &Failure, first: &Event, second: &Event) -> String {
+    let h = &f.history;
+    let name = |e: &Event| e.who.map(|a| h.legend.actor(a)).unwrap_or_default();
+    let (
+        Some(Actor::Attempt { req: r1, copy: c1, attempt: a1 }),
+        Some(Actor::Attempt { req: r2, copy: c2, attempt: a2 }),
+    ) = (first.who, second.who)
+    else {
+        return match second.who {
+            Some(Actor::RelayMessage(id)) => {
+                format!("The outbox relay delivered message {id} again.")
+            }
+            _ => format!("{} ran it again.", name(second)),
+        };
+    };
+    if first.who == second.who {
+        if let Some(d) = of_actor(h, second.who).find_map(|e| match e.what {
+            What::RequestDuplicated { after_us } => Some(after_us),
+            _ => None,
+        }) {
+            return format!(
+                "The same attempt reached the server twice: a proxy resent `{}` {} after the \
+                 first copy (the client gets the second copy's reply).",
+                name(second),
+                ms(d)
+            );
+        }
+        return format!("`{}` ran twice on the server.", name(second));
+    }
+    let req = &f.sim.requests[r2 as usize];
+    if r1 == r2 && c1 == c2 && a2 > a1 {
+        let prev = f.report.requests[r2 as usize]
+            .copies
+            .get(c2 as usize)
+            .and_then(|c| c.get(a2 as usize - 2));
+        let why = match prev {
+            Some(p) if p.outcome == Outcome::TransportFailure => {
+                format!("got no reply (attempt {} timed out or its connection failed)", a2 - 1)
+            }
+            Some(p) => format!("got {} to attempt {}", p.status.unwrap_or(0), a2 - 1),
+            None => "gave up on the previous attempt".into(),
+        };
+        return format!(
+            "The client retried: `{}` is attempt {a2} of `{}`, sent because the client {why}, \
+             with the same key.",
+            name(second),
+            req.id
+        );
+    }
+    if r1 == r2 {
+        return format!(
+            "A second copy of the same request: the sim sends `{}` as {} concurrent copies \
+             (a double submit), and `{}` is another copy than `{}`.",
+            req.id,
+            req.copies,
+            name(second),
+            name(first)
+        );
+    }
+    format!(
+        "A later request for the same order: `{}` (request `{}`) carries intent `{}` too.",
+        name(second),
+        req.id,
+        req.intent
+    )
+}
+
+/// *Why did the key not stop it?*
+fn why_not_stopped(f: &Failure, model: &Model, first: &Event, second: &Event) -> String {
+    let h = &f.history;
+    let name = |e: &Event| e.who.map(|a| h.legend.actor(a)).unwrap_or_default();
+    if let Some(Actor::RelayMessage(id)) = second.who {
+        let h = &f.history;
+        let mut nodes: Vec<_> = h
+            .events
+            .iter()
+            .filter(|e| e.who == second.who && matches!(e.what, What::EffectCall { .. }))
+            .map(|e| e.node)
+            .collect();
+        nodes.sort_by_key(|n| format!("{n:?}"));
+        nodes.dedup();
+        let two_relays = nodes.len() > 1;
+        let crash = h.events.iter().find(|e| {
+            matches!(&e.what, What::CrashFault(crate::history::CrashSite::BetweenSendAndMark))
+                || matches!(&e.what, What::Injected { point, .. } if point == "relay-after-send")
+        });
+        let why = if let Some(c) = crash {
+            format!(
+                "the relay's process crashed between sending message {id} and marking it sent (at {}), so the next pass sent it again",
+                ms(c.t_us)
+            )
+        } else if two_relays {
+            format!(
+                "the relays of two processes both read message {id} before either marked it sent"
+            )
+        } else {
+            format!(
+                "the relay did not see its first delivery of message {id} acknowledged and sent it again"
+            )
+        };
+        return format!(
+            "The outbox delivers at least once: {why}. The receiver counts every delivery: model \
+             {} does not deduplicate effects (effects.dedupe = none).",
+            model.name
+        );
+    }
+    if model.key.is_none() {
+        return format!(
+            "Model {} reads no Idempotency-Key: nothing on the server can tell a repeat from a \
+             new order, so every execution inserts.",
+            model.name
+        );
+    }
+    let key_of = |who: Option<Actor>| {
+        of_actor(h, who).find_map(|e| match &e.what {
+            What::Sent { key, .. } => key.clone(),
+            _ => None,
+        })
+    };
+    let (k1, k2) = (key_of(first.who), key_of(second.who));
+    if k1 != k2 {
+        return format!(
+            "The client sent another key: `{}` used `{}`, `{}` used `{}`. A new key is a new \
+             order to the server; only counting rows per intent catches it.",
+            name(first),
+            k1.unwrap_or_else(|| "-".into()),
+            name(second),
+            k2.unwrap_or_else(|| "-".into())
+        );
+    }
+    // What the second execution found when it checked the key, and when the first saved it.
+    let checked = of_actor(h, second.who)
+        .filter(|e| e.t_us <= second.t_us)
+        .filter(|e| matches!(e.what, What::LookupMiss | What::Claimed | What::TookOver))
+        .last();
+    let saved = of_actor(h, first.who).find(|e| {
+        matches!(e.what, What::Stored { .. } | What::ClaimCompleted { .. } | What::Claimed)
+    });
+    let gone = h
+        .events
+        .iter()
+        .filter(|e| e.t_us <= checked.map_or(second.t_us, |c| c.t_us))
+        .filter(|e| saved.is_some_and(|s| e.t_us >= s.t_us))
+        .find(|e| {
+            matches!(
+                e.what,
+                What::KeysDeleted { .. }
+                    | What::Collected { .. }
+                    | What::CacheEvicted
+                    | What::CacheRestarted
+                    | What::ClaimReleased { .. }
+                    | What::ProcessCrashed
+                    | What::Rollback
+                    | What::CommitLost { committed: false }
+            ) && (e.who.is_none() || e.who == first.who || matches!(e.what, What::ProcessCrashed))
+        });
+    match (checked, saved) {
+        (Some(c), _) if matches!(c.what, What::TookOver) => format!(
+            "`{}` found `{}`'s claim still in progress but its lease expired by the clock of the \
+             process that judged it (at {}), took it over and ran the request again.",
+            name(second),
+            name(first),
+            ms(c.t_us)
+        ),
+        (Some(c), Some(s)) if s.t_us > c.t_us => format!(
+            "`{}` checked the key at {}, before `{}` had saved it (at {}): the check and the \
+             write that would have stopped it are separate steps, and another execution ran \
+             between them (the shaded race window).",
+            name(second),
+            ms(c.t_us),
+            name(first),
+            ms(s.t_us)
+        ),
+        (Some(c), None) => format!(
+            "`{}` checked the key at {} and found nothing: `{}` never saved it (it failed, crashed \
+             or rolled back before saving).",
+            name(second),
+            ms(c.t_us),
+            name(first)
+        ),
+        (Some(c), Some(_)) => match gone {
+            Some(g) => format!(
+                "`{}`'s key record was gone when `{}` checked it at {}: {} at {}.",
+                name(first),
+                name(second),
+                ms(c.t_us),
+                h.legend.text(g),
+                ms(g.t_us)
+            ),
+            None => format!(
+                "`{}` checked the key at {} and did not find a record that stopped it.",
+                name(second),
+                ms(c.t_us)
+            ),
+        },
+        (None, _) => format!(
+            "`{}` never checked the key before it acted (model {}'s program acts first).",
+            name(second),
+            model.name
+        ),
+    }
+}
+
+/// The story of the violation, in plain words.
+fn story(f: &Failure, model: &Model) -> String {
+    let v = &f.violation;
+    let mut s = String::new();
+    let pick: Option<fn(&What) -> bool> = match v.name {
+        ViolationKind::DuplicateRow | ViolationKind::ExpiredDuplicateRow => {
+            Some(|w| matches!(w, What::RowInserted { .. }))
+        }
+        ViolationKind::DuplicateEffect | ViolationKind::ExpiredDuplicateEffect => {
+            Some(|w| matches!(w, What::EffectCall { .. }))
+        }
+        _ => None,
+    };
+    let mut did: Vec<Event> =
+        pick.map(|p| doers(f, p)).unwrap_or_default().into_iter().cloned().collect();
+    if matches!(v.name, ViolationKind::DuplicateEffect | ViolationKind::ExpiredDuplicateEffect) {
+        // Effects as the provider counted them, each with the execution that asked for it
+        // (an attempt, or the outbox relay delivering a message).
+        did = f
+            .history
+            .events
+            .iter()
+            .filter_map(|e| match &e.what {
+                What::EffectApplied { intent, from } if *intent == v.intent => {
+                    Some(Event { who: Some(*from), ..e.clone() })
+                }
+                _ => None,
+            })
+            .collect();
+    }
+    if did.len() >= 2 {
+        let (a, b) = (&did[0], &did[1]);
+        let name = |e: &Event| e.who.map(|x| f.history.legend.actor(x)).unwrap_or_default();
+        let act = if matches!(a.what, What::RowInserted { .. }) {
+            "inserted a row"
+        } else {
+            "had its effect performed"
+        };
+        let _ = writeln!(
+            s,
+            "Let `{}` and `{}` be two executions of intent `{}`: `{}` {act} at {}, `{}` at {}.",
+            name(a),
+            name(b),
+            v.intent,
+            name(a),
+            ms(a.t_us),
+            name(b),
+            ms(b.t_us)
+        );
+        let _ = writeln!(s, "\nWhere did the second execution come from? {}", origin(f, a, b));
+        let _ = writeln!(s, "\nWhy did the key not stop it? {}", why_not_stopped(f, model, a, b));
+        let _ = writeln!(s, "\nSo: {} ({}).", v.name.name(), v.detail);
+        return s;
+    }
+    // Other violations: what the client saw against what happened, per attempt.
+    let _ = writeln!(s, "{}: {}.", v.name.meaning(), v.detail);
+    let _ = writeln!(s, "\nThe attempts of intent `{}`:", v.intent);
+    for (qi, q) in f.sim.requests.iter().enumerate().filter(|(_, q)| q.intent == v.intent) {
+        for (c, attempts) in f.report.requests[qi].copies.iter().enumerate() {
+            for (n, a) in attempts.iter().enumerate() {
+                let label = crate::history::attempt_label(&q.id, q.copies, c as u32, n as u32 + 1);
+                let what = match a.status {
+                    Some(st) => format!("{st} {}", a.body.as_deref().unwrap_or("")),
+                    None => "no reply (transport failure)".into(),
+                };
+                let _ = writeln!(
+                    s,
+                    "  {label}: sent at {} ms, {what}",
+                    crate::units::show_ms((a.sent_ms * 1000.0) as u64)
+                );
+            }
+        }
+    }
+    let rows = f.report.rows.iter().filter(|r| r.intent == v.intent).count();
+    let effects = f.report.effects.get(&v.intent).copied().unwrap_or(0);
+    let _ = writeln!(s, "\nIn the end: {rows} row(s) and {effects} effect(s) for the intent.");
+    s
+}
+
+/// The lines of the trace about the violation's intent (and faults and control).
+fn trace_slice(f: &Failure) -> String {
+    let mut out = String::new();
+    for e in &f.history.events {
+        let mine = intent_of(&f.sim, e) == Some(f.violation.intent.as_str());
+        let general = e.who.is_none();
+        if !(mine || general) {
+            continue;
+        }
+        let node = f.history.legend.node(e.node);
+        let mut text = crate::text::printable(&f.history.legend.text(e));
+        if let Some(to) = e.to() {
+            let _ = write!(text, " → {}", f.history.legend.node(to));
+        }
+        let _ = writeln!(out, "{:>8}.{:03}ms  {node:<12} {text}", e.t_us / 1000, e.t_us % 1000);
+    }
+    out
+}
+
+/// Which models pass the minimal scenario over its seed window, and which fail with what.
+fn survivors(sim: &Arc<Sim>, window: u64) -> (Vec<String>, Vec<String>) {
+    let Ok(models) = catalog::all_models() else { return (vec![], vec![]) };
+    let models: Vec<Arc<Model>> = catalog::ordered_models(models)
+        .into_iter()
+        .filter(|m| run::not_applicable(sim, m).is_none())
+        .collect();
+    let Ok(cells) = sweep::run_matrix(
+        std::slice::from_ref(sim),
+        &models,
+        Some(0..window),
+        sweep::default_jobs(),
+    ) else {
+        return (vec![], vec![]);
+    };
+    let (mut pass, mut fail) = (vec![], vec![]);
+    for c in cells {
+        let bad: Vec<String> =
+            c.violating().map(|(n, v)| format!("{n} {}/{}", v.seeds, c.runs)).collect();
+        if bad.is_empty() {
+            pass.push(c.model.clone());
+        } else {
+            fail.push(format!("{} ({})", c.model, bad.join(", ")));
+        }
+    }
+    (pass, fail)
+}
+
+/// Explain the model's first failure (on `sim` if given, else among the shipped sims).
+pub fn explain(
+    model: &Arc<Model>,
+    sim: Option<&Arc<Sim>>,
+    seed: Option<u64>,
+) -> Result<Explanation, shrink::ShrinkError> {
+    let Some(f) = find_failure(model, sim, seed) else {
+        let where_ = sim.map(|s| s.name.clone()).unwrap_or_else(|| SEARCH.join(", "));
+        let text = format!(
+            "model {} showed no violation on {where_} (the first {SEARCH_SEEDS} seeds of each \
+             sim's range): nothing to explain.\n",
+            model.name
+        );
+        let html = picture::html_page(
+            &format!("{}: no failure found", model.name),
+            &[(String::new(), picture::pre(&text))],
+        );
+        return Ok(Explanation { text, html, failed: false });
+    };
+    let sim_path = catalog::display_path(&f.sim.path);
+    let replay = catalog::replay_command(&sim_path, &catalog::cli_name(model), f.seed);
+    let verdict = format!(
+        "{} fails {} on seed {}: {}, {} ({}).",
+        model.name,
+        f.sim.name,
+        f.seed,
+        f.violation.name.name(),
+        f.violation.name.meaning(),
+        f.violation.detail
+    );
+    // The minimal scenario.
+    let src = std::fs::read_to_string(&f.sim.path).unwrap_or_default();
+    let opts = ShrinkOptions {
+        window: 16,
+        budget_runs: 20_000,
+        violation: Some(f.violation.name),
+        ..Default::default()
+    };
+    let shrunk: Option<Shrunk> = shrink::shrink(&f.sim.path, &src, model, Some(f.seed), &opts).ok();
+    let (pass, fail) = shrunk.as_ref().map(|s| survivors(&s.sim, s.window)).unwrap_or_default();
+    // A contrast: the same schedule under a model that survives (transactional if it does).
+    let contrast_model = pass
+        .iter()
+        .find(|m| m.as_str() == "transactional")
+        .or(pass.first())
+        .and_then(|m| catalog::model(m).ok());
+    let minimal = shrunk.as_ref().map(|s| (s.sim.clone(), s.seed));
+    let contrast = contrast_model.as_ref().zip(minimal.as_ref()).and_then(|(m, (s, seed))| {
+        run::run(s, m, *seed, RunOptions { keep_history: true }).ok().map(|o| (m.clone(), o))
+    });
+    let failing_minimal = minimal
+        .as_ref()
+        .and_then(|(s, seed)| failing_run(s, model, *seed))
+        .filter(|m| m.violation.name == f.violation.name);
+    // Everything below is told on the run shown: the minimal scenario's, when there is one.
+    let shown = failing_minimal.as_ref().unwrap_or(&f);
+    let story = story(shown, model);
+
+    let mut text = String::new();
+    let w = |s: &str| crate::text::wrap(s, 96, "");
+    let _ = writeln!(text, "{}\n", w(&format!("verdict: {verdict}")));
+    if failing_minimal.is_some() {
+        let _ = writeln!(
+            text,
+            "told on the minimal scenario below, seed {} (the same violation, fewer moving parts):\n",
+            shown.seed
+        );
+    }
+    let _ = writeln!(text, "{}", w(&story));
+    if let Some(s) = &shrunk {
+        let head = format!(
+            "the minimal scenario ({} runs to find; fails on {}/{} seeds 0..{}; removed: {}):",
+            s.runs,
+            s.failing_in_window,
+            s.window,
+            s.window,
+            if s.removed.is_empty() {
+                "nothing, it was minimal".into()
+            } else {
+                s.removed.join(" · ")
+            }
+        );
+        let _ = writeln!(text, "{}\n", w(&head));
+        for l in s.text.lines().filter(|l| !l.starts_with('#')) {
+            let _ =
+                writeln!(text, "{}", if l.is_empty() { String::new() } else { format!("    {l}") });
+        }
+        let _ = writeln!(text);
+        let _ = writeln!(text, "on that scenario (seeds 0..{}):", s.window);
+        let survive = if pass.is_empty() { "none".into() } else { pass.join(", ") };
+        let failing = if fail.is_empty() { "none".into() } else { fail.join("; ") };
+        let indent = "           ";
+        let _ =
+            writeln!(text, "{}", crate::text::wrap(&format!("  survive: {survive}"), 96, indent));
+        let _ =
+            writeln!(text, "{}", crate::text::wrap(&format!("  fail:    {failing}"), 96, indent));
+        let _ = writeln!(text);
+    }
+    let _ = writeln!(
+        text,
+        "what happened ({} on seed {}, the events of intent `{}`):\n",
+        shown.sim.name, shown.seed, shown.violation.intent
+    );
+    text.push_str(&trace_slice(shown));
+    if let Some((m, o)) = &contrast {
+        let _ = writeln!(
+            text,
+            "\nthe same schedule under {} ({}):\n",
+            m.name,
+            if o.report.violations.iter().any(|v| !v.permitted) {
+                "it fails too"
+            } else {
+                "no violation"
+            }
+        );
+        if let Some(h) = &o.history {
+            let cf = Failure {
+                sim: shown.sim.clone(),
+                seed: shown.seed,
+                report: o.report.clone(),
+                history: h.clone(),
+                violation: Violation {
+                    intent: shown.violation.intent.clone(),
+                    ..shown.violation.clone()
+                },
+            };
+            text.push_str(&trace_slice(&cf));
+        }
+    }
+    let _ = writeln!(text, "\nreplay: {replay}");
+    if minimal.is_some() {
+        let _ = writeln!(
+            text,
+            "keep the minimal scenario: cargo run --release -- shrink {sim_path} --model {} --seed {} -o sims/regress/{}-{}.toml",
+            catalog::cli_name(model),
+            f.seed,
+            f.sim.name,
+            model.name
+        );
+    }
+
+    // The page.
+    let mut sections: Vec<(String, String)> = vec![
+        ("Verdict".into(), picture::paragraphs(&verdict)),
+        ("What happened".into(), picture::paragraphs(&story)),
+    ];
+    let title = format!("{} × {} · seed {}", model.name, shown.sim.name, shown.seed);
+    sections.push((
+        "The run".into(),
+        format!(
+            "<div class=\"fig\">{}</div>",
+            picture::svg(&shown.history, &shown.sim, &title, Some(&shown.violation.intent))
+        ),
+    ));
+    if let Some((m, o)) = &contrast
+        && let Some(h) = &o.history
+    {
+        let t = format!("the same schedule under {}", m.name);
+        sections.push((
+            t.clone(),
+            format!(
+                "<div class=\"fig\">{}</div>",
+                picture::svg(h, &shown.sim, &t, Some(&shown.violation.intent))
+            ),
+        ));
+    }
+    if let Some(s) = &shrunk {
+        sections.push(("The minimal scenario".into(), picture::pre(&s.text)));
+        let mut t = String::from("<table><tr><th>survive</th><th>fail</th></tr><tr><td>");
+        t.push_str(
+            &pass
+                .iter()
+                .map(|p| format!("<span class=\"ok\">{}</span>", esc(p)))
+                .collect::<Vec<_>>()
+                .join("<br>"),
+        );
+        t.push_str("</td><td>");
+        t.push_str(&fail.iter().map(|p| esc(p)).collect::<Vec<_>>().join("<br>"));
+        t.push_str("</td></tr></table>");
+        sections.push((format!("Models on that scenario (seeds 0..{})", s.window), t));
+    }
+    sections.push(("Replay".into(), picture::pre(&replay)));
+    let html = picture::html_page(
+        &format!("Why {} fails: {}", model.name, f.violation.name.name()),
+        &sections,
+    );
+    Ok(Explanation { text, html, failed: true })
+}

@@ -1,0 +1,337 @@
+//! Pictures of one run that people look at: a standalone SVG space-time diagram (a lane per
+//! client, server process and dependency, one row per event, messages as arrows, dropped ones
+//! cut, resends marked, the race window shaded, the committed rows and key records as they
+//! change) and self-contained HTML pages around it. No JavaScript, no external assets.
+//!
+//! Pure functions of the typed history and the sim; the state column is derived from the
+//! events alone (rows and key records as committed: writes inside a transaction count at its
+//! `COMMIT` and vanish at a `ROLLBACK` or a crash).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::history::{Actor, Event, History, Node, StateTrack, What};
+use crate::scenario::Sim;
+
+/// Escape text for XML and HTML.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in crate::text::printable(s).chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The intent an event is about (requests only).
+pub fn intent_of<'a>(sim: &'a Sim, e: &Event) -> Option<&'a str> {
+    match e.who {
+        Some(Actor::Attempt { req, .. }) => {
+            sim.requests.get(req as usize).map(|q| q.intent.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// The race window: from the first key check (a lookup that missed, or a claim) of the
+/// intent's first execution to the moment that execution's key record was saved, as event
+/// indices. None when the intent never checked or never saved its key.
+pub fn race_window(h: &History, sim: &Sim, intent: &str) -> Option<(usize, usize)> {
+    let mine = |e: &Event| intent_of(sim, e) == Some(intent);
+    let (start, first) = h
+        .events
+        .iter()
+        .enumerate()
+        .find(|(_, e)| mine(e) && matches!(e.what, What::LookupMiss | What::Claimed))?;
+    let end = h.events.iter().enumerate().skip(start).find(|(_, e)| {
+        e.who == first.who && matches!(e.what, What::Stored { .. } | What::ClaimCompleted { .. })
+    })?;
+    Some((start, end.0))
+}
+
+/// The lanes of the diagram: every node that appears, clients first, then server processes,
+/// then the receiver and the control node.
+fn lanes(h: &History) -> Vec<Node> {
+    let mut nodes: Vec<Node> = Vec::new();
+    for e in &h.events {
+        for n in std::iter::once(e.node).chain(e.to()) {
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+    }
+    let rank = |n: &Node| match n {
+        Node::Client(i) => (0, *i),
+        Node::Server(i) => (1, *i),
+        Node::Receiver => (2, 0),
+        Node::Control => (3, 0),
+    };
+    nodes.sort_by_key(rank);
+    nodes
+}
+
+/// How events pair into arrows: the row of each message's arrival (None: it never arrived).
+fn arrivals(h: &History) -> BTreeMap<usize, Option<usize>> {
+    let mut out = BTreeMap::new();
+    for (i, e) in h.events.iter().enumerate() {
+        let Some(to) = e.to() else { continue };
+        let end = h.events.iter().enumerate().skip(i + 1).find(|(_, x)| {
+            x.node == to
+                && x.who == e.who
+                && matches!(
+                    (&e.what, &x.what),
+                    (What::Sent { .. }, What::Arrived)
+                        | (What::Reply { .. }, What::Received { .. })
+                        | (What::EffectCall { .. }, What::EffectApplied { .. })
+                        | (What::EffectCall { .. }, What::EffectDeduplicated { .. })
+                )
+        });
+        // A reply arrives only if nothing else of that attempt ended it first.
+        out.insert(i, end.map(|(j, _)| j));
+    }
+    out
+}
+
+const ROW: usize = 24;
+const LANE: usize = 190;
+const LEFT: usize = 92;
+const TOP: usize = 64;
+const STATE_W: usize = 230;
+/// At most this many events are drawn; a note says how many were left out.
+pub const MAX_EVENTS: usize = 400;
+
+/// The run as a standalone SVG space-time diagram. `focus`: the intent whose race window is
+/// shaded (the violation's).
+pub fn svg(h: &History, sim: &Sim, title: &str, focus: Option<&str>) -> String {
+    let lanes = lanes(h);
+    let shown = h.events.len().min(MAX_EVENTS);
+    let lane_x = |n: Node| LEFT + LANE / 2 + LANE * lanes.iter().position(|m| *m == n).unwrap_or(0);
+    let y = |i: usize| TOP + 20 + i * ROW;
+    let width = LEFT + LANE * lanes.len() + STATE_W;
+    let height = y(shown) + 40;
+    let state = StateTrack::of(h);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="ui-monospace, Menlo, Consolas, monospace" font-size="11">"#
+    );
+    let _ = writeln!(o, "<title>{}</title>", esc(title));
+    o.push_str(
+        "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" \
+         markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" \
+         fill=\"#334\"/></marker></defs>\n",
+    );
+    let _ = writeln!(o, r##"<rect width="{width}" height="{height}" fill="#fff"/>"##);
+    let _ = writeln!(
+        o,
+        r##"<text x="12" y="22" font-size="14" font-weight="bold" fill="#111">{}</text>"##,
+        esc(title)
+    );
+    // The race window, shaded across every lane.
+    if let Some(intent) = focus
+        && let Some((a, b)) = race_window(h, sim, intent)
+        && a < shown
+    {
+        let b = b.min(shown - 1);
+        let (y0, y1) = (y(a) - ROW / 2, y(b) + ROW / 2);
+        let _ = writeln!(
+            o,
+            r##"<rect class="race" x="{LEFT}" y="{y0}" width="{}" height="{}" fill="#f5c542" fill-opacity="0.22"/>"##,
+            LANE * lanes.len(),
+            y1 - y0
+        );
+        // Labelled in the state column, where no event text runs.
+        let _ = writeln!(
+            o,
+            r##"<text x="{}" y="{}" fill="#8a6d00" font-size="10">▲ race window: key checked, not yet saved</text>"##,
+            LEFT + LANE * lanes.len() + 10,
+            y1 + 12
+        );
+    }
+    // Lanes.
+    for n in &lanes {
+        let x = lane_x(*n);
+        let _ = writeln!(
+            o,
+            r##"<g class="lane"><text x="{x}" y="{}" text-anchor="middle" font-weight="bold" fill="#222">{}</text><line x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="#bbb" stroke-dasharray="3,3"/></g>"##,
+            TOP - 6,
+            esc(&h.legend.node(*n)),
+            TOP,
+            height - 30
+        );
+    }
+    let _ = writeln!(
+        o,
+        r##"<text x="{}" y="{}" font-weight="bold" fill="#222">committed state</text>"##,
+        LEFT + LANE * lanes.len() + 10,
+        TOP - 6
+    );
+    // Arrows first, then the events over them.
+    let arr = arrivals(h);
+    for (&i, &end) in &arr {
+        if i >= shown {
+            continue;
+        }
+        let e = &h.events[i];
+        let (x0, y0) = (lane_x(e.node), y(i));
+        let to = e.to().expect("a message");
+        let x1 = lane_x(to);
+        match end {
+            Some(j) if j < shown => {
+                let _ = writeln!(
+                    o,
+                    r##"<line class="msg" x1="{x0}" y1="{y0}" x2="{x1}" y2="{}" stroke="#334" stroke-width="1.2" marker-end="url(#arrow)"/>"##,
+                    y(j)
+                );
+            }
+            _ => {
+                // Cut: it never arrived (dropped, lost in a partition, to a dead process).
+                let xm = (x0 + x1) / 2;
+                let _ = writeln!(
+                    o,
+                    r##"<g class="dropped"><line x1="{x0}" y1="{y0}" x2="{xm}" y2="{}" stroke="#c0392b" stroke-width="1.2" stroke-dasharray="5,3"/><text x="{xm}" y="{}" fill="#c0392b" font-size="14" text-anchor="middle">✕</text></g>"##,
+                    y0 + ROW / 2,
+                    y0 + ROW / 2 + 5
+                );
+            }
+        }
+    }
+    for (i, e) in h.events.iter().take(shown).enumerate() {
+        let x = lane_x(e.node);
+        let yy = y(i);
+        let t = format!("{}.{:03} ms", e.t_us / 1000, e.t_us % 1000);
+        let _ = writeln!(
+            o,
+            r##"<text x="{}" y="{}" fill="#777" text-anchor="end">{t}</text>"##,
+            LEFT - 8,
+            yy + 4
+        );
+        let fault = is_fault(&e.what);
+        let color = if fault {
+            "#c0392b"
+        } else if focus.is_some() && intent_of(sim, e) == focus {
+            "#1f5fa8"
+        } else {
+            "#333"
+        };
+        let _ = writeln!(o, r##"<circle cx="{x}" cy="{yy}" r="3.5" fill="{color}"/>"##);
+        let mut label = h.legend.text(e);
+        if let What::RequestDuplicated { .. } = e.what {
+            label = format!("⧉ {label}");
+        }
+        let label: String = label.chars().take(46).collect();
+        let _ = writeln!(
+            o,
+            r##"<text x="{}" y="{}" fill="{color}">{}</text>"##,
+            x + 7,
+            yy - 4,
+            esc(&label)
+        );
+        if let Some(s) = state.change(i) {
+            let _ = writeln!(
+                o,
+                r##"<text class="state" x="{}" y="{}" fill="#0a7a3d">{}</text>"##,
+                LEFT + LANE * lanes.len() + 10,
+                yy + 4,
+                esc(&s)
+            );
+        }
+    }
+    if shown < h.events.len() {
+        let _ = writeln!(
+            o,
+            r##"<text x="12" y="{}" fill="#c0392b">… {} more event(s) not drawn (see the trace)</text>"##,
+            y(shown),
+            h.events.len() - shown
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+/// Is the event a fault (drawn in red)?
+fn is_fault(w: &What) -> bool {
+    matches!(
+        w,
+        What::RequestDropped
+            | What::RequestDuplicated { .. }
+            | What::ReplyDropped { .. }
+            | What::Delayed { .. }
+            | What::LostInPartition
+            | What::LostToDownProcess
+            | What::ConnectionRefused
+            | What::ConnectionReset
+            | What::ReplyLostAfterCommit
+            | What::ConnectionDropped { .. }
+            | What::CrashFault(_)
+            | What::ProcessCrashed
+            | What::Failed { .. }
+            | What::CommitLost { .. }
+            | What::CacheRefused
+            | What::CacheUnreachable
+            | What::CacheRestarted
+            | What::CacheEvicted
+            | What::CacheReplyLost
+            | What::ProviderErrorAfterSuccess
+            | What::ProviderAnswerLost
+            | What::EffectCallLost
+            | What::EffectCallDuplicated
+            | What::TransportFailure { .. }
+    )
+}
+
+/// A self-contained HTML page: a title and sections of HTML (already escaped).
+pub fn html_page(title: &str, sections: &[(String, String)]) -> String {
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n\
+         <style>body{{font-family:system-ui,sans-serif;margin:24px;max-width:1600px;color:#111}}\
+         h1{{font-size:20px}}h2{{font-size:16px;margin-top:28px}}pre{{background:#f6f6f6;\
+         padding:10px;overflow-x:auto;font-size:12px}}table{{border-collapse:collapse;font-size:12px}}\
+         td,th{{border:1px solid #ddd;padding:4px 6px;vertical-align:top}}.bar{{display:inline-block;\
+         height:9px;background:#c0392b;margin-right:4px}}.ok{{color:#0a7a3d}}.na{{color:#888}}\
+         .fig{{overflow-x:auto;border:1px solid #eee}}</style></head><body>\n<h1>{}</h1>\n",
+        esc(title),
+        esc(title)
+    );
+    for (heading, body) in sections {
+        if !heading.is_empty() {
+            let _ = writeln!(o, "<h2>{}</h2>", esc(heading));
+        }
+        o.push_str(body);
+        o.push('\n');
+    }
+    o.push_str("</body></html>\n");
+    o
+}
+
+/// Preformatted text as HTML.
+pub fn pre(text: &str) -> String {
+    format!("<pre>{}</pre>", text.lines().map(esc).collect::<Vec<_>>().join("\n"))
+}
+
+/// Paragraphs of plain text as HTML; `code` spans become `<code>`.
+pub fn paragraphs(text: &str) -> String {
+    text.split("\n\n")
+        .map(|p| {
+            let escaped = esc(&p.trim().replace('\n', " "));
+            let mut out = String::new();
+            for (i, part) in escaped.split('`').enumerate() {
+                if i % 2 == 1 {
+                    let _ = write!(out, "<code>{part}</code>");
+                } else {
+                    out.push_str(part);
+                }
+            }
+            format!("<p>{out}</p>")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

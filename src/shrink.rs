@@ -1,0 +1,448 @@
+//! The shrinker: from a failing (sim, model) to a minimal sim file that still shows the same
+//! named violation (never a policy-permitted one).
+//!
+//! Ordered greedy passes over the sim's TOML (faults, structure, sizes, time, noise); after an
+//! accepted edit it starts again from the first pass. Every candidate is re-loaded through the
+//! sim loader (so it is a valid sim or it is skipped) and searched over a small seed window,
+//! because any edit reshuffles madsim's schedule: a fixed seed of the edited sim is another
+//! schedule. The budget is counted in runs, so the result is the same on every machine; a
+//! wall-clock cap is a safety valve and, when it fires, says so in the file.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use toml::{Table, Value};
+
+use crate::input::InputError;
+use crate::model::Model;
+use crate::report::ViolationKind;
+use crate::run::{self, RunOptions};
+use crate::scenario::Sim;
+use crate::sweep::wilson;
+
+/// How hard to look.
+#[derive(Debug, Clone)]
+pub struct ShrinkOptions {
+    /// Seeds searched for each candidate (0..window, after the current seed).
+    pub window: u64,
+    /// Runs in all.
+    pub budget_runs: u64,
+    /// Wall-clock safety cap.
+    pub max_time: Duration,
+    /// The violation to keep (default: the first one found that is not policy-permitted).
+    pub violation: Option<ViolationKind>,
+}
+
+impl Default for ShrinkOptions {
+    fn default() -> Self {
+        ShrinkOptions {
+            window: 32,
+            budget_runs: 50_000,
+            max_time: Duration::from_secs(60),
+            violation: None,
+        }
+    }
+}
+
+/// What the shrinker found.
+#[derive(Debug, Clone)]
+pub struct Shrunk {
+    /// The minimal sim file (with its provenance header).
+    pub text: String,
+    pub sim: Arc<Sim>,
+    pub seed: u64,
+    pub violation: ViolationKind,
+    /// What was removed or reduced, in order.
+    pub removed: Vec<String>,
+    pub runs: u64,
+    /// The wall-clock cap stopped it (the result may differ on another machine).
+    pub capped: bool,
+    /// Seeds of 0..window on which the minimal sim shows the violation.
+    pub failing_in_window: u64,
+    pub window: u64,
+}
+
+/// Why nothing could be shrunk.
+#[derive(Debug, thiserror::Error)]
+pub enum ShrinkError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("no seed of {0} shows a violation that is not policy-permitted: nothing to shrink")]
+    NoFailure(String),
+    #[error("the harness could not run: {0}")]
+    Run(String),
+}
+
+struct Search<'a> {
+    model: &'a Arc<Model>,
+    path: &'a Path,
+    violation: ViolationKind,
+    opts: &'a ShrinkOptions,
+    runs: u64,
+    started: Instant,
+    capped: bool,
+}
+
+impl Search<'_> {
+    fn out_of_budget(&mut self) -> bool {
+        if self.started.elapsed() > self.opts.max_time {
+            self.capped = true;
+        }
+        self.capped || self.runs >= self.opts.budget_runs
+    }
+
+    /// Does `sim` show the violation on `seed` (no bound hit)?
+    fn fails(&mut self, sim: &Arc<Sim>, seed: u64) -> bool {
+        self.runs += 1;
+        match run::run(sim, self.model, seed, RunOptions::default()) {
+            Ok(out) => {
+                out.report.bounds_hit.is_empty()
+                    && out
+                        .report
+                        .violations
+                        .iter()
+                        .any(|v| v.name == self.violation && !v.permitted)
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The first seed of [current, 0, 1, …, window-1] on which the candidate fails.
+    fn accept(&mut self, table: &Table, current: u64) -> Option<(Arc<Sim>, u64)> {
+        let text = toml::to_string(table).ok()?;
+        let sim = Arc::new(Sim::parse(self.path, &text).ok()?);
+        if run::not_applicable(&sim, self.model).is_some() {
+            return None;
+        }
+        let seeds = std::iter::once(current).chain((0..self.opts.window).filter(|s| *s != current));
+        for s in seeds {
+            if self.out_of_budget() {
+                return None;
+            }
+            if self.fails(&sim, s) {
+                return Some((sim, s));
+            }
+        }
+        None
+    }
+}
+
+/// A candidate edit: a new table and what it did.
+type Candidate = (Table, String);
+
+fn get_table<'a>(t: &'a Table, k: &str) -> Option<&'a Table> {
+    t.get(k).and_then(Value::as_table)
+}
+
+fn array_len(t: &Table, k: &str) -> usize {
+    t.get(k).and_then(Value::as_array).map_or(0, Vec::len)
+}
+
+/// Remove references to a deleted request or action id from the rest of the file.
+fn forget_id(t: &mut Table, id: &str) {
+    for section in ["request", "action", "inject"] {
+        let Some(Value::Array(items)) = t.get_mut(section) else { continue };
+        for item in items.iter_mut() {
+            let Some(it) = item.as_table_mut() else { continue };
+            match it.get_mut("after") {
+                Some(Value::String(s)) if s == id => {
+                    it.remove("after");
+                }
+                Some(Value::Array(a)) => a.retain(|v| v.as_str() != Some(id)),
+                _ => {}
+            }
+            for k in ["until", "request"] {
+                if it.get(k).and_then(Value::as_str) == Some(id) {
+                    it.remove(k);
+                }
+            }
+            if let Some(Value::Table(e)) = it.get_mut("expect") {
+                for k in ["same_id_as", "id_differs_from"] {
+                    if e.get(k).and_then(Value::as_str) == Some(id) {
+                        e.remove(k);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The candidates of every pass, in order: faults, structure, sizes, time, noise.
+fn candidates(t: &Table) -> Vec<Candidate> {
+    let mut out: Vec<Candidate> = Vec::new();
+    let mut edit = |what: String, f: &dyn Fn(&mut Table)| {
+        let mut c = t.clone();
+        f(&mut c);
+        if &c != t {
+            out.push((c, what));
+        }
+    };
+    // 1. Faults, one kind at a time.
+    if let Some(f) = get_table(t, "faults") {
+        for (k, v) in f {
+            let what = match v {
+                Value::Table(_) => format!("[faults.{k}] removed"),
+                _ => format!("faults.{k} removed"),
+            };
+            let key = k.clone();
+            edit(what, &move |c: &mut Table| {
+                if let Some(Value::Table(f)) = c.get_mut("faults") {
+                    f.remove(&key);
+                }
+            });
+            if let Value::Table(sub) = v {
+                for sk in sub.keys() {
+                    let (k, sk) = (k.clone(), sk.clone());
+                    edit(format!("faults.{k}.{sk} removed"), &move |c: &mut Table| {
+                        if let Some(Value::Table(f)) = c.get_mut("faults")
+                            && let Some(Value::Table(s)) = f.get_mut(&k)
+                        {
+                            s.remove(&sk);
+                        }
+                    });
+                }
+            }
+        }
+    }
+    for section in ["partition", "inject"] {
+        for i in 0..array_len(t, section) {
+            edit(format!("[[{section}]] {} removed", i + 1), &move |c: &mut Table| {
+                if let Some(Value::Array(a)) = c.get_mut(section) {
+                    a.remove(i);
+                }
+            });
+        }
+    }
+    for i in 0..array_len(t, "inject") {
+        edit(format!("[[inject]] {}: fires every time", i + 1), &move |c: &mut Table| {
+            if let Some(Value::Array(a)) = c.get_mut("inject")
+                && let Some(Value::Table(it)) = a.get_mut(i)
+            {
+                it.remove("rate");
+            }
+        });
+    }
+    if let Some(w) = get_table(t, "world") {
+        for k in ["clock_skew_ms", "processes"] {
+            if w.contains_key(k) {
+                edit(format!("world.{k} removed"), &move |c: &mut Table| {
+                    if let Some(Value::Table(w)) = c.get_mut("world") {
+                        w.remove(k);
+                    }
+                    if k == "processes" {
+                        strip_field(c, "request", "process");
+                        c.remove("partition");
+                    }
+                });
+            }
+        }
+    }
+    // 2. Structure: each request and action.
+    for section in ["request", "action"] {
+        for i in 0..array_len(t, section) {
+            let id = t[section].as_array().and_then(|a| a[i].get("id")).and_then(Value::as_str);
+            let id = id.unwrap_or("?").to_string();
+            edit(format!("[[{section}]] `{id}` removed"), &move |c: &mut Table| {
+                if let Some(Value::Array(a)) = c.get_mut(section) {
+                    a.remove(i);
+                }
+                forget_id(c, &id);
+            });
+        }
+    }
+    // 3. Sizes: copies, intents, attempts toward 1 (to 1, then halving).
+    for (field, floor) in [("copies", 2), ("copies", 1), ("intents", 1)] {
+        for i in 0..array_len(t, "request") {
+            let n = t["request"][i].get(field).and_then(Value::as_integer).unwrap_or(1);
+            for to in [floor, n / 2] {
+                if to >= 1 && to < n {
+                    edit(
+                        format!("request {}: {field} {n} → {to}", i + 1),
+                        &move |c: &mut Table| {
+                            set_request(c, i, field, Value::Integer(to));
+                        },
+                    );
+                }
+            }
+        }
+    }
+    for i in 0..array_len(t, "request") {
+        let q = &t["request"][i];
+        if q.get("retry").is_some() {
+            edit(format!("request {}: retry removed", i + 1), &move |c: &mut Table| {
+                remove_request_field(c, i, "retry");
+            });
+        }
+        for k in ["spread_ms", "process", "timeout_ms", "delay_ms"] {
+            if q.get(k).is_some() {
+                edit(format!("request {}: {k} removed", i + 1), &move |c: &mut Table| {
+                    remove_request_field(c, i, k);
+                });
+            }
+        }
+    }
+    // 4. Time: the world's latency pinned to its low end.
+    if let Some(w) = get_table(t, "world")
+        && let Some(Value::Array(l)) = w.get("latency_ms")
+        && l.len() == 2
+        && l[0] != l[1]
+    {
+        let lo = l[0].clone();
+        edit("world.latency_ms pinned to its low end".into(), &move |c: &mut Table| {
+            if let Some(Value::Table(w)) = c.get_mut("world") {
+                w.insert("latency_ms".into(), Value::Array(vec![lo.clone(), lo.clone()]));
+            }
+        });
+    }
+    // 5. Noise: expectations and the description (the oracle judges on its own).
+    for i in 0..array_len(t, "request") {
+        if t["request"][i].get("expect").is_some() {
+            edit(format!("request {}: expect removed", i + 1), &move |c: &mut Table| {
+                remove_request_field(c, i, "expect");
+            });
+        }
+    }
+    for k in ["expect", "description"] {
+        if t.contains_key(k) {
+            edit(format!("{k} removed"), &move |c: &mut Table| {
+                c.remove(k);
+            });
+        }
+    }
+    out
+}
+
+fn set_request(c: &mut Table, i: usize, k: &str, v: Value) {
+    if let Some(Value::Array(a)) = c.get_mut("request")
+        && let Some(Value::Table(q)) = a.get_mut(i)
+    {
+        q.insert(k.into(), v);
+    }
+}
+
+fn remove_request_field(c: &mut Table, i: usize, k: &str) {
+    if let Some(Value::Array(a)) = c.get_mut("request")
+        && let Some(Value::Table(q)) = a.get_mut(i)
+    {
+        q.remove(k);
+    }
+}
+
+fn strip_field(c: &mut Table, section: &str, k: &str) {
+    if let Some(Value::Array(a)) = c.get_mut(section) {
+        for item in a.iter_mut() {
+            if let Some(q) = item.as_table_mut() {
+                q.remove(k);
+            }
+        }
+    }
+}
+
+/// Shrink `sim` (read from `path`, text `src`) under `model`, starting from `seed` (or the first
+/// failing seed of the sim's range).
+pub fn shrink(
+    path: &Path,
+    src: &str,
+    model: &Arc<Model>,
+    seed: Option<u64>,
+    opts: &ShrinkOptions,
+) -> Result<Shrunk, ShrinkError> {
+    let original = Arc::new(Sim::parse(path, src)?);
+    let mut table: Table =
+        src.parse().map_err(|e: toml::de::Error| InputError::from_toml(path, src, &e))?;
+    // The violation and the seed to start from.
+    let seeds: Vec<u64> = match seed {
+        Some(s) => vec![s],
+        None => original.seeds.clone().take(4096).collect(),
+    };
+    let mut start = None;
+    for s in seeds {
+        let out = run::run(&original, model, s, RunOptions::default())
+            .map_err(|e| ShrinkError::Run(e.to_string()))?;
+        let hit = out
+            .report
+            .violations
+            .iter()
+            .find(|v| !v.permitted && opts.violation.is_none_or(|want| v.name == want));
+        if let Some(v) = hit {
+            start = Some((s, v.name));
+            break;
+        }
+    }
+    let Some((seed0, violation)) = start else {
+        return Err(ShrinkError::NoFailure(original.name.clone()));
+    };
+    let mut search =
+        Search { model, path, violation, opts, runs: 0, started: Instant::now(), capped: false };
+    let (mut sim, mut seed) = (original.clone(), seed0);
+    let mut removed = Vec::new();
+    'outer: loop {
+        for (cand, what) in candidates(&table) {
+            if search.out_of_budget() {
+                break 'outer;
+            }
+            if let Some((s, at)) = search.accept(&cand, seed) {
+                table = cand;
+                sim = s;
+                seed = at;
+                removed.push(what);
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    // The smallest failing seed of the window, and how often the minimal sim fails there.
+    let window = opts.window;
+    let mut failing = 0;
+    let mut first = None;
+    for s in 0..window {
+        if search.fails(&sim, s) {
+            failing += 1;
+            first.get_or_insert(s);
+        }
+    }
+    let seed = first.unwrap_or(seed);
+    table.insert("seeds".into(), Value::String(format!("0..{window}")));
+    let (lo, hi) = wilson(failing, window);
+    let body = toml::to_string(&table).unwrap_or_default();
+    let header = format!(
+        "# Shrunk by `idemsim shrink` (idemsim {}) from {} under model {}\n\
+         # violation {} · seed {seed0} → seed {seed} · fails on {failing}/{window} seeds 0..{window} \
+         (95% CI {:.0}%–{:.0}%)\n\
+         # removed: {}\n\
+         # {} runs{}\n\
+         # replay: idemsim run <this file> --model {} --seed {seed} --trace\n",
+        env!("CARGO_PKG_VERSION"),
+        crate::catalog::display_path(path),
+        model.name,
+        violation.name(),
+        100.0 * lo,
+        100.0 * hi,
+        if removed.is_empty() {
+            "nothing (already minimal)".to_string()
+        } else {
+            removed.join(" · ")
+        },
+        search.runs,
+        if search.capped {
+            " · STOPPED BY THE TIME CAP: the result may differ elsewhere"
+        } else {
+            ""
+        },
+        crate::catalog::cli_name(model),
+    );
+    let text = format!("{header}{body}");
+    let sim = Arc::new(Sim::parse(path, &text)?);
+    Ok(Shrunk {
+        text,
+        sim,
+        seed,
+        violation,
+        removed,
+        runs: search.runs,
+        capped: search.capped,
+        failing_in_window: failing,
+        window,
+    })
+}

@@ -102,18 +102,15 @@ pub struct Order {
 }
 
 impl Order {
-    /// The validated input in a fixed field order: `{"item":..,"qty":..}`.
+    /// The validated input in a fixed field order: `{"item":..,"qty":..}`. (`item` is one of
+    /// the [`CATALOGUE`]'s plain ASCII names: it needs no JSON escaping.)
     pub fn canonical(&self) -> String {
-        serde_json::json!({ "item": self.item, "qty": self.qty }).to_string()
+        format!("{{\"item\":\"{}\",\"qty\":{}}}", self.item, self.qty)
     }
 
     /// The 201 body for a created row.
     pub fn created_body(&self, id: i64) -> String {
-        format!(
-            "{{\"id\":{id},\"item\":{},\"qty\":{}}}",
-            serde_json::Value::String(self.item.clone()),
-            self.qty
-        )
+        format!("{{\"id\":{id},\"item\":\"{}\",\"qty\":{}}}", self.item, self.qty)
     }
 }
 
@@ -168,6 +165,16 @@ mod tests {
             path: path.into(),
             headers,
             body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn catalogue_names_need_no_json_escaping() {
+        for item in CATALOGUE {
+            assert_eq!(
+                serde_json::Value::String(item.to_string()).to_string(),
+                format!("\"{item}\"")
+            );
         }
     }
 

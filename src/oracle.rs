@@ -276,6 +276,8 @@ fn liveness(v: &IntentView, bounded: bool, out: &mut Vec<Violation>) {
 fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Violation>) {
     // (intent, attempt, canonical body sent) of every success, per scope.
     let mut by_key: BTreeMap<Scope, Vec<(&str, &AttemptOutcome, String)>> = BTreeMap::new();
+    // Bodies are the sim's few strings: each made canonical once.
+    let mut canon: BTreeMap<&str, String> = BTreeMap::new();
     for (qi, q) in sim.requests.iter().enumerate() {
         for c in &obs.requests[qi].copies {
             for (n, a) in c.iter().enumerate() {
@@ -285,7 +287,8 @@ fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Vi
                     operation: q.path.clone(),
                     key: k.clone(),
                 };
-                let sent = canonical(q.body_for(n as u32 + 1));
+                let body = q.body_for(n as u32 + 1);
+                let sent = canon.entry(body).or_insert_with(|| canonical(body)).clone();
                 by_key.entry(scope).or_default().push((&q.intent, a, sent));
             }
         }

@@ -59,8 +59,15 @@ impl AttemptOutcome {
     }
 }
 
-/// The `id` field of a JSON body, if any.
+/// The `id` field of a JSON body, if any. The server's replies start `{"id":N,`: read that
+/// directly; anything else is parsed as JSON.
 pub fn body_id(body: &str) -> Option<i64> {
+    if let Some(rest) = body.strip_prefix("{\"id\":") {
+        let end = rest.find(|c: char| !c.is_ascii_digit() && c != '-').unwrap_or(rest.len());
+        if end > 0 && rest[end..].starts_with([',', '}']) {
+            return rest[..end].parse().ok();
+        }
+    }
     serde_json::from_str::<serde_json::Value>(body).ok()?.get("id")?.as_i64()
 }
 

@@ -89,6 +89,34 @@ unsafe fn handle<'a>(f: *mut ffi::sqlite3_file) -> &'a mut Handle {
     unsafe { &mut *(*(f as *mut File)).handle }
 }
 
+/// The bytes of file `name`, if it exists.
+pub fn file_bytes(name: &str) -> Option<Vec<u8>> {
+    registry().get(name).map(|i| lock(i).data.clone())
+}
+
+/// Put `image` (a database file taken with [`file_bytes`]) back as the content of database
+/// `name`, with a new file change counter (header bytes 24..28, and 92..96 that vouches for
+/// the header's page count): every connection compares those bytes when it next takes a
+/// SHARED lock and drops its page cache, as after another process's write. Refused (false)
+/// while any connection holds a lock or its journal is not empty, or for a WAL database.
+pub fn restore(name: &str, image: &[u8]) -> bool {
+    let files = registry();
+    let journal_empty =
+        files.get(&format!("{name}-journal")).is_none_or(|j| lock(j).data.is_empty());
+    let Some(inode) = files.get(name) else { return false };
+    let mut i = lock(inode);
+    if !journal_empty || i.level != NONE || i.shared != 0 || i.shm.is_some() || image.len() < 100 {
+        return false;
+    }
+    let counter = i.data.get(24..28).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let next = counter.wrapping_add(1).to_be_bytes();
+    i.data.clear();
+    i.data.extend_from_slice(image);
+    i.data[24..28].copy_from_slice(&next);
+    i.data[92..96].copy_from_slice(&next);
+    true
+}
+
 /// Register the VFS (once per process).
 pub fn register() {
     static ONCE: Once = Once::new();

@@ -62,8 +62,8 @@ fn interrupted() -> bool {
              reference experiment (every model × every sim in sims/article/).",
     after_help = "Exit codes: 0 all held; 1 an expectation failed (run, matrix, sweep) or, for \
                   sweep, a violation, a nondeterministic seed or a bound was found; 2 bad input \
-                  or usage; 3 the sim does not apply to the model (run, sweep: it injects at a \
-                  point the model lacks); 130 interrupted.\nModels and sims are looked up by name under models/ and sims/, or \
+                  or usage; 3 the sim does not apply to the model (run, sweep, shrink, explain \
+                  --sim: it injects at a point the model lacks); 130 interrupted.\nModels and sims are looked up by name under models/ and sims/, or \
                   given as file paths."
 )]
 pub struct Cli {
@@ -83,6 +83,8 @@ pub enum Command {
     Matrix(MatrixArgs),
     /// Shrink a failing sim to a minimal sim file that shows the same violation.
     Shrink(ShrinkArgs),
+    /// Merge shard files (`--shard`) into the report one run over the whole range gives.
+    Merge(MergeArgs),
     /// Explain a model's failure in plain words (with only a model: its smallest failure
     /// among the shipped sims; `explain check-first` is the teaching demo).
     Explain(ExplainArgs),
@@ -178,6 +180,41 @@ pub struct SweepArgs {
     /// Print the aggregate as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    shard: ShardArgs,
+}
+
+/// Running one shard of a sweep or matrix on a batch engine.
+#[derive(Args, Debug)]
+pub struct ShardArgs {
+    /// Run shard K of N (K/N, 0-based), or `auto`/`auto/N`: the index from the engine's
+    /// variables (JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID, AWS_BATCH_JOB_ARRAY_INDEX,
+    /// CI_NODE_INDEX). Writes a shard file for `idemsim merge`; exits 0 once it is written.
+    #[arg(long)]
+    shard: Option<String>,
+    /// Write the shard file here (`-`: stdout, the default).
+    #[arg(long, requires = "shard", conflicts_with = "out_dir")]
+    out: Option<PathBuf>,
+    /// Write the shard file into this folder as shard-K-of-N.json.
+    #[arg(long = "out-dir", requires = "shard")]
+    out_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Shard files (from `--shard`) or earlier merges.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Fail unless every cell's seeds A..B are covered.
+    #[arg(long = "expect-seeds")]
+    expect_seeds: Option<String>,
+    /// Also write the merged shard file (for merges of merges).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
 }
 
 #[derive(Args, Debug)]
@@ -209,6 +246,8 @@ pub struct MatrixArgs {
     /// seed's diagram of every failing cell.
     #[arg(long)]
     html: Option<PathBuf>,
+    #[command(flatten)]
+    shard: ShardArgs,
 }
 
 /// Run the CLI; returns the process exit code.
@@ -237,6 +276,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Sweep(args)) => sweep_cmd(args),
         Some(Command::Matrix(args)) => matrix_cmd(args),
         Some(Command::Shrink(args)) => shrink_cmd(args),
+        Some(Command::Merge(args)) => merge_cmd(args),
         Some(Command::Explain(args)) => explain_cmd(args),
     }
 }
@@ -254,6 +294,154 @@ fn report_speed(runs: u64, started: std::time::Instant, jobs: usize) {
         "{runs} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s",
         runs as f64 / secs.max(1e-9)
     );
+}
+
+/// The shard this process runs, if `--shard` was given.
+fn shard_spec(a: &ShardArgs) -> Result<Option<crate::shard::ShardSpec>, InputError> {
+    a.shard
+        .as_deref()
+        .map(|s| {
+            crate::shard::parse_spec(s, &|v| std::env::var(v).ok())
+                .map_err(|m| InputError::file(Path::new("--shard"), m))
+        })
+        .transpose()
+}
+
+/// Write a shard file where `--out`/`--out-dir` say; say on stderr what was written.
+fn write_shard(a: &ShardArgs, f: &crate::shard::ShardFile) -> Result<(), InputError> {
+    let spec = f.shard.as_ref().expect("a shard");
+    let json = serde_json::to_string_pretty(f).expect("serialisable");
+    let runs: u64 = f.cells.iter().map(|c| c.aggregate.runs).sum();
+    let target = match (&a.out, &a.out_dir) {
+        (_, Some(dir)) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| InputError::file(dir, format!("cannot create: {e}")))?;
+            Some(dir.join(format!("shard-{}-of-{}.json", spec.k, spec.n)))
+        }
+        (Some(p), None) if p.as_os_str() != "-" => Some(p.clone()),
+        _ => None,
+    };
+    match &target {
+        Some(p) => write_file(p, &json)?,
+        None => println!("{json}"),
+    }
+    eprintln!(
+        "shard {}/{} (from {}): {runs} runs{}",
+        spec.k,
+        spec.n,
+        spec.source,
+        target.map(|p| format!(", written to {}", p.display())).unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// Load a cell's sim or model as a merge found it, checking it is still the same file.
+fn reload<T>(
+    id: &crate::shard::FileId,
+    load: impl Fn(&str) -> Result<Arc<T>, InputError>,
+) -> Result<Arc<T>, InputError> {
+    let p = Path::new(&id.path);
+    let path =
+        if p.is_absolute() || p.exists() { p.to_path_buf() } else { catalog::root().join(p) };
+    let now = std::fs::read(&path).map(|b| {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&b))
+    });
+    if now.as_deref().ok() != Some(id.sha256.as_str()) {
+        return Err(InputError::file(
+            &path,
+            "changed (or missing) since the shards ran: the merged report names this file",
+        ));
+    }
+    load(path.to_str().unwrap_or(&id.path))
+}
+
+fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
+    let mut files = Vec::new();
+    for p in &args.files {
+        files.push(crate::shard::read(p).map_err(|m| InputError::file(p, m))?);
+    }
+    let merged = crate::shard::merge(files).map_err(|m| InputError::file(Path::new("merge"), m))?;
+    let expect = seed_arg(args.expect_seeds.clone())?;
+    let mut incomplete = Vec::new();
+    for c in &merged.cells {
+        if let Some(want) = &expect
+            && c.seeds != format!("{}..{}", want.start, want.end)
+        {
+            return Err(InputError::file(
+                Path::new("--expect-seeds"),
+                format!("{} × {} ran seeds {}", c.model.name, c.sim.name, c.seeds),
+            )
+            .into());
+        }
+        for g in crate::shard::gaps(c) {
+            incomplete.push(format!(
+                "{} × {}: seeds {}..{} missing",
+                c.model.name, c.sim.name, g.start, g.end
+            ));
+        }
+        if c.aggregate.interrupted {
+            incomplete.push(format!("{} × {}: a shard was interrupted", c.model.name, c.sim.name));
+        }
+    }
+    if !incomplete.is_empty() {
+        let msg = format!("incomplete: {}", incomplete.join("; "));
+        if expect.is_some() {
+            return Err(InputError::file(Path::new("merge"), msg).into());
+        }
+        eprintln!("{msg}");
+    }
+    if let Some(p) = &args.out {
+        write_file(p, &serde_json::to_string_pretty(&merged).expect("serialisable"))?;
+    }
+    // The report of one run over the whole range, from the files the shards ran.
+    let mut sims: Vec<Arc<Sim>> = Vec::new();
+    let mut models: Vec<Arc<Model>> = Vec::new();
+    for c in &merged.cells {
+        if !sims.iter().any(|s| s.name == c.sim.name) {
+            sims.push(reload(&c.sim, catalog::sim)?);
+        }
+        if !models.iter().any(|m| m.name == c.model.name) {
+            models.push(reload(&c.model, catalog::model)?);
+        }
+    }
+    let mut cells = Vec::new();
+    for s in &sims {
+        for m in &models {
+            let c = merged
+                .cells
+                .iter()
+                .find(|c| c.sim.name == s.name && c.model.name == m.name)
+                .ok_or_else(|| {
+                    InputError::file(Path::new("merge"), format!("no cell {} × {}", m.name, s.name))
+                })?;
+            let mut a = c.aggregate.clone();
+            a.sim_path = catalog::display_path(&s.path);
+            a.model_cli = catalog::cli_name(m);
+            cells.push(a);
+        }
+    }
+    let jobs = merged.timing.jobs.max(1);
+    if let ([sim], [model], [cell]) = (sims.as_slice(), models.as_slice(), cells.as_slice()) {
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(cell)?);
+        } else {
+            print!("{}", render::sweep_text(sim, model, cell, jobs));
+        }
+        let bad = cell.violating().next().is_some()
+            || !cell.nondeterministic_seeds.is_empty()
+            || cell.bounded_runs > 0
+            || !cell.passed;
+        return Ok(if bad { EXIT_FAILED } else { EXIT_OK });
+    }
+    if args.json {
+        println!("{}", render::matrix_json(&models, &cells));
+    } else if args.markdown {
+        print!("{}", render::survival_markdown(&sims, &models, &cells));
+    } else {
+        print!("{}", render::matrix_table(&sims, &models, &cells));
+    }
+    Ok(if cells.iter().all(|c| c.passed) { EXIT_OK } else { EXIT_FAILED })
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
@@ -306,7 +494,12 @@ fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
     for r in &s.removed {
         println!("  - {r}");
     }
-    if s.removed.is_empty() {
+    if s.budget_spent {
+        println!(
+            "  (the budget of {} runs was spent before every candidate was tried)",
+            opts.budget_runs
+        );
+    } else if s.removed.is_empty() {
         println!("  (nothing could be removed: it was minimal)");
     }
     if s.capped {
@@ -346,10 +539,21 @@ fn explain_cmd(args: ExplainArgs) -> anyhow::Result<i32> {
 
 fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
     let seeds = seed_arg(args.seeds)?;
+    let spec = shard_spec(&args.shard)?;
     let (sims, models) = load_matrix_inputs(&args.sims, &args.models)?;
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     let started = std::time::Instant::now();
     stop_on_interrupt();
+    if let Some(spec) = spec {
+        let opts =
+            sweep::SweepOptions { jobs, shard: Some((spec.k, spec.n)), ..Default::default() };
+        let cells = sweep::run_cells(&sims, &models, seeds, &opts, |_, _| {})?;
+        let timing = crate::shard::Timing { wall_s: started.elapsed().as_secs_f64(), jobs };
+        let f = crate::shard::shard_file(&sims, &models, &cells, Some(spec), timing);
+        write_shard(&args.shard, &f)?;
+        // In shard mode a violation is a result: the engine must not retry the shard.
+        return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
+    }
     let cells = sweep::run_matrix(&sims, &models, seeds, jobs)?;
     report_speed(cells.iter().map(|c| c.runs).sum(), started, jobs);
     if interrupted() {
@@ -380,7 +584,9 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     let seeds = seed_arg(args.seeds)?;
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
-    if let Some(code) = not_applicable(&sim, &model) {
+    let na =
+        if args.json { not_applicable_json(&sim, &model) } else { not_applicable(&sim, &model) };
+    if let Some(code) = na {
         return Ok(code);
     }
     let range = seeds.unwrap_or_else(|| sim.seeds.clone());
@@ -396,11 +602,13 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     let mut pending: std::collections::BTreeMap<u64, String> = Default::default();
     let mut next_seed = range.start;
     let mut io_err: Option<std::io::Error> = None;
+    let spec = shard_spec(&args.shard)?;
     let opts = sweep::SweepOptions {
         jobs,
         check_determinism: args.check_determinism,
-        progress: true,
+        progress: spec.is_none(),
         per_seed: args.per_seed.is_some(),
+        shard: spec.as_ref().map(|s| (s.k, s.n)),
     };
     let started = std::time::Instant::now();
     stop_on_interrupt();
@@ -436,6 +644,18 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         anyhow::bail!("writing --per-seed file: {e}");
     }
     let cell = &cells[0];
+    if let Some(spec) = spec {
+        let timing = crate::shard::Timing { wall_s: started.elapsed().as_secs_f64(), jobs };
+        let f = crate::shard::shard_file(
+            std::slice::from_ref(&sim),
+            std::slice::from_ref(&model),
+            &cells,
+            Some(spec),
+            timing,
+        );
+        write_shard(&args.shard, &f)?;
+        return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
+    }
     report_speed(cell.runs, started, jobs);
     if args.json {
         println!("{}", serde_json::to_string_pretty(cell)?);
@@ -518,6 +738,7 @@ fn list() -> anyhow::Result<i32> {
     for p in sims {
         let s = Sim::load(&p)?;
         let mut points: Vec<String> = s.injects.iter().map(|i| format!("@{}", i.point)).collect();
+        points.sort();
         points.dedup();
         let points = if points.is_empty() {
             String::new()
@@ -539,10 +760,22 @@ fn not_applicable(sim: &Sim, model: &Model) -> Option<i32> {
     Some(EXIT_NOT_APPLICABLE)
 }
 
+/// The same, as JSON (for `--json`).
+fn not_applicable_json(sim: &Sim, model: &Model) -> Option<i32> {
+    let reason = run::not_applicable(sim, model)?;
+    let v = serde_json::json!({
+        "sim": sim.name, "model": model.name, "applicable": false, "reason": reason,
+    });
+    println!("{}", serde_json::to_string_pretty(&v).expect("serialisable"));
+    Some(EXIT_NOT_APPLICABLE)
+}
+
 fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
-    if let Some(code) = not_applicable(&sim, &model) {
+    let na =
+        if args.json { not_applicable_json(&sim, &model) } else { not_applicable(&sim, &model) };
+    if let Some(code) = na {
         return Ok(code);
     }
     let keep_history = args.trace || args.mermaid || args.svg.is_some() || args.html.is_some();

@@ -57,10 +57,11 @@ fn failing_run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64) -> Option<Failure>
 fn find_failure(model: &Arc<Model>, sim: Option<&Arc<Sim>>, seed: Option<u64>) -> Option<Failure> {
     let sims: Vec<Arc<Sim>> = match sim {
         Some(s) => vec![s.clone()],
+        // Sim by sim from the repository's folders: one bad file does not hide the others.
         None => SEARCH
             .iter()
-            .filter_map(|d| catalog::sims_at(d).ok())
-            .flatten()
+            .flat_map(|d| catalog::files_under(&catalog::root().join("sims").join(d)))
+            .filter_map(|p| Sim::load(&p).ok().map(Arc::new))
             .filter(|s| run::not_applicable(s, model).is_none())
             .collect(),
     };
@@ -332,7 +333,16 @@ fn story(f: &Failure, model: &Model) -> String {
     }
     if did.len() >= 2 {
         let (a, b) = (&did[0], &did[1]);
-        let name = |e: &Event| e.who.map(|x| f.history.legend.actor(x)).unwrap_or_default();
+        // Two deliveries by one relay message would read the same: number them.
+        let same = a.who == b.who;
+        let name = |e: &Event| {
+            let n = e.who.map(|x| f.history.legend.actor(x)).unwrap_or_default();
+            match (same, std::ptr::eq(e, a)) {
+                (false, _) => n,
+                (true, true) => format!("{n} (first time)"),
+                (true, false) => format!("{n} (second time)"),
+            }
+        };
         let act = if matches!(a.what, What::RowInserted { .. }) {
             "inserted a row"
         } else {
@@ -399,11 +409,18 @@ fn trace_slice(f: &Failure) -> String {
 }
 
 /// Which models pass the minimal scenario over its seed window, and which fail with what.
-fn survivors(sim: &Arc<Sim>, window: u64) -> (Vec<String>, Vec<String>) {
+/// Which models show the explained violation on the minimal scenario, and which do not
+/// (other violations they show are named beside them).
+fn survivors(
+    sim: &Arc<Sim>,
+    window: u64,
+    v: ViolationKind,
+    me: &str,
+) -> (Vec<String>, Vec<String>) {
     let Ok(models) = catalog::all_models() else { return (vec![], vec![]) };
     let models: Vec<Arc<Model>> = catalog::ordered_models(models)
         .into_iter()
-        .filter(|m| run::not_applicable(sim, m).is_none())
+        .filter(|m| m.name != me && run::not_applicable(sim, m).is_none())
         .collect();
     let Ok(cells) = sweep::run_matrix(
         std::slice::from_ref(sim),
@@ -415,12 +432,23 @@ fn survivors(sim: &Arc<Sim>, window: u64) -> (Vec<String>, Vec<String>) {
     };
     let (mut pass, mut fail) = (vec![], vec![]);
     for c in cells {
-        let bad: Vec<String> =
-            c.violating().map(|(n, v)| format!("{n} {}/{}", v.seeds, c.runs)).collect();
-        if bad.is_empty() {
-            pass.push(c.model.clone());
+        let list = |keep: bool| -> Vec<String> {
+            c.violating()
+                .filter(|(n, _)| (n.as_str() == v.name()) == keep)
+                .map(|(n, x)| format!("{n} {}/{}", x.seeds, c.runs))
+                .collect()
+        };
+        let (same, other) = (list(true), list(false));
+        let others =
+            if other.is_empty() { String::new() } else { format!("; also {}", other.join(", ")) };
+        if same.is_empty() {
+            pass.push(if other.is_empty() {
+                c.model.clone()
+            } else {
+                format!("{} ({})", c.model, &others[2..])
+            });
         } else {
-            fail.push(format!("{} ({})", c.model, bad.join(", ")));
+            fail.push(format!("{} ({}{others})", c.model, same.join(", ")));
         }
     }
     (pass, fail)
@@ -434,9 +462,12 @@ pub fn explain(
 ) -> Result<Explanation, shrink::ShrinkError> {
     let Some(f) = find_failure(model, sim, seed) else {
         let where_ = sim.map(|s| s.name.clone()).unwrap_or_else(|| SEARCH.join(", "));
+        let seeds = match seed {
+            Some(n) => format!("seed {n}"),
+            None => format!("the first {SEARCH_SEEDS} seeds of each sim's range"),
+        };
         let text = format!(
-            "model {} showed no violation on {where_} (the first {SEARCH_SEEDS} seeds of each \
-             sim's range): nothing to explain.\n",
+            "model {} showed no violation on {where_} ({seeds}): nothing to explain.\n",
             model.name
         );
         let html = picture::html_page(
@@ -465,7 +496,10 @@ pub fn explain(
         ..Default::default()
     };
     let shrunk: Option<Shrunk> = shrink::shrink(&f.sim.path, &src, model, Some(f.seed), &opts).ok();
-    let (pass, fail) = shrunk.as_ref().map(|s| survivors(&s.sim, s.window)).unwrap_or_default();
+    let (pass, fail) = shrunk
+        .as_ref()
+        .map(|s| survivors(&s.sim, s.window, f.violation.name, &model.name))
+        .unwrap_or_default();
     // A contrast: the same schedule under a model that survives (transactional if it does).
     let contrast_model = pass
         .iter()
@@ -514,14 +548,17 @@ pub fn explain(
                 writeln!(text, "{}", if l.is_empty() { String::new() } else { format!("    {l}") });
         }
         let _ = writeln!(text);
-        let _ = writeln!(text, "on that scenario (seeds 0..{}):", s.window);
+        let _ = writeln!(text, "on that scenario (seeds 0..{}), the other models:", s.window);
         let survive = if pass.is_empty() { "none".into() } else { pass.join(", ") };
         let failing = if fail.is_empty() { "none".into() } else { fail.join("; ") };
-        let indent = "           ";
-        let _ =
-            writeln!(text, "{}", crate::text::wrap(&format!("  survive: {survive}"), 96, indent));
-        let _ =
-            writeln!(text, "{}", crate::text::wrap(&format!("  fail:    {failing}"), 96, indent));
+        let indent = "             ";
+        let shown = format!("  fail alike: {failing}");
+        let _ = writeln!(text, "{}", crate::text::wrap(&shown, 96, indent));
+        let _ = writeln!(
+            text,
+            "{}",
+            crate::text::wrap(&format!("  survive:    {survive}"), 96, indent)
+        );
         let _ = writeln!(text);
     }
     let _ = writeln!(
@@ -559,9 +596,14 @@ pub fn explain(
     if minimal.is_some() {
         let _ = writeln!(
             text,
-            "keep the minimal scenario: cargo run --release -- shrink {sim_path} --model {} --seed {} -o sims/regress/{}-{}.toml",
+            "keep the minimal scenario: mkdir -p sims/regress && cargo run --release -- shrink \
+             {sim_path} --model {} --seed {} --window {} --budget {} --violation {} -o \
+             sims/regress/{}-{}.toml",
             catalog::cli_name(model),
             f.seed,
+            opts.window,
+            opts.budget_runs,
+            f.violation.name.name(),
             f.sim.name,
             model.name
         );

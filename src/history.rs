@@ -657,7 +657,13 @@ impl StateTrack {
                     claims += p.claims;
                     *p = Pending::default();
                 }
-                What::Rollback => *p = Pending::default(),
+                What::Rollback | What::CommitLost { committed: false } => *p = Pending::default(),
+                What::CommitLost { committed: true } => {
+                    rows += p.rows;
+                    done += p.done;
+                    claims += p.claims;
+                    *p = Pending::default();
+                }
                 What::RowInserted { .. } if p.in_tx => p.rows += 1,
                 What::RowInserted { .. } => rows += 1,
                 What::Claimed | What::TookOver if p.in_tx => p.claims += 1,

@@ -40,5 +40,6 @@ pub mod cli;
 pub mod explain;
 pub mod fuzz;
 pub mod render;
+pub mod shard;
 pub mod shrink;
 pub mod sweep;

@@ -39,16 +39,13 @@ pub fn intent_of<'a>(sim: &'a Sim, e: &Event) -> Option<&'a str> {
     }
 }
 
-/// The race window: from the first key check (a lookup that missed, or a claim) of the
-/// intent's first execution to the moment that execution's key record was saved, as event
-/// indices. None when the intent never checked or never saved its key.
+/// The race window: from the first lookup of the intent's first execution that missed to the
+/// moment that execution saved its key record, as event indices (a claim is no race window:
+/// the claim itself stops a second execution). None when there is no such pair.
 pub fn race_window(h: &History, sim: &Sim, intent: &str) -> Option<(usize, usize)> {
     let mine = |e: &Event| intent_of(sim, e) == Some(intent);
-    let (start, first) = h
-        .events
-        .iter()
-        .enumerate()
-        .find(|(_, e)| mine(e) && matches!(e.what, What::LookupMiss | What::Claimed))?;
+    let (start, first) =
+        h.events.iter().enumerate().find(|(_, e)| mine(e) && matches!(e.what, What::LookupMiss))?;
     let end = h.events.iter().enumerate().skip(start).find(|(_, e)| {
         e.who == first.who && matches!(e.what, What::Stored { .. } | What::ClaimCompleted { .. })
     })?;
@@ -102,7 +99,7 @@ const ROW: usize = 24;
 const LANE: usize = 190;
 const LEFT: usize = 92;
 const TOP: usize = 64;
-const STATE_W: usize = 230;
+const STATE_W: usize = 300;
 /// At most this many events are drawn; a note says how many were left out.
 pub const MAX_EVENTS: usize = 400;
 

@@ -336,6 +336,7 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
     let mut out = interrupted_note(cells);
     if !sims.iter().any(|s| s.has_expectations()) {
         out.push_str("(these sims state no expectations: the oracle's findings are the result)\n");
+        out.push_str(&na_lines(cells));
         return out + &violation_lines(cells);
     }
     let width = sims.iter().map(|s| s.name.len()).max().unwrap_or(4).max(5) + 2;
@@ -368,13 +369,7 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
         let _ = write!(out, "{:<colw$}", format!("{}/{}", t.passed, t.total));
     }
     out.push('\n');
-    let na: Vec<&Cell> = cells.iter().filter(|c| !c.applicable).collect();
-    if !na.is_empty() {
-        out.push_str("\nn/a (not counted): the sim injects at a point the model does not have:\n");
-        for c in na {
-            let _ = writeln!(out, "  {} × {}", c.model, c.sim);
-        }
-    }
+    out.push_str(&na_lines(cells));
     out.push_str(&violation_lines(cells));
     let failing: Vec<&Cell> = cells.iter().filter(|c| !c.passed).collect();
     if !failing.is_empty() {
@@ -400,6 +395,19 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
                 c.first_failed_seed.unwrap_or_default(),
                 c.replay_command().unwrap_or_default()
             );
+        }
+    }
+    out
+}
+
+/// The n/a cells, if any.
+fn na_lines(cells: &[Cell]) -> String {
+    let na: Vec<&Cell> = cells.iter().filter(|c| !c.applicable).collect();
+    let mut out = String::new();
+    if !na.is_empty() {
+        out.push_str("\nn/a (not counted): the sim injects at a point the model does not have:\n");
+        for c in na {
+            let _ = writeln!(out, "  {} × {}", c.model, c.sim);
         }
     }
     out
@@ -438,8 +446,19 @@ fn violation_lines(cells: &[Cell]) -> String {
 }
 
 pub fn matrix_json(models: &[Arc<Model>], cells: &[Cell]) -> String {
+    // An `n/a` cell ran nothing: it neither passed nor failed.
+    let json: Vec<serde_json::Value> = cells
+        .iter()
+        .map(|c| {
+            let mut v = serde_json::to_value(c).expect("serialisable");
+            if !c.applicable {
+                v["passed"] = serde_json::Value::Null;
+            }
+            v
+        })
+        .collect();
     let v = serde_json::json!({
-        "cells": cells,
+        "cells": json,
         "totals": sweep::totals(models, cells),
     });
     serde_json::to_string_pretty(&v).expect("serialisable")

@@ -202,7 +202,7 @@ impl Observation {
 }
 
 /// One expectation of the sim and whether it held.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Check {
     pub what: String,
     pub held: bool,

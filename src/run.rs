@@ -90,6 +90,7 @@ pub fn not_applicable(sim: &Sim, model: &Model) -> Option<String> {
         .map(|i| format!("@{}", i.point))
         .collect();
     let mut missing = missing;
+    missing.sort();
     missing.dedup();
     (!missing.is_empty()).then(|| {
         format!(

@@ -58,6 +58,8 @@ pub struct Shrunk {
     pub runs: u64,
     /// The wall-clock cap stopped it (the result may differ on another machine).
     pub capped: bool,
+    /// The run budget ran out before every candidate was tried.
+    pub budget_spent: bool,
     /// Seeds of 0..window on which the minimal sim shows the violation.
     pub failing_in_window: u64,
     pub window: u64,
@@ -82,6 +84,9 @@ struct Search<'a> {
     runs: u64,
     started: Instant,
     capped: bool,
+    /// Candidates run at most this long in simulated time (ten times the original failing
+    /// run, at least 60 s): a candidate that would run to a far time limit is no smaller.
+    time_cap_us: u64,
 }
 
 impl Search<'_> {
@@ -111,7 +116,9 @@ impl Search<'_> {
     /// The first seed of [current, 0, 1, …, window-1] on which the candidate fails.
     fn accept(&mut self, table: &Table, current: u64) -> Option<(Arc<Sim>, u64)> {
         let text = toml::to_string(table).ok()?;
-        let sim = Arc::new(Sim::parse(self.path, &text).ok()?);
+        let mut sim = Sim::parse(self.path, &text).ok()?;
+        sim.world.time_limit_us = sim.world.time_limit_us.min(self.time_cap_us);
+        let sim = Arc::new(sim);
         if run::not_applicable(&sim, self.model).is_some() {
             return None;
         }
@@ -357,7 +364,9 @@ pub fn shrink(
         None => original.seeds.clone().take(4096).collect(),
     };
     let mut start = None;
+    let mut runs = 0;
     for s in seeds {
+        runs += 1;
         let out = run::run(&original, model, s, RunOptions::default())
             .map_err(|e| ShrinkError::Run(e.to_string()))?;
         let hit = out
@@ -366,20 +375,30 @@ pub fn shrink(
             .iter()
             .find(|v| !v.permitted && opts.violation.is_none_or(|want| v.name == want));
         if let Some(v) = hit {
-            start = Some((s, v.name));
+            start = Some((s, v.name, out.report.end_ms));
             break;
         }
     }
-    let Some((seed0, violation)) = start else {
+    let Some((seed0, violation, end_ms)) = start else {
         return Err(ShrinkError::NoFailure(original.name.clone()));
     };
-    let mut search =
-        Search { model, path, violation, opts, runs: 0, started: Instant::now(), capped: false };
+    let mut search = Search {
+        model,
+        path,
+        violation,
+        opts,
+        runs,
+        started: Instant::now(),
+        capped: false,
+        time_cap_us: ((end_ms * 1000.0) as u64).saturating_mul(10).max(60_000_000),
+    };
+    let mut budget_spent = false;
     let (mut sim, mut seed) = (original.clone(), seed0);
     let mut removed = Vec::new();
     'outer: loop {
         for (cand, what) in candidates(&table) {
             if search.out_of_budget() {
+                budget_spent = !search.capped;
                 break 'outer;
             }
             if let Some((s, at)) = search.accept(&cand, seed) {
@@ -419,14 +438,12 @@ pub fn shrink(
         violation.name(),
         100.0 * lo,
         100.0 * hi,
-        if removed.is_empty() {
-            "nothing (already minimal)".to_string()
-        } else {
-            removed.join(" · ")
-        },
+        if removed.is_empty() { "nothing".to_string() } else { removed.join(" · ") },
         search.runs,
         if search.capped {
             " · STOPPED BY THE TIME CAP: the result may differ elsewhere"
+        } else if budget_spent {
+            " · the run budget was spent before every candidate was tried: it may shrink further"
         } else {
             ""
         },
@@ -442,6 +459,7 @@ pub fn shrink(
         removed,
         runs: search.runs,
         capped: search.capped,
+        budget_spent,
         failing_in_window: failing,
         window,
     })

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::catalog;
 use crate::model::Model;
@@ -16,7 +16,7 @@ use crate::run::{self, RunError, RunOptions};
 use crate::scenario::Sim;
 
 /// The aggregate of one cell: one sim × one model over a seed range.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cell {
     pub model: String,
     pub sim: String,
@@ -49,15 +49,18 @@ pub struct Cell {
     /// Seeds whose second run gave a different trace (only with determinism checking).
     pub nondeterministic_seeds: Vec<u64>,
     /// The sweep was interrupted: the cell holds only the seeds that finished (`runs`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
     /// False when the sim does not apply to the model (`n/a`: it injects at a point the
     /// model lacks); no seed is run.
-    #[serde(skip_serializing_if = "is_true")]
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub applicable: bool,
     /// Why the cell is `n/a`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The seeds this cell ran when a shard ran a slice of the work (`--shard`).
+    #[serde(skip)]
+    pub covered: Option<Range<u64>>,
     #[serde(skip)]
     pub sim_path: String,
     #[serde(skip)]
@@ -89,6 +92,7 @@ impl Cell {
             interrupted: false,
             applicable: run::not_applicable(sim, model).is_none(),
             reason: run::not_applicable(sim, model),
+            covered: None,
             sim_path: catalog::display_path(&sim.path),
         }
     }
@@ -148,7 +152,8 @@ impl Cell {
     }
 
     /// Fold another partial aggregate of the same cell into this one (commutative).
-    fn merge(&mut self, o: Cell) {
+    /// Add another part of this cell (other seeds): the monoid that shards merge with.
+    pub fn merge(&mut self, o: Cell) {
         self.runs += o.runs;
         self.passed &= o.passed;
         self.failed_seeds += o.failed_seeds;
@@ -196,7 +201,7 @@ fn sum_into<K: Ord>(a: &mut BTreeMap<K, u64>, b: BTreeMap<K, u64>) {
 }
 
 /// How often one violation occurred in a cell.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ViolationStat {
     /// Seeds on which it occurred at least once.
     pub seeds: u64,
@@ -245,6 +250,17 @@ fn is_zero(n: &u64) -> bool {
 
 fn is_true(b: &bool) -> bool {
     *b
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Shard `k` of `n` of `0..total`: `[⌊k·total/n⌋, ⌊(k+1)·total/n⌋)`, contiguous and balanced
+/// to one item (computed in u128, so any u64 range works).
+pub fn shard_slice(total: u64, k: u64, n: u64) -> Range<u64> {
+    let at = |i: u64| ((i as u128 * total as u128) / n as u128) as u64;
+    at(k)..at(k + 1)
 }
 
 pub fn totals(models: &[Arc<Model>], cells: &[Cell]) -> Vec<Total> {
@@ -296,6 +312,8 @@ pub struct SweepOptions {
     pub progress: bool,
     /// Produce one JSON line per seed (see [`per_seed_line`]) for the `each` callback.
     pub per_seed: bool,
+    /// Run only shard `k` of `n` of the flat (cell, seed) order (`--shard K/N`).
+    pub shard: Option<(u64, u64)>,
 }
 
 /// What a worker sends the collecting thread.
@@ -330,6 +348,21 @@ pub fn run_cells(
             let seeds = if cell.applicable { range.clone() } else { range.start..range.start };
             work.push((cells.len(), sim.clone(), model.clone(), seeds));
             cells.push(cell);
+        }
+    }
+    // A shard runs its slice of the flat (cell, seed) order: each cell keeps the part of its
+    // range that falls in the slice.
+    if let Some((k, n)) = opts.shard {
+        let all: u64 = work.iter().map(|w| w.3.end - w.3.start).sum();
+        let mine = shard_slice(all, k, n);
+        let mut at = 0u64;
+        for w in &mut work {
+            let len = w.3.end - w.3.start;
+            let lo = mine.start.clamp(at, at + len) - at;
+            let hi = mine.end.clamp(at, at + len) - at;
+            at += len;
+            w.3 = w.3.start + lo..w.3.start + hi;
+            cells[w.0].covered = Some(w.3.clone());
         }
     }
     // Jobs are (cell, seed) pairs in a fixed order, handed out by an atomic counter.

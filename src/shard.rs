@@ -1,0 +1,387 @@
+//! Sweeps sharded over existing batch engines (Slurm arrays, Kubernetes Indexed Jobs, AWS
+//! Batch arrays, CI matrices) and merged exactly.
+//!
+//! `--shard K/N` runs the K-th of N contiguous, balanced slices of the flat (cell, seed) order
+//! and writes a versioned shard file: the build, each cell's sim and model (name, path,
+//! SHA-256 of the file), the seeds it covered and its mergeable aggregate ([`Cell`]). `merge`
+//! checks that the shards come from one build and the same files and that their slices tile
+//! every cell's range without overlap, and gives back the aggregate a single run over the
+//! whole range gives: counts and histograms add, first seeds take the minimum, intervals are
+//! recomputed from the merged counts. Its output is a shard file itself, so merges nest.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::catalog;
+use crate::model::Model;
+use crate::scenario::Sim;
+use crate::sweep::Cell;
+
+/// The format name and version every shard file carries.
+pub const FORMAT: &str = "idemsim-shard";
+pub const VERSION: u32 = 1;
+/// The madsim release the build pins (`Cargo.toml`: `madsim = "=0.2.34"`).
+pub const MADSIM: &str = "0.2.34";
+
+/// Which shard this process runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardSpec {
+    pub k: u64,
+    pub n: u64,
+    /// Where K came from: `--shard` or the engine's variable.
+    pub source: String,
+}
+
+/// The engines' index variables, read by `--shard auto[/N]`.
+pub const ENGINE_VARS: [&str; 9] = [
+    "JOB_COMPLETION_INDEX",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_STEP",
+    "AWS_BATCH_JOB_ARRAY_INDEX",
+    "AWS_BATCH_JOB_ARRAY_SIZE",
+    "CI_NODE_INDEX",
+    "CI_NODE_TOTAL",
+];
+
+/// Parse `--shard K/N`, `auto/N` or `auto` (the index, and the count if the engine says it,
+/// from `env`).
+pub fn parse_spec(arg: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ShardSpec, String> {
+    let num = |s: &str, what: &str| -> Result<u64, String> {
+        s.trim().parse::<u64>().map_err(|_| format!("--shard {arg}: {what} `{s}` is not a number"))
+    };
+    let (k_part, n_part) = match arg.split_once('/') {
+        Some((k, n)) => (k, Some(n)),
+        None => (arg, None),
+    };
+    let n_given = n_part.map(|n| num(n, "N")).transpose()?;
+    let spec = if k_part == "auto" {
+        auto(env, n_given)?
+    } else {
+        let n = n_given.ok_or_else(|| format!("--shard {arg}: expected K/N or auto[/N]"))?;
+        ShardSpec { k: num(k_part, "K")?, n, source: "--shard".into() }
+    };
+    if spec.n == 0 || spec.k >= spec.n {
+        return Err(format!(
+            "--shard: shard {} of {} does not exist; expected 0 <= K < N (from {})",
+            spec.k, spec.n, spec.source
+        ));
+    }
+    if let Some(n) = n_given
+        && n != spec.n
+    {
+        return Err(format!("--shard: {} says {} shards, the argument {n}", spec.source, spec.n));
+    }
+    Ok(spec)
+}
+
+/// The index from whichever engine set its variables; an error if none or several that
+/// disagree.
+fn auto(env: &dyn Fn(&str) -> Option<String>, n: Option<u64>) -> Result<ShardSpec, String> {
+    let get = |v: &str| -> Result<Option<u64>, String> {
+        env(v)
+            .map(|s| {
+                s.trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("--shard auto: {v}=`{s}` is not a number"))
+            })
+            .transpose()
+    };
+    let mut found: Vec<ShardSpec> = Vec::new();
+    if let Some(k) = get("JOB_COMPLETION_INDEX")? {
+        // Kubernetes exports the index, not the number of completions.
+        let n = n.ok_or(
+            "--shard auto: Kubernetes does not export the number of completions; \
+                         use --shard auto/N",
+        )?;
+        found.push(ShardSpec { k, n, source: "JOB_COMPLETION_INDEX".into() });
+    }
+    if let Some(id) = get("SLURM_ARRAY_TASK_ID")? {
+        let min = get("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+        if get("SLURM_ARRAY_TASK_STEP")?.is_some_and(|s| s != 1) {
+            return Err(
+                "--shard auto: a Slurm array with a step other than 1 (use --array=A-B)".into()
+            );
+        }
+        let n = match get("SLURM_ARRAY_TASK_COUNT")? {
+            Some(c) => c,
+            None => {
+                n.ok_or("--shard auto: SLURM_ARRAY_TASK_COUNT is not set; use --shard auto/N")?
+            }
+        };
+        let k = id.checked_sub(min).ok_or("--shard auto: SLURM_ARRAY_TASK_ID below its MIN")?;
+        found.push(ShardSpec { k, n, source: "SLURM_ARRAY_TASK_ID".into() });
+    }
+    if let Some(k) = get("AWS_BATCH_JOB_ARRAY_INDEX")? {
+        let n = match get("AWS_BATCH_JOB_ARRAY_SIZE")? {
+            Some(s) => s,
+            None => {
+                n.ok_or("--shard auto: AWS_BATCH_JOB_ARRAY_SIZE is not set; use --shard auto/N")?
+            }
+        };
+        found.push(ShardSpec { k, n, source: "AWS_BATCH_JOB_ARRAY_INDEX".into() });
+    }
+    if let Some(i) = get("CI_NODE_INDEX")? {
+        // GitLab counts from 1.
+        let k = i.checked_sub(1).ok_or("--shard auto: CI_NODE_INDEX counts from 1")?;
+        let n = match get("CI_NODE_TOTAL")? {
+            Some(t) => t,
+            None => n.ok_or("--shard auto: CI_NODE_TOTAL is not set; use --shard auto/N")?,
+        };
+        found.push(ShardSpec { k, n, source: "CI_NODE_INDEX".into() });
+    }
+    match found.as_slice() {
+        [] => Err(format!(
+            "--shard auto: no engine index variable is set (looked for {})",
+            ENGINE_VARS.join(", ")
+        )),
+        [one] => Ok(one.clone()),
+        [first, rest @ ..] => {
+            if rest.iter().all(|s| s.k == first.k && s.n == first.n) {
+                Ok(first.clone())
+            } else {
+                let all: Vec<String> =
+                    found.iter().map(|s| format!("{} = {}/{}", s.source, s.k, s.n)).collect();
+                Err(format!("--shard auto: engine variables disagree: {}", all.join(", ")))
+            }
+        }
+    }
+}
+
+/// The build a shard ran: merged shards must come from one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Build {
+    pub idemsim: String,
+    pub madsim: String,
+    pub target: String,
+    pub profile: String,
+}
+
+impl Build {
+    pub fn current() -> Build {
+        Build {
+            idemsim: env!("CARGO_PKG_VERSION").into(),
+            madsim: MADSIM.into(),
+            target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
+            profile: if cfg!(debug_assertions) { "debug" } else { "release" }.into(),
+        }
+    }
+}
+
+/// A sim or model file, identified by its content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileId {
+    pub name: String,
+    pub path: String,
+    /// How `--model` names it (models only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cli: String,
+    pub sha256: String,
+}
+
+fn file_sha(path: &std::path::Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    hex::encode(Sha256::digest(&bytes))
+}
+
+impl FileId {
+    pub fn of_sim(s: &Sim) -> FileId {
+        FileId {
+            name: s.name.clone(),
+            path: catalog::display_path(&s.path),
+            cli: String::new(),
+            sha256: file_sha(&s.path),
+        }
+    }
+
+    pub fn of_model(m: &Model) -> FileId {
+        FileId {
+            name: m.name.clone(),
+            path: catalog::display_path(&m.path),
+            cli: catalog::cli_name(m),
+            sha256: file_sha(&m.path),
+        }
+    }
+}
+
+/// One cell of a shard: what it is, which seeds it covered, its aggregate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardCell {
+    pub sim: FileId,
+    pub model: FileId,
+    /// The cell's whole seed range `A..B`.
+    pub seeds: String,
+    /// The seed intervals `[a, b)` this file covers, sorted, disjoint.
+    pub covered: Vec<[u64; 2]>,
+    pub aggregate: Cell,
+}
+
+/// Information only: never compared.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    pub wall_s: f64,
+    pub jobs: usize,
+}
+
+/// A shard file (or a merge of several).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardFile {
+    pub format: String,
+    pub version: u32,
+    pub build: Build,
+    pub cells: Vec<ShardCell>,
+    /// The shard this file came from (None for a merge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardSpec>,
+    #[serde(default)]
+    pub timing: Timing,
+}
+
+/// The shard file of cells a run produced.
+pub fn shard_file(
+    sims: &[std::sync::Arc<Sim>],
+    models: &[std::sync::Arc<Model>],
+    cells: &[Cell],
+    spec: Option<ShardSpec>,
+    timing: Timing,
+) -> ShardFile {
+    let mut out = Vec::new();
+    for (si, s) in sims.iter().enumerate() {
+        for (mi, m) in models.iter().enumerate() {
+            let c = crate::sweep::cell(cells, models.len(), si, mi);
+            let whole = parse_range(&c.seeds).unwrap_or(0..0);
+            let covered = c.covered.clone().unwrap_or(whole);
+            out.push(ShardCell {
+                sim: FileId::of_sim(s),
+                model: FileId::of_model(m),
+                seeds: c.seeds.clone(),
+                covered: if covered.is_empty() {
+                    vec![]
+                } else {
+                    vec![[covered.start, covered.end]]
+                },
+                aggregate: c.clone(),
+            });
+        }
+    }
+    ShardFile {
+        format: FORMAT.into(),
+        version: VERSION,
+        build: Build::current(),
+        cells: out,
+        shard: spec,
+        timing,
+    }
+}
+
+fn parse_range(s: &str) -> Option<Range<u64>> {
+    crate::input::parse_seeds(s).ok()
+}
+
+/// Read and check one shard file.
+pub fn read(path: &std::path::Path) -> Result<ShardFile, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let f: ShardFile = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a shard file: {e}", path.display()))?;
+    if f.format != FORMAT || f.version != VERSION {
+        return Err(format!(
+            "{}: format {} version {}; this build reads {FORMAT} version {VERSION}",
+            path.display(),
+            f.format,
+            f.version
+        ));
+    }
+    Ok(f)
+}
+
+/// Union of sorted disjoint intervals; an error on overlap.
+fn union(a: &[[u64; 2]], b: &[[u64; 2]]) -> Result<Vec<[u64; 2]>, [u64; 2]> {
+    let mut all: Vec<[u64; 2]> = a.iter().chain(b).copied().filter(|i| i[0] < i[1]).collect();
+    all.sort_unstable();
+    let mut out: Vec<[u64; 2]> = Vec::new();
+    for i in all {
+        match out.last_mut() {
+            Some(last) if i[0] < last[1] => return Err([i[0], last[1].min(i[1])]),
+            Some(last) if i[0] == last[1] => last[1] = i[1],
+            _ => out.push(i),
+        }
+    }
+    Ok(out)
+}
+
+/// Merge shard files: one build, the same files per cell, no seed covered twice. The result
+/// covers the union; a cell's aggregate is the merge of its parts.
+pub fn merge(files: Vec<ShardFile>) -> Result<ShardFile, String> {
+    let mut it = files.into_iter();
+    let mut acc = it.next().ok_or("merge: no shard file")?;
+    acc.shard = None;
+    for f in it {
+        if f.build != acc.build {
+            return Err(format!(
+                "merge: shards from different builds ({:?} and {:?}); a seed reproduces only with \
+                 its build",
+                acc.build, f.build
+            ));
+        }
+        acc.timing.wall_s += f.timing.wall_s;
+        acc.timing.jobs = acc.timing.jobs.max(f.timing.jobs);
+        for c in f.cells {
+            let key = |x: &ShardCell| (x.sim.name.clone(), x.model.name.clone());
+            match acc.cells.iter_mut().find(|a| key(a) == key(&c)) {
+                Some(a) => {
+                    if a.sim.sha256 != c.sim.sha256 || a.model.sha256 != c.model.sha256 {
+                        return Err(format!(
+                            "merge: {} × {}: the sim or model file differs between shards",
+                            c.model.name, c.sim.name
+                        ));
+                    }
+                    if a.seeds != c.seeds {
+                        return Err(format!(
+                            "merge: {} × {}: seed ranges {} and {} differ",
+                            c.model.name, c.sim.name, a.seeds, c.seeds
+                        ));
+                    }
+                    a.covered = union(&a.covered, &c.covered).map_err(|o| {
+                        format!(
+                            "merge: {} × {}: seeds {}..{} are covered twice",
+                            c.model.name, c.sim.name, o[0], o[1]
+                        )
+                    })?;
+                    a.aggregate.merge(c.aggregate);
+                }
+                None => acc.cells.push(c),
+            }
+        }
+    }
+    Ok(acc)
+}
+
+/// Seeds of a cell's range the merged file does not cover.
+pub fn gaps(c: &ShardCell) -> Vec<Range<u64>> {
+    let Some(whole) = parse_range(&c.seeds) else { return vec![] };
+    if !c.aggregate.applicable {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    let mut at = whole.start;
+    for i in &c.covered {
+        if i[0] > at {
+            out.push(at..i[0]);
+        }
+        at = at.max(i[1]);
+    }
+    if at < whole.end {
+        out.push(at..whole.end);
+    }
+    out
+}
+
+/// Cells in a stable order (as the sims and models were given when they came from one run).
+pub fn by_key(f: &ShardFile) -> BTreeMap<(String, String), &ShardCell> {
+    f.cells.iter().map(|c| ((c.sim.name.clone(), c.model.name.clone()), c)).collect()
+}

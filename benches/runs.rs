@@ -1,43 +1,126 @@
-//! Criterion benchmarks: one seeded run, end to end (runtime, nodes, SQLite, checker).
-//! `cargo bench` — the speed work starts from these numbers.
+//! Criterion benchmarks (`cargo bench`): one seeded run end to end for each reference model
+//! on the two-client race and on case 11 (twenty concurrent requests); a 1,000-seed sweep on
+//! one thread; and the pieces a run is made of (runtime setup, database reset, one SQL
+//! statement, one message over the simulated wire). README "Speed" quotes these.
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
-use idemsim::model::Model;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use idemsim::model::{Journal, Model};
 use idemsim::run::{self, RunOptions};
 use idemsim::scenario::Sim;
+use idemsim::sweep::{self, SweepOptions};
+use idemsim::world::bench;
 
 // The same allocator as the binary, so the numbers match what `idemsim` does.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn load(sim: &str, model: &str) -> (Arc<Sim>, Arc<Model>) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    (
-        Arc::new(Sim::load(&root.join("sims/article").join(sim)).unwrap()),
-        Arc::new(Model::load(&root.join("models").join(model)).unwrap()),
-    )
+const REFERENCE: [&str; 3] = ["no-key", "check-first", "transactional"];
+const RACE: &str = "sims/teaching/check-first-race.toml";
+const CASE_11: &str = "sims/article/11-twenty-concurrent-one-process.toml";
+
+fn sim(rel: &str) -> Arc<Sim> {
+    Arc::new(Sim::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap())
 }
 
-fn runs(c: &mut Criterion) {
-    for (sim, model) in [
-        ("01-same-key-same-content.toml", "transactional.toml"),
-        ("11-twenty-concurrent-one-process.toml", "transactional.toml"),
-        ("11-twenty-concurrent-one-process.toml", "check-first.toml"),
-        ("12-twenty-concurrent-two-processes.toml", "transactional.toml"),
-    ] {
-        let (s, m) = load(sim, model);
+fn model(name: &str) -> Arc<Model> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(format!("{name}.toml"));
+    Arc::new(Model::load(&p).unwrap())
+}
+
+/// One run per iteration, a new seed each time (as a sweep does).
+fn one_run_per_model(c: &mut Criterion, group: &str, sim_path: &str) {
+    let s = sim(sim_path);
+    let requests: u64 = s.requests.iter().map(|r| r.copies as u64).sum();
+    let mut g = c.benchmark_group(group);
+    // Elements = simulated requests, so criterion prints requests/s beside the time per run.
+    g.throughput(Throughput::Elements(requests));
+    for name in REFERENCE {
+        let m = model(name);
         let mut seed = 0u64;
-        c.bench_function(&format!("run/{}/{}", s.name, m.name), |b| {
+        g.bench_function(name, |b| {
             b.iter(|| {
                 seed += 1;
                 run::run(&s, &m, seed, RunOptions::default()).unwrap()
             })
         });
     }
+    g.finish();
 }
 
-criterion_group!(benches, runs);
+fn race(c: &mut Criterion) {
+    one_run_per_model(c, "race", RACE);
+}
+
+fn case_11(c: &mut Criterion) {
+    one_run_per_model(c, "case-11", CASE_11);
+}
+
+/// A 1,000-seed sweep of the race under transactional on one worker thread: runs, the
+/// aggregation and the worker's start and end.
+fn sweep_1000(c: &mut Criterion) {
+    let (s, m) = (sim(RACE), model("transactional"));
+    let mut g = c.benchmark_group("sweep");
+    g.sample_size(20).throughput(Throughput::Elements(1000));
+    g.bench_function("race-transactional-1000-seeds", |b| {
+        let opts = SweepOptions { jobs: 1, ..Default::default() };
+        b.iter(|| {
+            let cells = sweep::run_cells(
+                std::slice::from_ref(&s),
+                std::slice::from_ref(&m),
+                Some(0..1000),
+                &opts,
+                |_, _| {},
+            )
+            .unwrap();
+            assert_eq!(cells[0].runs, 1000);
+            cells
+        })
+    });
+    g.finish();
+}
+
+fn pieces(c: &mut Criterion) {
+    let mut g = c.benchmark_group("piece");
+    let mut seed = 0u64;
+    g.bench_function("runtime-setup", |b| {
+        b.iter(|| {
+            seed += 1;
+            bench::runtime_setup(seed)
+        })
+    });
+    for journal in [Journal::Rollback, Journal::Wal] {
+        g.bench_function(format!("database-reset-{}", journal.name()), |b| {
+            b.iter(|| bench::database_reset(journal).unwrap())
+        });
+    }
+    let st = bench::Statement::new(Journal::Rollback).unwrap();
+    g.bench_function("statement-key-lookup", |b| b.iter(|| st.lookup()));
+    // Per message: the runtime around a batch of 1,000 is divided out.
+    let (s, m) = (sim(RACE), model("transactional"));
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("message", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut left = iters;
+            let mut seed = 0;
+            while left > 0 {
+                let n = left.min(1000);
+                seed += 1;
+                let t = Instant::now();
+                let got = bench::messages(&s, &m, seed, n).unwrap();
+                total += t.elapsed();
+                assert_eq!(got, n);
+                left -= n;
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, race, case_11, sweep_1000, pieces);
 criterion_main!(benches);

@@ -59,10 +59,25 @@ pub fn model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
         .iter()
         .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .collect();
-    Err(InputError::file(
-        p,
-        format!("no such model file or name; known models: {}", known.join(", ")),
-    ))
+    // Name the models that look like what was asked for, or all of them if few.
+    let asked = name_or_path.to_lowercase();
+    let mut near: Vec<&String> =
+        known.iter().filter(|k| k.contains(asked.as_str()) || asked.contains(k.as_str())).collect();
+    // Those that start with what was asked first, shortest first.
+    near.sort_by_key(|k| (!k.starts_with(asked.as_str()), k.len(), k.as_str()));
+    let msg = if known.join(", ").len() <= 240 {
+        format!("no such model file or name; known models: {}", known.join(", "))
+    } else if near.is_empty() {
+        format!("no such model file or name; `idemsim list` names all {} models", known.len())
+    } else {
+        let near: Vec<&str> = near.iter().map(|s| s.as_str()).collect();
+        format!(
+            "no such model file or name; did you mean {}? (`idemsim list` names all {})",
+            near.join(", "),
+            known.len()
+        )
+    };
+    Err(InputError::file(p, msg))
 }
 
 /// A sim by file path, or by name (file stem, or path under `sims/` without `.toml`).

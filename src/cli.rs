@@ -189,7 +189,7 @@ pub struct SweepArgs {
 pub struct ShardArgs {
     /// Run shard K of N (K/N, 0-based), or `auto`/`auto/N`: the index from the engine's
     /// variables (JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID, AWS_BATCH_JOB_ARRAY_INDEX,
-    /// CI_NODE_INDEX). Writes a shard file for `idemsim merge`; exits 0 once it is written.
+    /// CI_NODE_INDEX). Writes a shard file for `idemsim merge`; exits 0 once it is written, violations or not (2: bad input, 3: the sim does not apply to the model; neither is worth a retry).
     #[arg(long)]
     shard: Option<String>,
     /// Write the shard file here (`-`: stdout, the default).
@@ -202,28 +202,34 @@ pub struct ShardArgs {
 
 #[derive(Args, Debug)]
 pub struct MergeArgs {
-    /// Shard files (from `--shard`) or earlier merges.
+    /// Shard files (from `--shard`) or earlier merges, or folders of them (every `*.json`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Fail unless every cell's seeds A..B are covered.
+    /// Fail unless every cell's range is exactly A..B (a shard of another run is refused).
     #[arg(long = "expect-seeds")]
     expect_seeds: Option<String>,
+    /// Print the report of what the shards cover even if seeds are missing or a shard was
+    /// interrupted (otherwise: exit 2).
+    #[arg(long)]
+    allow_partial: bool,
     /// Also write the merged shard file (for merges of merges).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Print the merged cell (one cell) or `cells` and `totals` (a matrix) as JSON.
     #[arg(long)]
     json: bool,
+    /// Print the survival table as Markdown (a matrix).
     #[arg(long, conflicts_with = "json")]
     markdown: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct MatrixArgs {
-    /// Sim files or folders (default: sims/article).
-    #[arg(long = "sims")]
+    /// Sim files or folders, several after one flag or comma-separated (default: sims/article).
+    #[arg(long = "sims", num_args = 1.., value_delimiter = ',')]
     sims: Vec<String>,
-    /// Model names or files (default: every model in models/).
-    #[arg(long = "models")]
+    /// Model names or files, several after one flag or comma-separated (default: every model).
+    #[arg(long = "models", num_args = 1.., value_delimiter = ',')]
     models: Vec<String>,
     /// Seed range A..B (default: each sim's own range).
     #[arg(long)]
@@ -287,13 +293,38 @@ fn seed_arg(seeds: Option<String>) -> Result<Option<std::ops::Range<u64>>, Input
         .transpose()
 }
 
-/// `N runs in S s on J thread(s): R runs/s` on stderr (wall clock: never in a report).
-fn report_speed(runs: u64, started: std::time::Instant, jobs: usize) {
-    let secs = started.elapsed().as_secs_f64();
+/// How fast a sweep or matrix ran (wall clock: printed to stderr and in `sweep --json`'s
+/// `speed`, never in a report that is compared or snapshotted).
+#[derive(Debug, Clone, serde::Serialize)]
+struct Speed {
+    runs: u64,
+    /// HTTP attempts the simulated clients sent (every status and transport failure).
+    simulated_requests: u64,
+    wall_s: f64,
+    jobs: usize,
+    runs_per_s: f64,
+    simulated_requests_per_s: f64,
+}
+
+/// `N runs in S s on J thread(s): R runs/s, Q simulated requests/s` on stderr.
+fn report_speed(cells: &[Cell], started: std::time::Instant, jobs: usize) -> Speed {
+    let wall_s = started.elapsed().as_secs_f64();
+    let runs: u64 = cells.iter().map(|c| c.runs).sum();
+    let simulated_requests: u64 = cells.iter().flat_map(|c| c.statuses.values()).sum();
+    let per_s = |n: u64| (n as f64 / wall_s.max(1e-9)).round();
+    let speed = Speed {
+        runs,
+        simulated_requests,
+        wall_s,
+        jobs,
+        runs_per_s: per_s(runs),
+        simulated_requests_per_s: per_s(simulated_requests),
+    };
     eprintln!(
-        "{runs} runs in {secs:.2} s on {jobs} thread(s): {:.0} runs/s",
-        runs as f64 / secs.max(1e-9)
+        "{runs} runs in {wall_s:.2} s on {jobs} thread(s): {:.0} runs/s, {:.0} simulated requests/s",
+        speed.runs_per_s, speed.simulated_requests_per_s
     );
+    speed
 }
 
 /// The shard this process runs, if `--shard` was given.
@@ -357,8 +388,25 @@ fn reload<T>(
 }
 
 fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
-    let mut files = Vec::new();
+    let mut paths: Vec<PathBuf> = Vec::new();
     for p in &args.files {
+        if p.is_dir() {
+            let mut inside: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| InputError::file(p, format!("cannot read: {e}")))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "json"))
+                .collect();
+            inside.sort();
+            if inside.is_empty() {
+                return Err(InputError::file(p, "no *.json shard file in this folder").into());
+            }
+            paths.extend(inside);
+        } else {
+            paths.push(p.clone());
+        }
+    }
+    let mut files = Vec::new();
+    for p in &paths {
         files.push(crate::shard::read(p).map_err(|m| InputError::file(p, m))?);
     }
     let merged = crate::shard::merge(files).map_err(|m| InputError::file(Path::new("merge"), m))?;
@@ -386,8 +434,12 @@ fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
     }
     if !incomplete.is_empty() {
         let msg = format!("incomplete: {}", incomplete.join("; "));
-        if expect.is_some() {
-            return Err(InputError::file(Path::new("merge"), msg).into());
+        if !args.allow_partial {
+            return Err(InputError::file(
+                Path::new("merge"),
+                format!("{msg} (--allow-partial prints what is there)"),
+            )
+            .into());
         }
         eprintln!("{msg}");
     }
@@ -444,8 +496,18 @@ fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
     Ok(if cells.iter().all(|c| c.passed) { EXIT_OK } else { EXIT_FAILED })
 }
 
+/// Write a whole file or nothing: a temporary file beside it, then renamed over it (a shard
+/// killed mid-write on a shared volume leaves no truncated file).
 fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
-    std::fs::write(path, text).map_err(|e| InputError::file(path, format!("cannot write: {e}")))
+    let err = |e: std::io::Error| InputError::file(path, format!("cannot write: {e}"));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e)
+    })
 }
 
 fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
@@ -555,7 +617,7 @@ fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
         return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
     }
     let cells = sweep::run_matrix(&sims, &models, seeds, jobs)?;
-    report_speed(cells.iter().map(|c| c.runs).sum(), started, jobs);
+    report_speed(&cells, started, jobs);
     if interrupted() {
         eprintln!("interrupted: the tables cover only the seeds that finished");
     }
@@ -656,9 +718,11 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         write_shard(&args.shard, &f)?;
         return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
     }
-    report_speed(cell.runs, started, jobs);
+    let speed = report_speed(&cells, started, jobs);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(cell)?);
+        let mut v = serde_json::to_value(cell)?;
+        v["speed"] = serde_json::to_value(&speed)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", render::sweep_text(&sim, &model, cell, jobs));
     }

@@ -70,7 +70,14 @@ impl InputError {
     }
 
     pub fn file(file: &Path, msg: impl Into<String>) -> Self {
-        InputError::File { file: printable(&file.display().to_string()), msg: tidy(msg.into()) }
+        let file = printable(&file.display().to_string());
+        let msg = msg.into();
+        // A message that already starts with the label (`--shard: …`) says it once.
+        let msg = match msg.strip_prefix(file.as_str()) {
+            Some(rest) if rest.starts_with(": ") => rest[2..].to_string(),
+            _ => msg,
+        };
+        InputError::File { file, msg: tidy(msg) }
     }
 
     /// A TOML syntax or shape error, located from its span.

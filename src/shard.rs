@@ -114,7 +114,12 @@ fn auto(env: &dyn Fn(&str) -> Option<String>, n: Option<u64>) -> Result<ShardSpe
             }
         };
         let k = id.checked_sub(min).ok_or("--shard auto: SLURM_ARRAY_TASK_ID below its MIN")?;
-        found.push(ShardSpec { k, n, source: "SLURM_ARRAY_TASK_ID".into() });
+        let source = if get("SLURM_ARRAY_TASK_COUNT")?.is_some() {
+            "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT"
+        } else {
+            "SLURM_ARRAY_TASK_ID"
+        };
+        found.push(ShardSpec { k, n, source: source.into() });
     }
     if let Some(k) = get("AWS_BATCH_JOB_ARRAY_INDEX")? {
         let n = match get("AWS_BATCH_JOB_ARRAY_SIZE")? {
@@ -123,7 +128,7 @@ fn auto(env: &dyn Fn(&str) -> Option<String>, n: Option<u64>) -> Result<ShardSpe
                 n.ok_or("--shard auto: AWS_BATCH_JOB_ARRAY_SIZE is not set; use --shard auto/N")?
             }
         };
-        found.push(ShardSpec { k, n, source: "AWS_BATCH_JOB_ARRAY_INDEX".into() });
+        found.push(ShardSpec { k, n, source: "AWS_BATCH_JOB_ARRAY_INDEX/SIZE".into() });
     }
     if let Some(i) = get("CI_NODE_INDEX")? {
         // GitLab counts from 1.
@@ -132,13 +137,13 @@ fn auto(env: &dyn Fn(&str) -> Option<String>, n: Option<u64>) -> Result<ShardSpe
             Some(t) => t,
             None => n.ok_or("--shard auto: CI_NODE_TOTAL is not set; use --shard auto/N")?,
         };
-        found.push(ShardSpec { k, n, source: "CI_NODE_INDEX".into() });
+        found.push(ShardSpec { k, n, source: "CI_NODE_INDEX/TOTAL".into() });
     }
     match found.as_slice() {
-        [] => Err(format!(
-            "--shard auto: no engine index variable is set (looked for {})",
-            ENGINE_VARS.join(", ")
-        )),
+        [] => Err("--shard auto: no engine index variable is set (looked for \
+                   JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID, AWS_BATCH_JOB_ARRAY_INDEX, \
+                   CI_NODE_INDEX)"
+            .into()),
         [one] => Ok(one.clone()),
         [first, rest @ ..] => {
             if rest.iter().all(|s| s.k == first.k && s.n == first.n) {
@@ -149,6 +154,16 @@ fn auto(env: &dyn Fn(&str) -> Option<String>, n: Option<u64>) -> Result<ShardSpe
                 Err(format!("--shard auto: engine variables disagree: {}", all.join(", ")))
             }
         }
+    }
+}
+
+impl std::fmt::Display for Build {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "idemsim {}, madsim {}, {}, {}",
+            self.idemsim, self.madsim, self.target, self.profile
+        )
     }
 }
 
@@ -323,7 +338,7 @@ pub fn merge(files: Vec<ShardFile>) -> Result<ShardFile, String> {
     for f in it {
         if f.build != acc.build {
             return Err(format!(
-                "merge: shards from different builds ({:?} and {:?}); a seed reproduces only with \
+                "merge: shards from different builds ({} and {}); a seed reproduces only with \
                  its build",
                 acc.build, f.build
             ));

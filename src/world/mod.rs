@@ -6,6 +6,7 @@
 //! quiescence or a bound, kills every node and returns what it observed as plain data
 //! ([`Observation`]) and, when asked, the typed event history. Judging happens outside.
 
+pub mod bench;
 mod client;
 mod clock;
 mod conn;

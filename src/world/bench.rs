@@ -1,0 +1,95 @@
+//! The pieces a run is made of, one at a time, for `benches/runs.rs`: the runtime and a node,
+//! the database reset, one SQL statement, one message over the simulated wire. Nothing here is
+//! used by a run; each function does exactly what a run does for that piece.
+
+use std::sync::{Arc, Mutex};
+
+use madsim::runtime::{Handle, Runtime};
+
+use super::keystore;
+use super::net::{self, Dest, Mailbox, Msg};
+use super::shared::{ProcessState, State, World};
+use super::{RunError, clock, store};
+use crate::model::{Journal, Model};
+use crate::report::Scope;
+use crate::scenario::Sim;
+
+/// A seeded madsim runtime with one node that sleeps the smallest step (1 µs of model time),
+/// as every run starts.
+pub fn runtime_setup(seed: u64) {
+    let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    rt.block_on(async {
+        let node = Handle::current().create_node().name("outside").build();
+        node.spawn(async { clock::sleep_us(1).await }).await.ok();
+    });
+}
+
+/// The empty database for the next run on this thread (what every run does first).
+pub fn database_reset(journal: Journal) -> Result<(), RunError> {
+    store::fresh_run_database(journal).map(|_| ()).map_err(RunError::from)
+}
+
+/// A connection to this thread's run database, for [`Statement::lookup`].
+pub struct Statement {
+    conn: store::Pooled,
+    scope: Scope,
+}
+
+impl Statement {
+    pub fn new(journal: Journal) -> Result<Statement, RunError> {
+        let db = store::fresh_run_database(journal)?;
+        let conn = store::checkout(&db)?;
+        let scope = Scope { user: "u1".into(), operation: "create-order".into(), key: "k1".into() };
+        Ok(Statement { conn, scope })
+    }
+
+    /// The key lookup every keyed model starts with (a cached prepared `SELECT`).
+    pub fn lookup(&self) -> bool {
+        keystore::sql_lookup(&self.conn, &self.scope).expect("lookup").is_some()
+    }
+}
+
+/// `n` messages, each put on the wire by one task and received in a mailbox: the wire's sleep
+/// until arrival, its delivery and the receiver's wake-up, as every request and reply pays.
+pub fn messages(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, n: u64) -> Result<u64, RunError> {
+    let db = store::fresh_run_database(model.driver.journal)?;
+    let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    let (sim, model) = (sim.clone(), model.clone());
+    Ok(rt.block_on(async move {
+        let state = State {
+            processes: (0..sim.world.processes).map(|_| ProcessState::default()).collect(),
+            ..Default::default()
+        };
+        let world = Arc::new(World {
+            wait_budget_us: model.wait_budget_us,
+            sim,
+            model,
+            db,
+            start: clock::now(),
+            state: Mutex::new(state),
+            outside: Mutex::new(None),
+            server_nodes: Mutex::new(vec![]),
+            names: vec![],
+        });
+        let node = Handle::current().create_node().name("outside").build();
+        node.spawn(net::wire_main(world.clone()));
+        let w = world.clone();
+        let got = node
+            .spawn(async move {
+                let mut got = 0;
+                for _ in 0..n {
+                    let mb = Mailbox::open(&w);
+                    let to = Dest::Tag { tag: mb.tag, process: None };
+                    w.send(None, to, None, Msg::Ack { ok: true }, 10);
+                    if matches!(mb.recv().await, Msg::Ack { ok: true }) {
+                        got += 1;
+                    }
+                }
+                got
+            })
+            .await
+            .unwrap_or(0);
+        Handle::current().kill(node.id());
+        got
+    }))
+}

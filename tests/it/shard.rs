@@ -1,0 +1,314 @@
+//! Sharded sweeps: slices tile the range, merging is associative and order-independent and
+//! equals one run, each engine's environment picks the right shard, merge refuses what does
+//! not tile.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use idemsim::model::Model;
+use idemsim::scenario::Sim;
+use idemsim::shard::{self, ShardCell, ShardFile, Timing};
+use idemsim::sweep::{self, SweepOptions};
+
+use super::{model, root, sim};
+
+#[test]
+fn slices_tile_any_range_balanced_to_one() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let mut cases: Vec<(u64, u64)> = vec![(0, 1), (1, 1), (1, 7), (10, 3), (u64::MAX, 1)];
+    cases.extend([(u64::MAX, 7), (u64::MAX, u64::MAX), (u64::MAX - 1, 1 << 40)]);
+    for _ in 0..500 {
+        let total = match rng.gen_range(0..3) {
+            0 => rng.gen_range(0..100),
+            1 => rng.gen_range(0..1_000_000_000),
+            _ => rng.r#gen::<u64>(),
+        };
+        cases.push((total, rng.gen_range(1..200)));
+    }
+    for (total, n) in cases {
+        // Check the ends and a sample of the interior (n can be 2^64 − 1).
+        let ks: Vec<u64> =
+            if n <= 200 { (0..n).collect() } else { vec![0, 1, n / 2, n - 2, n - 1] };
+        let (lo, hi) = (total / n, total.div_ceil(n));
+        for &k in &ks {
+            let s = sweep::shard_slice(total, k, n);
+            assert!(s.start <= s.end, "{total}/{n} shard {k}: {s:?}");
+            let len = s.end - s.start;
+            assert!(len == lo || len == hi, "{total}/{n} shard {k}: {len} not in {lo}..={hi}");
+            if k + 1 < n {
+                assert_eq!(s.end, sweep::shard_slice(total, k + 1, n).start, "{total}/{n} at {k}");
+            }
+        }
+        assert_eq!(sweep::shard_slice(total, 0, n).start, 0);
+        assert_eq!(sweep::shard_slice(total, n - 1, n).end, total);
+    }
+}
+
+fn cells_of(
+    sims: &[Arc<Sim>],
+    models: &[Arc<Model>],
+    seeds: std::ops::Range<u64>,
+    shard: Option<(u64, u64)>,
+) -> ShardFile {
+    let opts = SweepOptions { jobs: 2, shard, ..Default::default() };
+    let cells = sweep::run_cells(sims, models, Some(seeds), &opts, |_, _| {}).unwrap();
+    let spec = shard.map(|(k, n)| shard::ShardSpec { k, n, source: "--shard".into() });
+    shard::shard_file(sims, models, &cells, spec, Timing::default())
+}
+
+/// Merge by a random binary tree over a random order of the parts.
+fn merge_randomly(rng: &mut StdRng, mut parts: Vec<ShardFile>) -> ShardFile {
+    parts.shuffle(rng);
+    while parts.len() > 1 {
+        let i = rng.gen_range(0..parts.len() - 1);
+        let take = rng.gen_range(2..=(parts.len() - i).min(3));
+        let group: Vec<ShardFile> = parts.drain(i..i + take).collect();
+        parts.insert(i, shard::merge(group).unwrap());
+    }
+    parts.pop().unwrap()
+}
+
+/// The cells without the in-memory slice (not part of the file).
+fn comparable(f: &ShardFile) -> Vec<ShardCell> {
+    let mut cells = f.cells.clone();
+    for c in &mut cells {
+        c.aggregate.covered = None;
+    }
+    cells
+}
+
+#[test]
+fn merging_shards_in_any_order_and_grouping_equals_one_run() {
+    let sims =
+        vec![sim("sims/teaching/check-first-race.toml"), sim("sims/faults/dropped-replies.toml")];
+    let models = vec![model("check-first"), model("transactional"), model("no-key")];
+    let seeds = 0..150;
+    let whole = cells_of(&sims, &models, seeds.clone(), None);
+    assert!(
+        whole.cells.iter().any(|c| !c.aggregate.violations.is_empty()),
+        "a cell with violations"
+    );
+    let mut rng = StdRng::seed_from_u64(7);
+    for n in [1u64, 2, 5, 13] {
+        let parts: Vec<ShardFile> =
+            (0..n).map(|k| cells_of(&sims, &models, seeds.clone(), Some((k, n)))).collect();
+        // Every seed of every cell is run by exactly one shard.
+        let runs: u64 = parts.iter().flat_map(|p| &p.cells).map(|c| c.aggregate.runs).sum();
+        assert_eq!(runs, 6 * 150, "{n} shards");
+        for _ in 0..6 {
+            let merged = merge_randomly(&mut rng, parts.clone());
+            assert_eq!(comparable(&merged), comparable(&whole), "{n} shards");
+            assert!(merged.cells.iter().all(|c| shard::gaps(c).is_empty()));
+        }
+    }
+}
+
+#[test]
+fn merge_refuses_overlap_other_files_and_other_builds() {
+    let sims = vec![sim("sims/teaching/check-first-race.toml")];
+    let models = vec![model("check-first")];
+    let a = cells_of(&sims, &models, 0..40, Some((0, 2)));
+    let b = cells_of(&sims, &models, 0..40, Some((1, 2)));
+    let e = shard::merge(vec![a.clone(), a.clone()]).unwrap_err();
+    assert!(e.contains("seeds 0..20 are covered twice"), "{e}");
+    let mut other = b.clone();
+    other.cells[0].sim.sha256 = "0".repeat(64);
+    let e = shard::merge(vec![a.clone(), other]).unwrap_err();
+    assert!(e.contains("the sim or model file differs"), "{e}");
+    let mut other = b.clone();
+    other.build.idemsim = "0.0.0".into();
+    let e = shard::merge(vec![a.clone(), other]).unwrap_err();
+    assert!(e.contains("different builds"), "{e}");
+    let wider = cells_of(&sims, &models, 0..41, Some((1, 2)));
+    let e = shard::merge(vec![a.clone(), wider]).unwrap_err();
+    assert!(e.contains("seed ranges 0..40 and 0..41 differ"), "{e}");
+    // Half of the range: the gap is named.
+    let gaps = shard::gaps(&a.cells[0]);
+    assert_eq!(gaps, vec![20..40]);
+}
+
+/// The engines' variables, each as the engine sets them for index `i` of `n`.
+fn engine_env(engine: &str, i: u64, n: u64) -> Vec<(&'static str, String)> {
+    match engine {
+        // Kubernetes Indexed Job: the index only; the count is in the manifest (`auto/N`).
+        "kubernetes" => vec![("JOB_COMPLETION_INDEX", i.to_string())],
+        // Slurm `--array=5-7`: ids from 5, with MIN, MAX, COUNT and STEP.
+        "slurm" => vec![
+            ("SLURM_ARRAY_JOB_ID", "4242".into()),
+            ("SLURM_ARRAY_TASK_ID", (5 + i).to_string()),
+            ("SLURM_ARRAY_TASK_MIN", "5".into()),
+            ("SLURM_ARRAY_TASK_MAX", (5 + n - 1).to_string()),
+            ("SLURM_ARRAY_TASK_COUNT", n.to_string()),
+            ("SLURM_ARRAY_TASK_STEP", "1".into()),
+        ],
+        "aws-batch" => vec![
+            ("AWS_BATCH_JOB_ARRAY_INDEX", i.to_string()),
+            ("AWS_BATCH_JOB_ARRAY_SIZE", n.to_string()),
+        ],
+        // GitLab `parallel: N`: 1-based.
+        "gitlab" => vec![("CI_NODE_INDEX", (i + 1).to_string()), ("CI_NODE_TOTAL", n.to_string())],
+        _ => unreachable!(),
+    }
+}
+
+fn run_in(dir: &Path, args: &[&str], env: &[(&str, String)]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_idemsim"));
+    cmd.args(args).current_dir(root());
+    for v in shard::ENGINE_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.envs(env.iter().map(|(k, v)| (k, v.as_str())));
+    let _ = dir;
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn each_engines_shards_merge_to_exactly_one_runs_report() {
+    let tmp = std::env::temp_dir().join(format!("idemsim-shards-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let sweep_args = [
+        "sweep",
+        "sims/teaching/check-first-race.toml",
+        "--model",
+        "check-first",
+        "--seeds",
+        "0..500",
+    ];
+    let (code, one, _) = run_in(&tmp, &sweep_args, &[]);
+    assert_eq!(code, 1, "the whole sweep finds the race");
+    let matrix_args = [
+        "matrix",
+        "--sims",
+        "sims/teaching/check-first-race.toml",
+        "sims/article/12-twenty-concurrent-two-processes.toml",
+        "--models",
+        "check-first",
+        "transactional",
+        "--seeds",
+        "0..60",
+    ];
+    let (_, one_matrix, _) = run_in(&tmp, &matrix_args, &[]);
+    let n = 3;
+    for engine in ["kubernetes", "slurm", "aws-batch", "gitlab"] {
+        for (what, args, whole) in
+            [("sweep", &sweep_args[..], &one), ("matrix", &matrix_args[..], &one_matrix)]
+        {
+            let dir = tmp.join(engine).join(what);
+            std::fs::create_dir_all(&dir).unwrap();
+            let spec = if engine == "kubernetes" { format!("auto/{n}") } else { "auto".into() };
+            for i in 0..n {
+                let mut a: Vec<&str> = args.to_vec();
+                let d = dir.to_str().unwrap();
+                a.extend(["--shard", &spec, "--out-dir", d]);
+                let (code, _, err) = run_in(&tmp, &a, &engine_env(engine, i, n));
+                // A violation is a result in shard mode: exit 0 once the file is written.
+                assert_eq!(code, 0, "{engine} {what} shard {i}: {err}");
+                assert!(dir.join(format!("shard-{i}-of-{n}.json")).exists(), "{engine} {i}: {err}");
+            }
+            let mut files: Vec<String> = (0..n)
+                .rev()
+                .map(|i| dir.join(format!("shard-{i}-of-{n}.json")).to_str().unwrap().to_string())
+                .collect();
+            let mut m = vec!["merge"];
+            m.extend(files.iter().map(String::as_str));
+            let (code, merged, err) = run_in(&tmp, &m, &[]);
+            assert_eq!(&merged, whole, "{engine} {what}: merge differs from one run\n{err}");
+            assert_eq!(code, 1, "{engine} {what}: merge exits as the whole run does");
+            // A missing shard is named, and with --expect-seeds refused (exit 2).
+            files.pop();
+            let seeds = if what == "sweep" { "0..500" } else { "0..60" };
+            let mut m = vec!["merge", "--expect-seeds", seeds];
+            m.extend(files.iter().map(String::as_str));
+            let (code, _, err) = run_in(&tmp, &m, &[]);
+            assert_eq!(code, 2, "{engine} {what}: {err}");
+            assert!(err.contains("missing"), "{err}");
+        }
+    }
+    // Bad input in shard mode exits 2 (a scheduler must not retry it).
+    let (code, _, err) = run_in(
+        &tmp,
+        &["sweep", "sims/teaching/no-such.toml", "--model", "check-first", "--shard", "auto"],
+        &engine_env("slurm", 0, 3),
+    );
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run_in(
+        &tmp,
+        &sweep_args.iter().copied().chain(["--shard", "auto"]).collect::<Vec<_>>(),
+        &[],
+    );
+    assert_eq!(code, 2, "no engine variable: {err}");
+    assert!(err.contains("auto"), "{err}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn auto_reads_each_engines_variables() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    };
+    let ok = |arg: &str, pairs: &'static [(&'static str, &'static str)]| {
+        let s = shard::parse_spec(arg, &env(pairs)).unwrap();
+        (s.k, s.n)
+    };
+    let err = |arg: &str, pairs: &'static [(&'static str, &'static str)]| {
+        shard::parse_spec(arg, &env(pairs)).unwrap_err()
+    };
+    assert_eq!(ok("3/8", &[]), (3, 8));
+    assert_eq!(ok("auto/4", &[("JOB_COMPLETION_INDEX", "2")]), (2, 4));
+    assert!(err("auto", &[("JOB_COMPLETION_INDEX", "2")]).contains("auto/N"));
+    let slurm: &[(&str, &str)] = &[
+        ("SLURM_ARRAY_TASK_ID", "12"),
+        ("SLURM_ARRAY_TASK_MIN", "10"),
+        ("SLURM_ARRAY_TASK_COUNT", "5"),
+    ];
+    assert_eq!(ok("auto", slurm), (2, 5));
+    assert_eq!(ok("auto/5", slurm), (2, 5));
+    assert!(err("auto/6", slurm).contains("says 5 shards"));
+    assert!(
+        err(
+            "auto",
+            &[
+                ("SLURM_ARRAY_TASK_ID", "3"),
+                ("SLURM_ARRAY_TASK_COUNT", "2"),
+                ("SLURM_ARRAY_TASK_STEP", "2")
+            ]
+        )
+        .contains("step")
+    );
+    assert_eq!(
+        ok("auto", &[("AWS_BATCH_JOB_ARRAY_INDEX", "0"), ("AWS_BATCH_JOB_ARRAY_SIZE", "2")]),
+        (0, 2)
+    );
+    assert_eq!(ok("auto", &[("CI_NODE_INDEX", "1"), ("CI_NODE_TOTAL", "3")]), (0, 3));
+    assert!(
+        err("auto", &[("CI_NODE_INDEX", "0"), ("CI_NODE_TOTAL", "3")]).contains("CI_NODE_INDEX")
+    );
+    assert!(err("auto", &[]).contains("no engine"));
+    assert!(
+        err(
+            "auto",
+            &[
+                ("CI_NODE_INDEX", "1"),
+                ("CI_NODE_TOTAL", "3"),
+                ("AWS_BATCH_JOB_ARRAY_INDEX", "2"),
+                ("AWS_BATCH_JOB_ARRAY_SIZE", "3")
+            ]
+        )
+        .contains("disagree")
+    );
+    assert!(err("3/3", &[]).contains("does not exist"));
+    assert!(err("1/0", &[]).contains("does not exist"));
+    assert!(err("x/2", &[]).contains("not a number"));
+    assert!(err("2", &[]).contains("expected K/N"));
+    assert!(err("auto", &[("SLURM_ARRAY_TASK_ID", "abc")]).contains("not a number"));
+}

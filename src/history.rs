@@ -337,6 +337,10 @@ pub enum What {
     ProbeGaveUp {
         req: u32,
     },
+    /// `insert-row` met the rows table's UNIQUE business key, held by row `row`.
+    RowClash {
+        row: i64,
+    },
 }
 
 /// One event. `t_us` is simulated time since the run started, in microseconds.
@@ -502,6 +506,9 @@ impl Legend {
             What::AlreadyClaimed => write!(s, "claim: key already claimed"),
             What::ClaimGone => write!(s, "claim: conflict, but the record is gone"),
             What::RowInserted { row } => write!(s, "insert-row: row {row}"),
+            What::RowClash { row } => {
+                write!(s, "insert-row: the business key is taken (UNIQUE), by row {row}")
+            }
             What::OutboxQueued { message } => write!(s, "outbox: message {message} queued"),
             What::OutboxMarkedSent { message } => {
                 write!(s, "outbox: message {message} marked sent")

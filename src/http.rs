@@ -51,6 +51,9 @@ pub enum Reason {
     /// The request with this key was done before; its result is to be looked up elsewhere
     /// (a final answer, not a failure).
     AlreadyDone,
+    /// A business rule refused the request: the resource it would create exists already (a
+    /// final answer, and a failure for the client).
+    Taken,
 }
 
 /// Harness instrumentation carried by a reply.
@@ -79,6 +82,11 @@ impl Response {
 
     pub fn error(status: u16, msg: &str) -> Self {
         Self::new(status, serde_json::json!({ "error": msg }).to_string())
+    }
+
+    /// 409 `{"error":"already exists"}`: a business key is taken (a final answer).
+    pub fn taken() -> Self {
+        Self::error(409, "already exists").meaning(Reason::Taken)
     }
 
     /// The same reply with a meaning for the oracle.

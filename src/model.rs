@@ -256,6 +256,59 @@ pub struct OnError {
     pub release_claim: bool,
 }
 
+/// A field of an order that a business key is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowField {
+    User,
+    Operation,
+    Item,
+    /// The request's `Idempotency-Key` as sent (a webhook's event id).
+    Key,
+}
+
+/// What `insert-row` answers when the rows table's UNIQUE business key is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnClash {
+    /// 409 `{"error":"already exists"}`: a business refusal (a signup whose email is taken).
+    Conflict,
+    /// 200 `{"status":"already exists"}`, whatever state the holder is in (a webhook
+    /// receiver that acknowledges a redelivery).
+    Acknowledge,
+    /// 200 with the row that holds the key, as if this request had created it.
+    Existing,
+}
+
+/// `[rows]`: a UNIQUE business key on the rows table, the last barrier against a duplicate
+/// even without a transaction or an idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowsPolicy {
+    pub unique: Vec<RowField>,
+    pub on_clash: OnClash,
+}
+
+impl RowsPolicy {
+    /// The business key of an order (fields joined by U+001F); None when it includes the
+    /// key and none was sent (the row is then not unique).
+    pub fn natural(
+        &self,
+        user: &str,
+        operation: &str,
+        item: &str,
+        key: Option<&str>,
+    ) -> Option<String> {
+        let mut parts: Vec<&str> = Vec::new();
+        for f in &self.unique {
+            parts.push(match f {
+                RowField::User => user,
+                RowField::Operation => operation,
+                RowField::Item => item,
+                RowField::Key => key?,
+            });
+        }
+        Some(parts.join("\u{1f}"))
+    }
+}
+
 /// A server variant, loaded and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Model {
@@ -276,6 +329,8 @@ pub struct Model {
     /// How long an `effect` step waits for the provider's answer (µs); None: a second plus
     /// two of the provider's worst latencies.
     pub effect_timeout_us: Option<u64>,
+    /// A UNIQUE business key on the rows table (None: rows are never unique).
+    pub rows: Option<RowsPolicy>,
 }
 
 impl Model {
@@ -302,6 +357,14 @@ struct ModelFile {
     effects: EffectsFile,
     #[serde(default)]
     outbox: OutboxFile,
+    rows: Option<RowsFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RowsFile {
+    unique: Spanned<Vec<Spanned<String>>>,
+    on_clash: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -451,6 +514,7 @@ impl Model {
                 .is_some()
                 .then(|| file.ms("effects.timeout_ms", &f.effects.timeout_ms, 0, 1))
                 .transpose()?,
+            rows: f.rows.as_ref().map(|r| parse_rows(file, r, f.key.is_some())).transpose()?,
         })
     }
 
@@ -465,6 +529,54 @@ impl Model {
     pub fn program_text(&self) -> String {
         self.program.iter().map(Step::name).collect::<Vec<_>>().join(" → ")
     }
+}
+
+/// `[rows]`: `unique` a non-empty set of order fields, `on_clash` 409, 200 or "existing".
+fn parse_rows(file: Source, r: &RowsFile, has_key: bool) -> Result<RowsPolicy, InputError> {
+    let mut unique = Vec::new();
+    for f in r.unique.get_ref() {
+        let field = match f.get_ref().as_str() {
+            "user" => RowField::User,
+            "operation" => RowField::Operation,
+            "item" => RowField::Item,
+            "key" if !has_key => {
+                return Err(file.err(f.span(), "rows.unique: `key` needs a [key] section"));
+            }
+            "key" => RowField::Key,
+            other => {
+                return Err(file.err(
+                    f.span(),
+                    format!(
+                        "unknown rows.unique field `{}`; expected one of `user`, `operation`, \
+                         `item`, `key`",
+                        crate::input::shown(other)
+                    ),
+                ));
+            }
+        };
+        if unique.contains(&field) {
+            return Err(file.err(f.span(), "rows.unique: this field is listed twice"));
+        }
+        unique.push(field);
+    }
+    if unique.is_empty() {
+        return Err(file.err(
+            r.unique.span(),
+            "rows.unique: expected at least one of `user`, `operation`, `item`, `key`",
+        ));
+    }
+    let on_clash = match &r.on_clash {
+        None => OnClash::Conflict,
+        Some(v) => match v.get_ref() {
+            toml::Value::Integer(409) => OnClash::Conflict,
+            toml::Value::Integer(200) => OnClash::Acknowledge,
+            toml::Value::String(s) if s == "existing" => OnClash::Existing,
+            _ => {
+                return Err(file.err(v.span(), "rows.on_clash: expected 409, 200 or \"existing\""));
+            }
+        },
+    };
+    Ok(RowsPolicy { unique, on_clash })
 }
 
 /// A step with the span it was written at.

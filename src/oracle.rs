@@ -25,7 +25,7 @@ fn is_final(a: &AttemptOutcome) -> bool {
         Some(s) if (200..300).contains(&s) => true,
         Some(s) if [400, 401, 403, 404, 412, 422].contains(&s) => true,
         Some(_) if a.reason == Some(Reason::AlreadyDone) => true,
-        Some(409) => a.reason == Some(Reason::Mismatch),
+        Some(409) => matches!(a.reason, Some(Reason::Mismatch | Reason::Taken)),
         _ => false,
     }
 }
@@ -201,14 +201,17 @@ fn answers_against_state(
 ) -> bool {
     let applied_rows = obs.rows.iter().filter(|r| r.intent == v.intent).count();
     let applied = applied_rows > 0 || !v.effects.is_empty();
+    // The answers the client got at the end of its attempt chains; a chain that ended with no
+    // answer (a transport failure) told it nothing either way.
+    let answered: Vec<&&AttemptOutcome> = v.finals.iter().filter(|a| a.status.is_some()).collect();
     let phantom = applied
         && v.finished
         && !bounded
         && !v.acknowledged
-        && !v.finals.is_empty()
-        && v.finals.iter().all(|a| is_failure_answer(a));
+        && !answered.is_empty()
+        && answered.iter().all(|a| is_failure_answer(a));
     if phantom {
-        let last = v.finals.iter().map(|a| a.status.unwrap_or(0).to_string()).collect::<Vec<_>>();
+        let last = answered.iter().map(|a| a.status.unwrap_or(0).to_string()).collect::<Vec<_>>();
         out.push(v.violation(
             V::PhantomSuccess,
             format!(

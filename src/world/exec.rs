@@ -26,8 +26,8 @@ use super::{clock, control, store};
 use crate::history::{Actor, CrashSite, Node, Refusal, Stmt, What, save_refused};
 use crate::http::{self, Order, Reason, Response};
 use crate::model::{
-    Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, KeyPolicy, KeyStore, Replay, Step,
-    StoreOutcomes,
+    Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, KeyPolicy, KeyStore, OnClash,
+    Replay, Step, StoreOutcomes,
 };
 use crate::report::{KeyRecord, RecordState, Scope};
 use crate::scenario::InjectAction;
@@ -117,6 +117,9 @@ pub(crate) struct Runner {
     pub who: Actor,
     /// The sim request this executes (None: the relay), for targeted injections.
     pub req: Option<usize>,
+    /// A lost connection at `COMMIT` rolled the transaction back (ground truth the server does
+    /// not see; its conditional SQL would).
+    pub commit_rolled_back: std::cell::Cell<bool>,
 }
 
 impl Drop for Runner {
@@ -133,7 +136,16 @@ impl Runner {
         who: Actor,
         req: Option<usize>,
     ) -> Runner {
-        Runner { id: world.next_tag(), node: Node::Server(idx as u32), world, idx, conn, who, req }
+        Runner {
+            id: world.next_tag(),
+            node: Node::Server(idx as u32),
+            world,
+            idx,
+            conn,
+            who,
+            req,
+            commit_rolled_back: std::cell::Cell::new(false),
+        }
     }
 
     pub fn event(&self, what: What) {
@@ -300,6 +312,7 @@ impl Runner {
             let _ = store::exec_cached(&self.conn, "ROLLBACK");
         }
         self.event(What::CommitLost { committed });
+        self.commit_rolled_back.set(!committed);
         Failure::Error(Why::CommitUnknown)
     }
 
@@ -413,11 +426,15 @@ impl Runner {
     }
 
     /// A named point: run the sim's injections for it, in file order. An injected effect is
-    /// for `intent`, deduplicated by `dedupe()`. Returns whether the reply must be dropped.
+    /// for `intent`, deduplicated by `dedupe()`. A `fallback` effect (the operation's own call)
+    /// does not run in a model with effect steps, nor for a request that created nothing
+    /// (`created = false`: its row clashed with the business key). Returns whether the reply
+    /// must be dropped.
     pub async fn point(
         &self,
         point: &str,
         intent: &str,
+        created: bool,
         dedupe: impl Fn() -> Option<String>,
     ) -> Result<bool, Failure> {
         let sim = self.world.sim.clone();
@@ -431,7 +448,7 @@ impl Runner {
                 (Some(_), None) => false,
             };
             let skip = matches!(inj.action, InjectAction::Effect { fallback: true })
-                && self.world.model.has_effects();
+                && (self.world.model.has_effects() || !created);
             if inj.point != point || !mine || skip {
                 continue;
             }
@@ -485,7 +502,11 @@ pub(crate) struct Exec {
     pub claimed: bool,
     /// This request recorded its outcome under its claim.
     pub completed: bool,
+    /// The completion was written inside a transaction not yet committed.
+    pub completed_in_tx: bool,
     pub drop_reply: bool,
+    /// `insert-row` met the business key: no new resource, so no effect or outbox step runs.
+    pub clashed: bool,
 }
 
 impl Exec {
@@ -500,7 +521,9 @@ impl Exec {
             response: None,
             claimed: false,
             completed: false,
+            completed_in_tx: false,
             drop_reply: false,
+            clashed: false,
         }
     }
 
@@ -619,6 +642,7 @@ impl Exec {
             }
             Step::Commit => {
                 self.run.sql(Stmt::Commit, |c| store::exec_cached(c, "COMMIT")).await?;
+                self.completed_in_tx = false;
                 self.event(What::Commit);
                 Ok(Flow::Next)
             }
@@ -639,13 +663,40 @@ impl Exec {
                 let o = self.order.clone().expect("admitted");
                 let intent = self.intent.clone();
                 let (now, exec) = (self.world().now_us(), self.run.id);
-                let id = self
+                let rows = self.world().model.rows.clone();
+                let key = self.key.as_ref().map(|s| s.key.as_str());
+                let natural =
+                    rows.as_ref().and_then(|r| r.natural(&o.user, o.operation, &o.item, key));
+                let done = self
                     .run
-                    .sql(Stmt::InsertRow, |c| store::insert_row(c, &o, &intent, now, exec))
+                    .sql(Stmt::InsertRow, |c| {
+                        store::insert_row(c, &o, &intent, now, exec, natural.as_deref())
+                    })
                     .await?;
-                self.event(What::RowInserted { row: id });
-                self.row_id = Some(id);
-                self.response = Some(Response::new(201, o.created_body(id)));
+                match done {
+                    store::RowInsert::Inserted(id) => {
+                        self.event(What::RowInserted { row: id });
+                        self.row_id = Some(id);
+                        self.response = Some(Response::new(201, o.created_body(id)));
+                    }
+                    store::RowInsert::Clash(id, item, qty) => {
+                        // The business outcome becomes the pending reply: `save-response`
+                        // stores it under the key like a 201.
+                        self.event(What::RowClash { row: id });
+                        self.clashed = true;
+                        let on_clash = rows.map(|r| r.on_clash).unwrap_or(OnClash::Conflict);
+                        self.response = Some(match on_clash {
+                            OnClash::Conflict => Response::taken(),
+                            OnClash::Acknowledge => {
+                                Response::new(200, r#"{"status":"already exists"}"#)
+                            }
+                            OnClash::Existing => Response::new(
+                                200,
+                                format!("{{\"id\":{id},\"item\":\"{item}\",\"qty\":{qty}}}"),
+                            ),
+                        });
+                    }
+                }
                 Ok(Flow::Next)
             }
             Step::SaveResponse => {
@@ -655,6 +706,7 @@ impl Exec {
                 self.save(resp.status, &resp.body).await?;
                 Ok(Flow::Next)
             }
+            Step::Effect | Step::Outbox if self.clashed => Ok(Flow::Next),
             Step::Effect => {
                 self.run.effect(&self.intent, self.effect_key()).await?;
                 Ok(Flow::Next)
@@ -670,7 +722,7 @@ impl Exec {
                 Ok(Flow::Next)
             }
             Step::Point(p) => {
-                if self.run.point(p, &self.intent, || self.effect_key()).await? {
+                if self.run.point(p, &self.intent, !self.clashed, || self.effect_key()).await? {
                     self.drop_reply = true;
                 }
                 Ok(Flow::Next)
@@ -777,6 +829,10 @@ impl Exec {
         let status = rec.status.unwrap_or(500) as u16;
         self.event(What::Replayed { status });
         let mut resp = Response::new(status, rec.response.unwrap_or_default());
+        // A stored business refusal keeps its meaning when it is replayed.
+        if status == 409 && resp.body == Response::taken().body {
+            resp.meta.reason = Some(Reason::Taken);
+        }
         resp.headers.push((kp.replay_marker.clone(), "true".into()));
         Ok(Flow::Finish(resp))
     }
@@ -816,6 +872,7 @@ impl Exec {
             }
             self.event(What::ClaimCompleted { status });
             self.completed = true;
+            self.completed_in_tx = !self.run.conn.is_autocommit();
         } else {
             self.key_insert(Stmt::SaveResponse, self.new_record(Some((status, body))), false)
                 .await?;
@@ -828,6 +885,16 @@ impl Exec {
     /// all outcomes, answer 503 (busy) or 500.
     async fn fail(&mut self, f: Failure) -> Response {
         let model = self.run.world.model.clone();
+        // A completion that was never committed is undone: by the rollback below or by the
+        // end of the connection's transaction, or by a COMMIT lost and rolled back. The error
+        // path then treats the claim as the database holds it (in progress), as its
+        // conditional SQL (`WHERE state = 'in-progress' AND token = own`) would.
+        if self.completed
+            && self.completed_in_tx
+            && (!self.run.conn.is_autocommit() || self.run.commit_rolled_back.get())
+        {
+            self.completed = false;
+        }
         if model.on_error.rollback && !self.run.conn.is_autocommit() {
             let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
             self.event(What::Rollback);

@@ -171,7 +171,7 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
             if run.effect(&intent, dedupe.clone()).await.is_err() {
                 break; // not acknowledged: try again next pass
             }
-            if run.point("relay-after-send", &intent, || dedupe.clone()).await.is_err() {
+            if run.point("relay-after-send", &intent, true, || dedupe.clone()).await.is_err() {
                 break;
             }
             run.maybe_crash(|| CrashSite::BetweenSendAndMark).await;

@@ -33,8 +33,10 @@ CREATE TABLE rows(
   qty INTEGER NOT NULL,
   intent TEXT NOT NULL,
   created_us INTEGER NOT NULL,
-  exec INTEGER NOT NULL
+  exec INTEGER NOT NULL,
+  natural TEXT
 );
+CREATE UNIQUE INDEX rows_natural ON rows(natural) WHERE natural IS NOT NULL;
 CREATE TABLE keys(
   user TEXT NOT NULL,
   operation TEXT NOT NULL,
@@ -363,28 +365,46 @@ pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<(Scope, KeyRecord)>>
     rows.collect()
 }
 
-/// Insert the business row of a validated order; returns its id.
+/// What `insert-row` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowInsert {
+    Inserted(i64),
+    /// The UNIQUE business key (`natural`) is held by this row: (id, item, qty).
+    Clash(i64, String, i64),
+}
+
+/// Insert the business row of a validated order, with its business key (`natural`, None:
+/// no uniqueness); a clash on that key reads the row that holds it.
 pub fn insert_row(
     c: &Connection,
     o: &Order,
     intent: &str,
     now_us: u64,
     exec: u64,
-) -> rusqlite::Result<i64> {
-    c.prepare_cached(
-        "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        o.user,
-        o.operation,
-        o.item,
-        o.qty,
-        intent,
-        now_us as i64,
-        exec as i64
-    ])?;
-    Ok(c.last_insert_rowid())
+    natural: Option<&str>,
+) -> rusqlite::Result<RowInsert> {
+    let inserted = c
+        .prepare_cached(
+            "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec, natural)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?
+        .execute(params![
+            o.user,
+            o.operation,
+            o.item,
+            o.qty,
+            intent,
+            now_us as i64,
+            exec as i64,
+            natural
+        ]);
+    match inserted {
+        Ok(_) => Ok(RowInsert::Inserted(c.last_insert_rowid())),
+        Err(e) if natural.is_some() && is_constraint(&e) => c
+            .prepare_cached("SELECT id, item, qty FROM rows WHERE natural = ?1")?
+            .query_row([natural], |r| Ok(RowInsert::Clash(r.get(0)?, r.get(1)?, r.get(2)?))),
+        Err(e) => Err(e),
+    }
 }
 
 /// Queue an outbox message for `intent`'s effect; returns its id.

@@ -250,11 +250,15 @@ fn cli_matrix_json_shape() {
         "matrix",
         "--sims",
         "sims/article/04-new-key-new-order.toml",
+        "--models",
+        "no-key",
+        "check-first",
+        "transactional",
         "--seeds",
         "0..3",
         "--json",
     ]);
-    assert_eq!(code, 0, "every variant passes case 4: {out}");
+    assert_eq!(code, 0, "every reference variant passes case 4: {out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let cells = v["cells"].as_array().unwrap();
     assert!(!cells.is_empty());
@@ -329,7 +333,7 @@ fn all_models() -> Vec<Arc<Model>> {
 /// every fault, catalogue and dependency sim over a fixed seed range.
 #[test]
 fn fault_and_catalogue_sims_sweep_snapshots() {
-    for dir in ["faults", "catalogue", "dependencies"] {
+    for dir in ["faults", "catalogue", "dependencies", "business"] {
         let sims = catalog::sims_at(root().join("sims").join(dir).to_str().unwrap()).unwrap();
         assert!(sims.len() >= 5);
         let models = all_models();

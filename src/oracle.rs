@@ -126,6 +126,7 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
     }
     key_consistency(sim, model, obs, &mut out);
     stuck_keys(model, obs, &mut out);
+    stuck_outbox(obs, &mut out);
     out.sort_by_key(|v| v.name.order());
     out
 }
@@ -349,6 +350,25 @@ fn stuck_keys(model: &Model, obs: &Observation, out: &mut Vec<Violation>) {
             name: V::StuckKey,
             intent: r.intent.clone(),
             detail: format!("key {} in progress at quiescence", s.key),
+            permitted: false,
+        });
+    }
+}
+
+/// Every message the outbox took is delivered within the run: one violation per intent with
+/// messages still unsent at the end. (The run then also ended at a bound, which keeps the
+/// lost-effect rule from judging the intent: this names why.)
+fn stuck_outbox(obs: &Observation, out: &mut Vec<Violation>) {
+    let mut per_intent: BTreeMap<&str, usize> = BTreeMap::new();
+    for i in &obs.unsent {
+        *per_intent.entry(i.as_str()).or_insert(0) += 1;
+    }
+    let end_ms = obs.end_us as f64 / 1000.0;
+    for (intent, n) in per_intent {
+        out.push(Violation {
+            name: V::StuckOutbox,
+            intent: intent.to_string(),
+            detail: format!("{n} message(s) still unsent when the run ended at {end_ms:.3} ms"),
             permitted: false,
         });
     }

@@ -172,6 +172,8 @@ pub struct Observation {
     pub collected: Vec<(String, u64)>,
     /// Limits hit (simulated time, steps).
     pub bounds_hit: Vec<String>,
+    /// The intent of every outbox message still unsent at the end, in id order.
+    pub unsent: Vec<String>,
     /// Simulated time of the last event (µs).
     pub end_us: u64,
     /// Number of events in the history.
@@ -226,6 +228,7 @@ pub enum ViolationKind {
     LostEffect,
     UnacknowledgedEffect,
     StuckKey,
+    StuckOutbox,
     UnfinishedIntent,
     ExpiredDuplicateRow,
     ExpiredDuplicateEffect,
@@ -234,7 +237,7 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in report order.
-    pub const ALL: [ViolationKind; 16] = [
+    pub const ALL: [ViolationKind; 17] = [
         ViolationKind::DuplicateRow,
         ViolationKind::DuplicateEffect,
         ViolationKind::LostSuccess,
@@ -247,6 +250,7 @@ impl ViolationKind {
         ViolationKind::LostEffect,
         ViolationKind::UnacknowledgedEffect,
         ViolationKind::StuckKey,
+        ViolationKind::StuckOutbox,
         ViolationKind::UnfinishedIntent,
         ViolationKind::ExpiredDuplicateRow,
         ViolationKind::ExpiredDuplicateEffect,
@@ -268,6 +272,7 @@ impl ViolationKind {
             ViolationKind::LostEffect => "lost-effect",
             ViolationKind::UnacknowledgedEffect => "unacknowledged-effect",
             ViolationKind::StuckKey => "stuck-key",
+            ViolationKind::StuckOutbox => "stuck-outbox",
             ViolationKind::UnfinishedIntent => "unfinished-intent",
             ViolationKind::ExpiredDuplicateRow => "expired-duplicate-row",
             ViolationKind::ExpiredDuplicateEffect => "expired-duplicate-effect",
@@ -308,6 +313,10 @@ impl ViolationKind {
                 "an effect happened but the client never saw a success and stopped trying"
             }
             ViolationKind::StuckKey => "a key still in progress at quiescence",
+            ViolationKind::StuckOutbox => {
+                "an outbox message never delivered by the end of the run (the relay's budget or \
+                 the run's time limit ran out first)"
+            }
             ViolationKind::UnfinishedIntent => {
                 "no attempt chain of the intent ended with a final outcome (2xx; \
                  400/401/403/404/412/422; a 409 for a reused key's other payload; an \

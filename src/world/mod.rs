@@ -111,6 +111,11 @@ pub fn simulate(
     // The outside node's handle lives in the world; drop it so no task keeps the world alive.
     world.outside.lock().unwrap_or_else(|p| p.into_inner()).take();
     let rows = store::with_observer(&world.db, store::read_rows)?;
+    let unsent = if world.model.has_effects() {
+        store::with_observer(&world.db, store::unsent_intents)?
+    } else {
+        Vec::new()
+    };
     let mut keys = store::with_observer(&world.db, store::read_keys)?;
     let st = std::mem::take(&mut *world.lock());
     let h = st.history;
@@ -130,6 +135,7 @@ pub fn simulate(
         deliveries: st.deliveries,
         collected: st.collected,
         bounds_hit: st.bounds_hit,
+        unsent,
         end_us: h.last_t_us,
         events: h.count,
         trace_hash: h.hasher.0,

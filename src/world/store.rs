@@ -445,6 +445,13 @@ pub fn count_keys(conn: &Connection) -> rusqlite::Result<u64> {
 }
 
 /// Outbox messages not yet marked sent.
+/// The intent of every outbox message not yet sent, in id order.
+pub fn unsent_intents(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut st = conn.prepare_cached("SELECT intent FROM outbox WHERE sent = 0 ORDER BY id")?;
+    let rows = st.query_map([], |r| r.get(0))?;
+    rows.collect()
+}
+
 pub fn count_unsent(conn: &Connection) -> rusqlite::Result<u64> {
     conn.query_row("SELECT COUNT(*) FROM outbox WHERE sent = 0", [], |r| r.get::<_, i64>(0))
         .map(|n| n as u64)

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+mod business;
 mod dependencies;
 mod explain;
 mod fidelity;
@@ -333,9 +334,9 @@ fn all_models() -> Vec<Arc<Model>> {
 /// every fault, catalogue and dependency sim over a fixed seed range.
 #[test]
 fn fault_and_catalogue_sims_sweep_snapshots() {
-    for dir in ["faults", "catalogue", "dependencies", "business"] {
+    for dir in ["faults", "catalogue", "dependencies", "business", "clients"] {
         let sims = catalog::sims_at(root().join("sims").join(dir).to_str().unwrap()).unwrap();
-        assert!(sims.len() >= 5);
+        assert!(sims.len() >= 2);
         let models = all_models();
         assert!(models.len() >= 15);
         let cells = sweep::run_matrix(&sims, &models, Some(0..20), 2).unwrap();

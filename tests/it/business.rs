@@ -1,0 +1,158 @@
+//! Catalogue II: business keys on the rows table (`[rows]`), the answers a clash gives and
+//! where they are stored, client restarts, and a stuck outbox.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use idemsim::history::What;
+use idemsim::http::Reason;
+use idemsim::model::Model;
+use idemsim::report::{RunReport, ViolationKind as V};
+use idemsim::run::{self, RunOptions};
+use idemsim::sweep;
+
+use super::{model, sim};
+
+fn run_one(s: &str, m: &str, seed: u64) -> (RunReport, Vec<What>) {
+    let out = run::run(&sim(s), &model(m), seed, RunOptions { keep_history: true }).unwrap();
+    let events = out.history.unwrap().events.into_iter().map(|e| e.what).collect();
+    (out.report, events)
+}
+
+fn named(r: &RunReport, v: V) -> bool {
+    r.violations.iter().any(|x| x.name == v)
+}
+
+/// (seeds with the violation, seeds whose expectations failed) over `seeds`.
+fn cell(s: &str, m: &str, seeds: std::ops::Range<u64>, v: V) -> (u64, u64) {
+    let c = sweep::run_matrix(&[sim(s)], &[model(m)], Some(seeds), 2).unwrap().remove(0);
+    (c.violations.get(v.name()).map_or(0, |x| x.seeds), c.failed_seeds)
+}
+
+#[test]
+fn a_business_key_keeps_one_account_where_two_keys_make_two() {
+    let s = "sims/business/signup-two-devices.toml";
+    // Two keys for one signup: every keyed design creates two accounts.
+    assert_eq!(cell(s, "transactional", 0..30, V::DuplicateRow), (30, 30));
+    // UNIQUE(email): one account, the other device told "already exists" (a final answer).
+    assert_eq!(cell(s, "signup-unique-email", 0..30, V::DuplicateRow), (0, 0));
+    let (r, events) = run_one(s, "signup-unique-email", 0);
+    assert_eq!(r.rows.len(), 1);
+    assert!(events.iter().any(|w| matches!(w, What::RowClash { row: 1 })));
+    let statuses: Vec<Option<u16>> =
+        r.requests.iter().flat_map(|q| q.copies.iter().flatten()).map(|a| a.status).collect();
+    assert!(statuses.contains(&Some(201)) && statuses.contains(&Some(409)), "{statuses:?}");
+    assert!(!named(&r, V::UnfinishedIntent), "a 409 already-exists is a final answer");
+}
+
+#[test]
+fn a_retry_told_its_own_account_is_taken_is_a_phantom_success() {
+    let s = "sims/business/signup-reply-lost.toml";
+    let (r, _) = run_one(s, "signup-unique-email", 3);
+    assert!(named(&r, V::PhantomSuccess), "{:?}", r.violations);
+    let retry = &r.requests[1].copies[0][0];
+    assert_eq!((retry.status, retry.reason), (Some(409), Some(Reason::Taken)));
+    // Answering with the existing row instead is right for the same person ...
+    assert_eq!(cell(s, "signup-return-existing", 0..20, V::PhantomSuccess), (0, 0));
+    // ... and hands the account to another person with the same email.
+    let shared = "sims/business/shared-email.toml";
+    assert_eq!(cell(shared, "signup-return-existing", 0..20, V::ForeignReply).0, 20);
+    assert_eq!(cell(shared, "signup-unique-email", 0..20, V::ForeignReply), (0, 0));
+}
+
+#[test]
+fn a_stored_refusal_is_replayed_with_its_meaning() {
+    let s = "sims/business/booking-last-slot.toml";
+    assert_eq!(cell(s, "booking-transactional", 0..40, V::DuplicateRow), (0, 0));
+    for seed in 0..10 {
+        let (r, _) = run_one(s, "booking-transactional", seed);
+        assert_eq!(r.rows.len(), 1, "seed {seed}");
+        // The loser's first answer was lost; its retry replays the stored 409.
+        let loser = r
+            .requests
+            .iter()
+            .find(|q| q.copies[0].iter().any(|a| a.status == Some(409)))
+            .expect("one booking refused");
+        let last = loser.copies[0].last().unwrap();
+        assert_eq!(
+            (last.status, last.replayed, last.reason),
+            (Some(409), true, Some(Reason::Taken))
+        );
+        assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
+    }
+}
+
+#[test]
+fn the_webhook_flow_that_answers_200_on_a_clash_loses_the_event() {
+    let s = "sims/business/webhook-crash-after-insert.toml";
+    let (r, events) = run_one(s, "webhook-unique-200", 0);
+    assert!(named(&r, V::LostEffect), "{:?}", r.violations);
+    assert!(events.iter().any(|w| matches!(w, What::RowClash { .. })));
+    assert_eq!(r.effects.values().sum::<u64>(), 0, "a clashed redelivery runs no effect");
+    // The outbox delivers it.
+    assert_eq!(cell(s, "outbox", 0..20, V::LostEffect), (0, 0));
+}
+
+#[test]
+fn a_client_that_loses_its_key_on_restart_orders_twice() {
+    assert_eq!(
+        cell("sims/clients/restart-keeps-key.toml", "transactional", 0..20, V::DuplicateRow),
+        (0, 0)
+    );
+    assert_eq!(
+        cell("sims/clients/restart-loses-key.toml", "transactional", 0..20, V::DuplicateRow).0,
+        20
+    );
+    assert_eq!(
+        cell(
+            "sims/clients/restart-loses-key.toml",
+            "signup-return-existing",
+            0..20,
+            V::DuplicateRow
+        ),
+        (0, 0)
+    );
+}
+
+#[test]
+fn an_outbox_that_never_delivers_is_named() {
+    let s = "sims/dependencies/provider-outage.toml";
+    let (r, _) = run_one(s, "outbox", 0);
+    assert!(named(&r, V::StuckOutbox), "{:?}", r.violations);
+    assert!(!r.bounds_hit.is_empty(), "the relay never went quiet");
+    assert!(!named(&r, V::LostEffect), "one name per fact");
+    // A provider that answers: nothing stuck.
+    let (r, _) = run_one("sims/catalogue/relay-crash.toml", "outbox", 0);
+    assert!(!named(&r, V::StuckOutbox), "{:?}", r.violations);
+}
+
+#[test]
+fn rows_section_errors_name_the_place() {
+    let bad = [
+        ("[rows]\nunique = [\"email\"]\n", "2:11", "unknown rows.unique field `email`"),
+        ("[rows]\nunique = []\n", "2:10", "expected at least one"),
+        ("[rows]\nunique = [\"user\", \"user\"]\n", "2:19", "listed twice"),
+        ("[rows]\nunique = [\"key\"]\n", "2:11", "needs a [key] section"),
+        (
+            "[rows]\nunique = [\"item\"]\non_clash = 418\n",
+            "3:12",
+            "expected 409, 200 or \"existing\"",
+        ),
+        ("[rows]\non_clash = 409\n", "1:1", "unique"),
+    ];
+    for (rows, at, what) in bad {
+        let src = format!("program = [\"begin\", \"insert-row\", \"commit\"]\n{rows}");
+        let e = Model::parse(Path::new("m.toml"), &src).unwrap_err().to_string();
+        let at = {
+            let (l, c) = at.split_once(':').unwrap();
+            format!("m.toml:{}:{c}", l.parse::<u32>().unwrap() + 1)
+        };
+        assert!(e.contains(&at) && e.contains(what), "{rows:?}: {e}");
+    }
+    let ok = Model::parse(
+        Path::new("m.toml"),
+        "program = [\"insert-row\"]\n[key]\n[rows]\nunique = [\"key\", \"item\"]\non_clash = \"existing\"\n",
+    );
+    assert!(ok.is_ok(), "{ok:?}");
+    let _ = Arc::new(ok.unwrap());
+}

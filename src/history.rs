@@ -32,6 +32,8 @@ pub enum Actor {
     Relay,
     /// The outbox relay delivering outbox message `id`.
     RelayMessage(i64),
+    /// A process's background completer finishing the abandoned claim of `intent`.
+    Completer,
 }
 
 /// Which SQL statement a lock wait or an error is about.
@@ -51,6 +53,10 @@ pub enum Stmt {
     Relay,
     /// The relay marking a message sent.
     RelayMark,
+    /// `recovery-point:NAME`: the claim remembers the phase reached.
+    RecoveryPoint,
+    /// `on_error = ["unlock"]`: the claim's lock is released, the record kept.
+    Unlock,
 }
 
 impl Stmt {
@@ -66,6 +72,8 @@ impl Stmt {
             Stmt::Outbox => "outbox",
             Stmt::ReleaseClaim => "release-claim",
             Stmt::Relay | Stmt::RelayMark => "relay",
+            Stmt::RecoveryPoint => "recovery-point",
+            Stmt::Unlock => "unlock",
         }
     }
 
@@ -341,6 +349,33 @@ pub enum What {
     RowClash {
         row: i64,
     },
+    /// The claim now remembers this recovery point (and the row, if any).
+    RecoveryPointSaved {
+        point: String,
+    },
+    /// A takeover found a recovery point: the program continues after it.
+    Resumed {
+        point: String,
+        row: Option<i64>,
+    },
+    /// The error path released the claim's lock and kept the record (`n` records).
+    ClaimUnlocked {
+        n: usize,
+    },
+    /// The completer took over an abandoned claim to finish it.
+    CompleterTookOver {
+        intent: String,
+        key: String,
+    },
+    /// The completer finished a claim's program: its outcome is stored.
+    CompleterFinished {
+        status: u16,
+    },
+    /// The completer left a claim older than its horizon alone.
+    CompleterPastHorizon {
+        intent: String,
+        key: String,
+    },
 }
 
 /// One event. `t_us` is simulated time since the run started, in microseconds.
@@ -401,6 +436,7 @@ impl Legend {
             }
             Actor::Relay => "relay".into(),
             Actor::RelayMessage(id) => format!("relay#{id}"),
+            Actor::Completer => "completer".into(),
         }
     }
 
@@ -506,6 +542,27 @@ impl Legend {
             What::AlreadyClaimed => write!(s, "claim: key already claimed"),
             What::ClaimGone => write!(s, "claim: conflict, but the record is gone"),
             What::RowInserted { row } => write!(s, "insert-row: row {row}"),
+            What::RecoveryPointSaved { point } => write!(s, "recovery point `{point}` saved"),
+            What::Resumed { point, row } => match row {
+                Some(r) => write!(s, "resumed after recovery point `{point}` (row {r})"),
+                None => write!(s, "resumed after recovery point `{point}`"),
+            },
+            What::CompleterTookOver { intent, key } => write!(
+                s,
+                "took over the abandoned claim of intent {} (key {})",
+                crate::text::printable(intent),
+                crate::text::printable(key)
+            ),
+            What::CompleterFinished { status } => {
+                write!(s, "finished the abandoned claim: outcome {status}")
+            }
+            What::CompleterPastHorizon { intent, key } => write!(
+                s,
+                "the abandoned claim of intent {} (key {}) is past the horizon; left alone",
+                crate::text::printable(intent),
+                crate::text::printable(key)
+            ),
+            What::ClaimUnlocked { n } => write!(s, "unlock: {n} claim unlocked, kept for a retry"),
             What::RowClash { row } => {
                 write!(s, "insert-row: the business key is taken (UNIQUE), by row {row}")
             }

@@ -38,6 +38,9 @@ pub enum Step {
     Outbox,
     /// A named point where a sim injects trouble (`@before-commit`, `@after-commit`, ...).
     Point(String),
+    /// `recovery-point:NAME`: the claim records the phase reached (and the row inserted), so a
+    /// retry that takes the claim over resumes after it instead of starting again.
+    RecoveryPoint(String),
 }
 
 impl Step {
@@ -53,6 +56,7 @@ impl Step {
             Step::Effect => "effect".into(),
             Step::Outbox => "outbox".into(),
             Step::Point(p) => format!("@{p}"),
+            Step::RecoveryPoint(p) => format!("recovery-point:{p}"),
         }
     }
 
@@ -67,12 +71,13 @@ impl Step {
                 | Step::InsertRow
                 | Step::SaveResponse
                 | Step::Outbox
+                | Step::RecoveryPoint(_)
         )
     }
 }
 
-pub const STEP_NAMES: &str =
-    "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, @<point-name>";
+pub const STEP_NAMES: &str = "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, \
+     recovery-point:<name>, @<point-name>";
 
 /// Where key records live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +173,12 @@ pub struct KeyPolicy {
     pub store_timeout_us: u64,
     /// An in-progress claim older than this (µs) may be taken over by another request.
     pub lease_us: Option<u64>,
+    /// A background completer in each process: every so often it takes over abandoned claims
+    /// (in progress, lease expired, a recovery point with a row) and finishes their program.
+    pub completer_every_us: Option<u64>,
+    /// The completer leaves claims older than this alone (the provider's idempotency window:
+    /// past it, finishing could charge again). None: no horizon.
+    pub completer_horizon_us: Option<u64>,
     /// Completion checks the claim's owner token: a stale owner's save is rejected.
     pub fencing: bool,
     pub replay: Replay,
@@ -254,6 +265,9 @@ pub struct OnError {
     pub rollback: bool,
     /// Delete this request's own in-progress claim, so a retry can run again.
     pub release_claim: bool,
+    /// Release this request's own claim's lock (its lease ends now) and keep the record and
+    /// its recovery point, so a retry takes it over and resumes.
+    pub unlock: bool,
 }
 
 /// A field of an order that a business key is made of.
@@ -396,6 +410,8 @@ struct KeyFile {
     store_latency_ms: Option<Spanned<Vec<f64>>>,
     store_timeout_ms: Option<Spanned<f64>>,
     lease_ms: Option<Spanned<f64>>,
+    completer_every_ms: Option<Spanned<f64>>,
+    completer_horizon_ms: Option<Spanned<f64>>,
     #[serde(default)]
     fencing: bool,
     replay: Option<Spanned<toml::Value>>,
@@ -452,6 +468,36 @@ impl Model {
         check_structure(file, &program, f.program.span(), f.key.is_some())?;
         let on_error = parse_on_error(file, &f.on_error)?;
         let key = f.key.as_ref().map(|k| parse_key(file, k)).transpose()?;
+        // Resuming (recovery points) and unlocking go through a takeover of an expired lease
+        // on a SQLite record.
+        let resumable =
+            key.as_ref().is_some_and(|k| k.lease_us.is_some() && k.store == KeyStore::Sqlite);
+        let has_points = program.iter().any(|(s, _)| matches!(s, Step::RecoveryPoint(_)));
+        if has_points && !resumable {
+            return Err(file.err(
+                f.program.span(),
+                "recovery points resume through a takeover of the claim: they need [key] \
+                 lease_ms and store = \"sqlite\"",
+            ));
+        }
+        if let Some(k) = &key
+            && k.completer_every_us.is_some()
+            && !has_points
+        {
+            return Err(file.err(
+                f.program.span(),
+                "key.completer_every_ms: a completer resumes abandoned claims at their recovery \
+                 point; the program has no `recovery-point:<name>` step",
+            ));
+        }
+        if on_error.unlock && !resumable {
+            let span = f.on_error.iter().find(|e| e.get_ref() == "unlock").map(|e| e.span());
+            return Err(file.err(
+                span.unwrap_or(f.program.span()),
+                "on_error `unlock` ends the claim's lease so a retry can take it over: it needs \
+                 [key] lease_ms and store = \"sqlite\"",
+            ));
+        }
         let store_outcomes = file
             .choice(
                 &f.store_outcomes,
@@ -524,6 +570,32 @@ impl Model {
             .iter()
             .filter_map(|s| if let Step::Point(p) = s { Some(p.as_str()) } else { None })
             .collect()
+    }
+
+    /// Where a takeover that found recovery point `point` continues: after the point, or, if
+    /// the point is inside a transaction, after that transaction's `commit`.
+    pub fn resume_index(&self, point: &str) -> Option<usize> {
+        let at = self.program.iter().position(|s| *s == Step::RecoveryPoint(point.to_string()))?;
+        let open = self.program[..at].iter().fold(false, |open, s| match s {
+            Step::Begin => true,
+            Step::Commit => false,
+            _ => open,
+        });
+        if !open {
+            return Some(at + 1);
+        }
+        let commit = self.program[at..].iter().position(|s| *s == Step::Commit)?;
+        Some(at + commit + 1)
+    }
+
+    /// How often the background completer runs, if the model has one.
+    pub fn completer_every_us(&self) -> Option<u64> {
+        self.key.as_ref().and_then(|k| k.completer_every_us)
+    }
+
+    /// Does the program have recovery points?
+    pub fn has_recovery_points(&self) -> bool {
+        self.program.iter().any(|s| matches!(s, Step::RecoveryPoint(_)))
     }
 
     pub fn program_text(&self) -> String {
@@ -602,6 +674,9 @@ fn parse_program(
             p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
                 Step::Point(p[1..].to_string())
             }
+            p if p.strip_prefix("recovery-point:").is_some_and(is_kebab) => {
+                Step::RecoveryPoint(p["recovery-point:".len()..].to_string())
+            }
             other => {
                 return Err(file.err(
                     s.span(),
@@ -630,7 +705,24 @@ fn check_structure(
     }
     let mut open = false;
     let mut inserted = false;
+    let mut claimed = false;
+    let mut points: Vec<&str> = Vec::new();
     for (step, span) in program {
+        if let Step::RecoveryPoint(p) = step {
+            if !claimed {
+                return Err(file.err(
+                    span.clone(),
+                    "a recovery point needs a `claim` before it: the claim is what remembers it",
+                ));
+            }
+            if points.contains(&p.as_str()) {
+                return Err(file.err(span.clone(), format!("recovery point `{p}` twice")));
+            }
+            points.push(p);
+        }
+        if *step == Step::Claim {
+            claimed = true;
+        }
         if *step == Step::InsertRow {
             inserted = true;
         }
@@ -669,19 +761,27 @@ fn check_structure(
 }
 
 fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, InputError> {
-    let mut on_error = OnError { rollback: false, release_claim: false };
+    let mut on_error = OnError { rollback: false, release_claim: false, unlock: false };
     for e in list {
         match e.get_ref().as_str() {
             "rollback" => on_error.rollback = true,
             "release-claim" => on_error.release_claim = true,
+            "unlock" => on_error.unlock = true,
             other => {
                 return Err(file.err(
                     e.span(),
                     format!(
-                        "unknown on_error action `{other}`; expected rollback or release-claim"
+                        "unknown on_error action `{other}`; expected rollback, release-claim or \
+                         unlock"
                     ),
                 ));
             }
+        }
+        if on_error.release_claim && on_error.unlock {
+            return Err(file.err(
+                e.span(),
+                "on_error: `release-claim` deletes the claim, `unlock` keeps it; choose one",
+            ));
         }
     }
     Ok(on_error)
@@ -828,6 +928,16 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         store_latency_us,
         store_timeout_us: file.ms("key.store_timeout_ms", &k.store_timeout_ms, 1_000_000, 1)?,
         lease_us,
+        completer_every_us: k
+            .completer_every_ms
+            .is_some()
+            .then(|| file.ms("key.completer_every_ms", &k.completer_every_ms, 0, 1))
+            .transpose()?,
+        completer_horizon_us: k
+            .completer_horizon_ms
+            .is_some()
+            .then(|| file.ms("key.completer_horizon_ms", &k.completer_horizon_ms, 0, 1))
+            .transpose()?,
         fencing: k.fencing,
         replay,
         claim_conflict,

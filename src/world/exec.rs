@@ -488,6 +488,18 @@ impl Runner {
     }
 }
 
+/// An abandoned claim the completer may finish: in progress, its lease expired, with a
+/// recovery point and the row it inserted (and so the order, read back from the row).
+pub(crate) struct Abandoned {
+    pub scope: Scope,
+    pub intent: String,
+    pub fingerprint: String,
+    pub token: Option<u64>,
+    pub point: String,
+    pub row: i64,
+    pub order: Order,
+}
+
 /// One request's execution of the model's program.
 pub(crate) struct Exec {
     pub run: Runner,
@@ -507,6 +519,8 @@ pub(crate) struct Exec {
     pub drop_reply: bool,
     /// `insert-row` met the business key: no new resource, so no effect or outbox step runs.
     pub clashed: bool,
+    /// A takeover found a recovery point: the program continues at this step.
+    pub resume_at: Option<usize>,
 }
 
 impl Exec {
@@ -524,6 +538,7 @@ impl Exec {
             completed_in_tx: false,
             drop_reply: false,
             clashed: false,
+            resume_at: None,
         }
     }
 
@@ -561,9 +576,14 @@ impl Exec {
             return resp;
         }
         self.order = Some(order);
+        self.run_program(0).await
+    }
 
+    /// Run the model's program from step `at` to its end (or an early finish, or a failure).
+    pub async fn run_program(&mut self, mut at: usize) -> Response {
         let model = self.run.world.model.clone();
-        for step in &model.program {
+        while let Some(step) = model.program.get(at) {
+            at += 1;
             if !self.world().spend() {
                 return self.fail(Failure::Bound).await;
             }
@@ -572,7 +592,12 @@ impl Exec {
                 self.run.driver_latency().await;
             }
             match self.step(step).await {
-                Ok(Flow::Next) => {}
+                Ok(Flow::Next) => {
+                    // A takeover inside a transaction resumes once that transaction committed.
+                    if self.resume_at.is_some() && self.run.conn.is_autocommit() {
+                        at = self.resume_at.take().expect("checked");
+                    }
+                }
                 Ok(Flow::Finish(resp)) => {
                     if !self.run.conn.is_autocommit() {
                         // A lookup hit inside a transaction: commit the (read-only) transaction.
@@ -707,6 +732,19 @@ impl Exec {
                 Ok(Flow::Next)
             }
             Step::Effect | Step::Outbox if self.clashed => Ok(Flow::Next),
+            Step::RecoveryPoint(point) => {
+                if !self.claimed {
+                    return Ok(Flow::Next);
+                }
+                let (s, me, row) = (self.scope(), self.run.id, self.row_id);
+                self.run
+                    .sql(Stmt::RecoveryPoint, |c| {
+                        keystore::sql_save_recovery(c, &s, me, point, row)
+                    })
+                    .await?;
+                self.event(What::RecoveryPointSaved { point: point.clone() });
+                Ok(Flow::Next)
+            }
             Step::Effect => {
                 self.run.effect(&self.intent, self.effect_key()).await?;
                 Ok(Flow::Next)
@@ -728,6 +766,55 @@ impl Exec {
                 Ok(Flow::Next)
             }
         }
+    }
+
+    /// The completer: take the abandoned claim over and run its program on from its recovery
+    /// point, as the request that was abandoned would have; the outcome is stored under the
+    /// key like any request's, and the reply goes nowhere. The status, if it took the claim.
+    pub async fn complete_abandoned(&mut self, a: Abandoned) -> Option<u16> {
+        let next = self.world().model.resume_index(&a.point)?;
+        let (s, now) = (a.scope.clone(), self.app_now());
+        let lease = self.key_policy().lease_us.unwrap_or(0);
+        let t = Takeover {
+            me: self.run.id,
+            until_us: now.saturating_add(lease),
+            now_us: now,
+            old_token: a.token,
+        };
+        let took = self.run.sql(Stmt::Claim, |c| keystore::sql_takeover(c, &s, t)).await.ok()?;
+        if !took {
+            return None;
+        }
+        self.event(What::CompleterTookOver { intent: a.intent.clone(), key: a.scope.key.clone() });
+        self.key = Some(a.scope);
+        self.fingerprint = a.fingerprint;
+        self.claimed = true;
+        self.row_id = Some(a.row);
+        self.response = Some(Response::new(201, a.order.created_body(a.row)));
+        self.order = Some(a.order);
+        self.event(What::Resumed { point: a.point, row: Some(a.row) });
+        let resp = self.run_program(next).await;
+        self.event(What::CompleterFinished { status: resp.status });
+        Some(resp.status)
+    }
+
+    /// After a takeover: continue after the recovery point the claim remembers (with its
+    /// row and the reply it implies), if any.
+    async fn resume(&mut self) -> Result<(), Failure> {
+        let s = self.scope();
+        let Some((point, row)) =
+            self.run.sql(Stmt::RecoveryPoint, |c| keystore::sql_recovery(c, &s)).await?
+        else {
+            return Ok(());
+        };
+        let Some(next) = self.world().model.resume_index(&point) else { return Ok(()) };
+        if let (Some(id), Some(o)) = (row, &self.order) {
+            self.row_id = Some(id);
+            self.response = Some(Response::new(201, o.created_body(id)));
+        }
+        self.event(What::Resumed { point, row });
+        self.resume_at = Some(next);
+        Ok(())
     }
 
     /// `claim`: insert an in-progress record if none exists; a conflict is answered like a
@@ -754,6 +841,9 @@ impl Exec {
                 {
                     self.claimed = true;
                     self.event(What::TookOver);
+                    if self.world().model.has_recovery_points() {
+                        self.resume().await?;
+                    }
                     return Ok(Flow::Next);
                 }
                 self.event(What::AlreadyClaimed);
@@ -921,6 +1011,11 @@ impl Exec {
             && let Ok(n) = self.key_release().await
         {
             self.event(What::ClaimReleased { n });
+        } else if model.on_error.unlock && self.claimed && !self.completed {
+            let (s, me) = (self.scope(), self.run.id);
+            if let Ok(n) = self.run.sql(Stmt::Unlock, |c| keystore::sql_unlock(c, &s, me)).await {
+                self.event(What::ClaimUnlocked { n });
+            }
         }
         resp
     }

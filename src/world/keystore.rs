@@ -163,6 +163,93 @@ pub(crate) fn map_complete(
 }
 
 /// Delete `me`'s own in-progress claim (on error, so a retry can run).
+/// `recovery-point:NAME`: this execution's claim remembers the phase reached and its row.
+pub(crate) fn sql_save_recovery(
+    c: &Connection,
+    s: &Scope,
+    me: u64,
+    point: &str,
+    row: Option<i64>,
+) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "UPDATE keys SET recovery_point = ?5, row_id = ?6
+         WHERE user = ?1 AND operation = ?2 AND key = ?3 AND state = 'in-progress' AND token = ?4",
+    )?
+    .execute(params![s.user, s.operation, s.key, me as i64, point, row])
+}
+
+/// The recovery point and row a claim remembers, if any.
+pub(crate) fn sql_recovery(
+    c: &Connection,
+    s: &Scope,
+) -> rusqlite::Result<Option<(String, Option<i64>)>> {
+    c.prepare_cached(
+        "SELECT recovery_point, row_id FROM keys
+         WHERE user = ?1 AND operation = ?2 AND key = ?3 AND recovery_point IS NOT NULL",
+    )?
+    .query_row(params![s.user, s.operation, s.key], |r| Ok((r.get(0)?, r.get(1)?)))
+    .optional()
+}
+
+/// Claims the completer may finish: in progress, lease ended by `now_us`, a recovery point
+/// with a row; with the row's order (user, operation, item, qty) and the claim's creation
+/// time. At most `limit`, oldest first.
+#[allow(clippy::type_complexity)]
+pub(crate) fn sql_abandoned(
+    c: &Connection,
+    now_us: u64,
+    limit: usize,
+) -> rusqlite::Result<
+    Vec<(Scope, String, String, Option<u64>, String, i64, (String, String, String, i64), u64)>,
+> {
+    let mut st = c.prepare_cached(
+        "SELECT k.user, k.operation, k.key, k.intent, k.fingerprint, k.token, k.recovery_point,
+                k.row_id, r.user, r.operation, r.item, r.qty, k.created_us
+         FROM keys k JOIN rows r ON r.id = k.row_id
+         WHERE k.state = 'in-progress' AND k.recovery_point IS NOT NULL
+           AND k.lease_until_us <= ?1
+         ORDER BY k.created_us, k.user, k.operation, k.key LIMIT ?2",
+    )?;
+    let rows = st.query_map(params![now_us as i64, limit as i64], |r| {
+        Ok((
+            Scope { user: r.get(0)?, operation: r.get(1)?, key: r.get(2)? },
+            r.get(3)?,
+            r.get(4)?,
+            r.get::<_, Option<i64>>(5)?.map(|t| t as u64),
+            r.get(6)?,
+            r.get(7)?,
+            (r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?),
+            r.get::<_, i64>(12)? as u64,
+        ))
+    })?;
+    rows.collect()
+}
+
+/// Claims a completer still has to look at: those it may finish (within `horizon_us` of
+/// `now_us`) and those whose lease has not ended yet (it will judge them once it has).
+pub(crate) fn sql_count_resumable(
+    c: &Connection,
+    now_us: u64,
+    horizon_us: Option<u64>,
+) -> rusqlite::Result<u64> {
+    let oldest = horizon_us.map_or(i64::MIN, |h| now_us.saturating_sub(h) as i64);
+    c.prepare_cached(
+        "SELECT count(*) FROM keys WHERE state = 'in-progress' AND recovery_point IS NOT NULL
+           AND row_id IS NOT NULL AND (created_us >= ?1 OR lease_until_us > ?2)",
+    )?
+    .query_row(params![oldest, now_us as i64], |r| r.get::<_, i64>(0))
+    .map(|n| n as u64)
+}
+
+/// `on_error = ["unlock"]`: end this execution's claim's lease now, keep the record.
+pub(crate) fn sql_unlock(c: &Connection, s: &Scope, me: u64) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "UPDATE keys SET lease_until_us = 0
+         WHERE user = ?1 AND operation = ?2 AND key = ?3 AND state = 'in-progress' AND token = ?4",
+    )?
+    .execute(params![s.user, s.operation, s.key, me as i64])
+}
+
 pub(crate) fn sql_release(c: &Connection, s: &Scope, me: u64) -> rusqlite::Result<usize> {
     c.prepare_cached(
         "DELETE FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3

@@ -242,7 +242,8 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
             (busy, st.steps > world.sim.world.max_steps)
         };
         // Once the step budget is spent the relay has stopped: its outbox is left as it is.
-        let busy = busy + if budget_spent { 0 } else { outbox_pending(world) };
+        let busy =
+            busy + if budget_spent { 0 } else { outbox_pending(world) + claims_to_complete(world) };
         if busy == 0 {
             break;
         }
@@ -257,6 +258,16 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         }
     }
     world.emit(Node::Control, None, What::Quiescent);
+}
+
+/// Abandoned claims a completer still has to finish (0 without a completer).
+fn claims_to_complete(world: &World) -> u64 {
+    if world.model.completer_every_us().is_none() {
+        return 0;
+    }
+    let horizon = world.model.key.as_ref().and_then(|k| k.completer_horizon_us);
+    let now = world.db_clock_us();
+    store::with_observer(&world.db, |c| keystore::sql_count_resumable(c, now, horizon)).unwrap_or(1)
 }
 
 /// Outbox rows not yet delivered (0 when the model has no outbox or the table is locked).

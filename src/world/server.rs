@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::clock;
 use super::conn::{Conn, Pool};
-use super::exec::{Exec, Runner};
+use super::exec::{Abandoned, Exec, Runner};
+use super::keystore;
 use super::net::{self, Dest, Envelope, Msg};
 use super::shared::{World, chance};
 use super::store::{self, Pooled};
@@ -49,6 +50,9 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
     };
     if world.model.program.contains(&Step::Outbox) {
         madsim::task::spawn_local(relay_main(world.clone(), idx, shared.clone()));
+    }
+    if let Some(every) = world.model.completer_every_us() {
+        madsim::task::spawn_local(completer_main(world.clone(), idx, shared.clone(), every));
     }
     loop {
         for env in net::accept(&world, idx).await {
@@ -180,6 +184,50 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
             }
         }
         // The outbox may have changed (a mark that failed may still have committed).
+        world.work_changed();
+    }
+}
+
+/// The background completer of a process (`key.completer_every_ms`): every period it takes
+/// over abandoned claims (in progress, lease ended, a recovery point with a row) and runs
+/// their program on from the recovery point, as the abandoned request would have. Claims
+/// older than `completer_horizon_ms` are left alone (named once). Each pass is a step of work.
+async fn completer_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>, every_us: u64) {
+    let horizon = world.model.key.as_ref().and_then(|k| k.completer_horizon_us);
+    let mut past_horizon: Vec<crate::report::Scope> = Vec::new();
+    loop {
+        clock::sleep_us(every_us).await;
+        if !world.spend() {
+            return;
+        }
+        let run =
+            Runner::new(world.clone(), idx, Conn::Shared(conn.clone()), Actor::Completer, None);
+        let now = world.process_clock_us(idx);
+        let Ok(batch) = run.sql(Stmt::Claim, |c| keystore::sql_abandoned(c, now, 16)).await else {
+            continue;
+        };
+        drop(run);
+        for (scope, intent, fingerprint, token, point, row, (user, op, item, qty), created) in batch
+        {
+            if horizon.is_some_and(|h| created.saturating_add(h) < now) {
+                if !past_horizon.contains(&scope) {
+                    world.emit(
+                        Node::Server(idx as u32),
+                        Some(Actor::Completer),
+                        What::CompleterPastHorizon { intent, key: scope.key.clone() },
+                    );
+                    past_horizon.push(scope);
+                }
+                continue;
+            }
+            let operation = if op == "return.create" { "return.create" } else { "order.create" };
+            let order = http::Order { operation, user, item, qty };
+            let run =
+                Runner::new(world.clone(), idx, Conn::Shared(conn.clone()), Actor::Completer, None);
+            let mut exec = Exec::new(run, intent.clone());
+            let a = Abandoned { scope, intent, fingerprint, token, point, row, order };
+            exec.complete_abandoned(a).await;
+        }
         world.work_changed();
     }
 }

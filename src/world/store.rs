@@ -49,6 +49,8 @@ CREATE TABLE keys(
   lease_until_us INTEGER,
   token INTEGER,
   intent TEXT NOT NULL,
+  recovery_point TEXT,
+  row_id INTEGER,
   PRIMARY KEY (user, operation, key)
 );
 CREATE TABLE outbox(

@@ -156,3 +156,95 @@ fn rows_section_errors_name_the_place() {
     assert!(ok.is_ok(), "{ok:?}");
     let _ = Arc::new(ok.unwrap());
 }
+
+fn inline(src: &str) -> Result<Model, String> {
+    Model::parse(Path::new("m.toml"), src).map_err(|e| e.to_string())
+}
+
+#[test]
+fn recovery_points_resume_instead_of_starting_again() {
+    // The same phases; an error deletes the key (approx) or unlocks it (recovery points).
+    let s = "sims/faults/partition.toml";
+    let (dup_approx, _) = cell(s, "brandur-atomic-phases-approx", 0..60, V::DuplicateRow);
+    let (dup_resume, _) = cell(s, "brandur-atomic-phases", 0..60, V::DuplicateRow);
+    assert!(dup_approx > 10, "{dup_approx}");
+    assert_eq!(dup_resume, 0);
+    // A retry that resumes: it takes the unlocked claim over and continues after the phase
+    // that inserted the ride, with that ride's id.
+    let resumed = (0..60).find_map(|seed| {
+        let (r, events) = run_one(s, "brandur-atomic-phases", seed);
+        events
+            .iter()
+            .any(|w| matches!(w, What::Resumed { point, row: Some(_) } if point == "ride-created"))
+            .then_some((r, events))
+    });
+    let (r, events) = resumed.expect("a seed whose retry resumes");
+    assert!(events.iter().any(|w| matches!(w, What::ClaimUnlocked { n: 1 })));
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+}
+
+#[test]
+fn the_completer_finishes_abandoned_claims_within_its_horizon() {
+    let s = "sims/faults/crash-between-steps.toml";
+    let (r, events) = run_one(s, "brandur-atomic-phases", 1);
+    assert!(events.iter().any(|w| matches!(w, What::CompleterTookOver { .. })));
+    assert!(events.iter().any(|w| matches!(w, What::CompleterFinished { status: 201 })));
+    // Every claim it could resume is finished: no stuck key, one effect per intent at most.
+    assert!(!named(&r, V::StuckKey) && !named(&r, V::DuplicateEffect), "{:?}", r.violations);
+    // With a horizon shorter than the lock, it leaves them alone and says so.
+    let src = std::fs::read_to_string(super::root().join("models/brandur-atomic-phases.toml"))
+        .unwrap()
+        .replace("completer_horizon_ms = 86400000", "completer_horizon_ms = 1000");
+    let m = Arc::new(Model::parse(Path::new("short-horizon.toml"), &src).unwrap());
+    let out = run::run(&sim(s), &m, 1, RunOptions { keep_history: true }).unwrap();
+    let events: Vec<What> = out.history.unwrap().events.into_iter().map(|e| e.what).collect();
+    assert!(events.iter().any(|w| matches!(w, What::CompleterPastHorizon { .. })));
+    assert!(!events.iter().any(|w| matches!(w, What::CompleterTookOver { .. })));
+}
+
+#[test]
+fn resuming_needs_a_claim_a_lease_and_sqlite() {
+    let key = "[key]\nlease_ms = 1000\n";
+    let bad = [
+        (
+            "program = [\"recovery-point:a\", \"claim\", \"insert-row\"]\n[key]\nlease_ms = 1\n",
+            "needs a `claim` before it",
+        ),
+        (
+            "program = [\"claim\", \"insert-row\", \"recovery-point:a\"]\n[key]\n",
+            "need [key] lease_ms",
+        ),
+        (
+            "program = [\"claim\", \"insert-row\", \"recovery-point:a\", \"recovery-point:a\"]\n[key]\nlease_ms = 1\n",
+            "twice",
+        ),
+        (
+            "program = [\"claim\", \"insert-row\"]\non_error = [\"unlock\"]\n[key]\n",
+            "needs [key] lease_ms",
+        ),
+        (
+            "program = [\"claim\", \"insert-row\"]\non_error = [\"release-claim\", \"unlock\"]\n[key]\nlease_ms = 1\n",
+            "choose one",
+        ),
+        (
+            "program = [\"claim\", \"insert-row\"]\n[key]\nlease_ms = 1\ncompleter_every_ms = 10\n",
+            "no `recovery-point:<name>` step",
+        ),
+        (
+            "program = [\"claim\", \"insert-row\", \"recovery-point:A\"]\n[key]\nlease_ms = 1\n",
+            "unknown step",
+        ),
+    ];
+    for (src, what) in bad {
+        let e = inline(src).unwrap_err();
+        assert!(e.starts_with("m.toml:") && e.contains(what), "{src:?}: {e}");
+    }
+    let m = inline(&format!(
+        "program = [\"claim\", \"begin\", \"insert-row\", \"recovery-point:row\", \"commit\", \"effect\", \"recovery-point:done\", \"save-response\"]\non_error = [\"unlock\"]\n{key}completer_every_ms = 100\n"
+    ))
+    .unwrap();
+    // Inside a transaction the program resumes after its commit; outside, right after it.
+    assert_eq!(m.resume_index("row"), Some(5));
+    assert_eq!(m.resume_index("done"), Some(7));
+    assert_eq!(m.resume_index("nowhere"), None);
+}

@@ -421,7 +421,7 @@ fn bad_model_fields_name_what_is_allowed() {
     let e = parse("program = [\"insert-row\"]\non_error = [\"retry\"]\n");
     assert_eq!(
         e,
-        "m.toml:2:13: unknown on_error action `retry`; expected rollback or release-claim"
+        "m.toml:2:13: unknown on_error action `retry`; expected rollback, release-claim or unlock"
     );
     let e = parse("program = [\"insert-row\"]\n[effects]\ndedupe = \"magic\"\n");
     assert!(e.starts_with("m.toml:3:10: unknown effects.dedupe `magic`"), "{e}");

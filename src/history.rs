@@ -376,6 +376,11 @@ pub enum What {
         intent: String,
         key: String,
     },
+    /// `retry-transaction`: the database was busy; rolled back, running the transaction again.
+    TransactionRetried {
+        attempt: u32,
+        of: u32,
+    },
 }
 
 /// One event. `t_us` is simulated time since the run started, in microseconds.
@@ -561,6 +566,10 @@ impl Legend {
                 "the abandoned claim of intent {} (key {}) is past the horizon; left alone",
                 crate::text::printable(intent),
                 crate::text::printable(key)
+            ),
+            What::TransactionRetried { attempt, of } => write!(
+                s,
+                "database busy: ROLLBACK, the transaction runs again (retry {attempt} of {of})"
             ),
             What::ClaimUnlocked { n } => write!(s, "unlock: {n} claim unlocked, kept for a retry"),
             What::RowClash { row } => {

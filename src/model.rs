@@ -268,6 +268,9 @@ pub struct OnError {
     /// Release this request's own claim's lock (its lease ends now) and keep the record and
     /// its recovery point, so a retry takes it over and resumes.
     pub unlock: bool,
+    /// A busy database inside a transaction: roll back and run the transaction again from its
+    /// `begin`, up to `transaction_retries` times (Firestore's and ORMs' retry loops).
+    pub retry_transaction: bool,
 }
 
 /// A field of an order that a business key is made of.
@@ -345,6 +348,8 @@ pub struct Model {
     pub effect_timeout_us: Option<u64>,
     /// A UNIQUE business key on the rows table (None: rows are never unique).
     pub rows: Option<RowsPolicy>,
+    /// How many times `on_error = ["retry-transaction"]` runs a transaction again.
+    pub transaction_retries: u32,
 }
 
 impl Model {
@@ -366,6 +371,7 @@ struct ModelFile {
     #[serde(default)]
     driver: DriverFile,
     wait_budget_ms: Option<Spanned<f64>>,
+    transaction_retries: Option<Spanned<u32>>,
     store_outcomes: Option<Spanned<String>>,
     #[serde(default)]
     effects: EffectsFile,
@@ -467,6 +473,7 @@ impl Model {
         let program = parse_program(file, &f.program)?;
         check_structure(file, &program, f.program.span(), f.key.is_some())?;
         let on_error = parse_on_error(file, &f.on_error)?;
+        let retry_tx = on_error.retry_transaction;
         let key = f.key.as_ref().map(|k| parse_key(file, k)).transpose()?;
         // Resuming (recovery points) and unlocking go through a takeover of an expired lease
         // on a SQLite record.
@@ -561,6 +568,19 @@ impl Model {
                 .then(|| file.ms("effects.timeout_ms", &f.effects.timeout_ms, 0, 1))
                 .transpose()?,
             rows: f.rows.as_ref().map(|r| parse_rows(file, r, f.key.is_some())).transpose()?,
+            transaction_retries: match &f.transaction_retries {
+                None => 5,
+                Some(n) if (1..=100).contains(n.get_ref()) && retry_tx => *n.get_ref(),
+                Some(n) if !retry_tx => {
+                    return Err(file.err(
+                        n.span(),
+                        "transaction_retries needs on_error = [\"retry-transaction\", …]",
+                    ));
+                }
+                Some(n) => {
+                    return Err(file.err(n.span(), "transaction_retries: expected 1..=100"));
+                }
+            },
         })
     }
 
@@ -761,18 +781,20 @@ fn check_structure(
 }
 
 fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, InputError> {
-    let mut on_error = OnError { rollback: false, release_claim: false, unlock: false };
+    let mut on_error =
+        OnError { rollback: false, release_claim: false, unlock: false, retry_transaction: false };
     for e in list {
         match e.get_ref().as_str() {
             "rollback" => on_error.rollback = true,
             "release-claim" => on_error.release_claim = true,
             "unlock" => on_error.unlock = true,
+            "retry-transaction" => on_error.retry_transaction = true,
             other => {
                 return Err(file.err(
                     e.span(),
                     format!(
-                        "unknown on_error action `{other}`; expected rollback, release-claim or \
-                         unlock"
+                        "unknown on_error action `{other}`; expected rollback, release-claim, \
+                         unlock or retry-transaction"
                     ),
                 ));
             }

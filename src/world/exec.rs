@@ -521,6 +521,10 @@ pub(crate) struct Exec {
     pub clashed: bool,
     /// A takeover found a recovery point: the program continues at this step.
     pub resume_at: Option<usize>,
+    /// The step index of the `begin` of the transaction now open (for `retry-transaction`).
+    pub tx_begin_at: Option<usize>,
+    /// Transactions run again so far.
+    pub tx_retries: u32,
 }
 
 impl Exec {
@@ -539,6 +543,8 @@ impl Exec {
             drop_reply: false,
             clashed: false,
             resume_at: None,
+            tx_begin_at: None,
+            tx_retries: 0,
         }
     }
 
@@ -583,6 +589,11 @@ impl Exec {
     pub async fn run_program(&mut self, mut at: usize) -> Response {
         let model = self.run.world.model.clone();
         while let Some(step) = model.program.get(at) {
+            match step {
+                Step::Begin => self.tx_begin_at = Some(at),
+                Step::Commit => {}
+                _ => {}
+            }
             at += 1;
             if !self.world().spend() {
                 return self.fail(Failure::Bound).await;
@@ -610,7 +621,13 @@ impl Exec {
                     }
                     return resp;
                 }
+                Err(Failure::Busy) if self.may_retry_transaction() => {
+                    at = self.retry_transaction(at).await;
+                }
                 Err(f) => return self.fail(f).await,
+            }
+            if *step == Step::Commit {
+                self.tx_begin_at = None;
             }
         }
         match self.response.take() {
@@ -766,6 +783,39 @@ impl Exec {
                 Ok(Flow::Next)
             }
         }
+    }
+
+    /// `retry-transaction`: a busy database inside a transaction, with retries left.
+    fn may_retry_transaction(&self) -> bool {
+        let model = &self.run.world.model;
+        model.on_error.retry_transaction
+            && self.tx_begin_at.is_some()
+            && self.tx_retries < model.transaction_retries
+    }
+
+    /// Roll the transaction back and forget what it did, as the retry loop of a driver or ORM
+    /// does; what it did outside the database (an effect) stays done. The `begin` to run again.
+    async fn retry_transaction(&mut self, failed_before: usize) -> usize {
+        if !self.run.conn.is_autocommit() {
+            let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
+        }
+        self.tx_retries += 1;
+        let of = self.run.world.model.transaction_retries;
+        self.event(What::TransactionRetried { attempt: self.tx_retries, of });
+        if self.completed_in_tx {
+            self.completed = false;
+            self.completed_in_tx = false;
+        }
+        self.row_id = None;
+        self.response = None;
+        self.clashed = false;
+        let begin = self.tx_begin_at.take().expect("checked");
+        // A claim made inside the transaction was rolled back with it.
+        let program = &self.run.world.model.program;
+        if program[begin..failed_before].contains(&Step::Claim) {
+            self.claimed = false;
+        }
+        begin
     }
 
     /// The completer: take the abandoned claim over and run its program on from its recovery

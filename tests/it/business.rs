@@ -248,3 +248,33 @@ fn resuming_needs_a_claim_a_lease_and_sqlite() {
     assert_eq!(m.resume_index("done"), Some(7));
     assert_eq!(m.resume_index("nowhere"), None);
 }
+
+#[test]
+fn a_retry_loop_runs_the_effect_inside_it_again() {
+    let s = "sims/catalogue/contention-two-processes.toml";
+    // The retry loop: one row per order, the provider called once per run of the loop.
+    let (dup, _) = cell(s, "retry-loop-effect-inside", 0..30, V::DuplicateEffect);
+    assert_eq!(dup, 30);
+    let (r, events) = run_one(s, "retry-loop-effect-inside", 0);
+    assert_eq!(r.rows.len(), 2, "the database's work is undone and done once");
+    let retries = events.iter().filter(|w| matches!(w, What::TransactionRetried { .. })).count();
+    let effects: u64 = r.effects.values().sum();
+    assert!(retries >= 1 && effects == 2 + retries as u64, "{retries} retries, {effects} effects");
+    // Without the loop the loser answers 503 and its client (no retry here) is left unfinished.
+    assert_eq!(cell(s, "transactional-deferred", 0..30, V::UnfinishedIntent).0, 30);
+    // The bound: transaction_retries caps the loop; only with retry-transaction.
+    let e = Model::parse(
+        Path::new("m.toml"),
+        "program = [\"begin\", \"insert-row\", \"commit\"]\ntransaction_retries = 3\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("m.toml:2:23") && e.contains("needs on_error"), "{e}");
+    let e = Model::parse(
+        Path::new("m.toml"),
+        "program = [\"begin\", \"insert-row\", \"commit\"]\non_error = [\"retry-transaction\"]\ntransaction_retries = 0\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("expected 1..=100"), "{e}");
+}

@@ -57,6 +57,7 @@ pub enum Stmt {
     RecoveryPoint,
     /// `on_error = ["unlock"]`: the claim's lock is released, the record kept.
     Unlock,
+    TakeStock,
 }
 
 impl Stmt {
@@ -74,6 +75,7 @@ impl Stmt {
             Stmt::Relay | Stmt::RelayMark => "relay",
             Stmt::RecoveryPoint => "recovery-point",
             Stmt::Unlock => "unlock",
+            Stmt::TakeStock => "take-stock",
         }
     }
 
@@ -381,6 +383,15 @@ pub enum What {
         attempt: u32,
         of: u32,
     },
+    /// `take-stock`: `units` taken from `item`.
+    StockTaken {
+        item: String,
+        units: i64,
+    },
+    /// `take-stock`: the CHECK refused it: sold out.
+    SoldOut {
+        item: String,
+    },
 }
 
 /// One event. `t_us` is simulated time since the run started, in microseconds.
@@ -567,6 +578,10 @@ impl Legend {
                 crate::text::printable(intent),
                 crate::text::printable(key)
             ),
+            What::StockTaken { item, units } => write!(s, "take-stock: {units} of {item}"),
+            What::SoldOut { item } => {
+                write!(s, "take-stock: {item} sold out (CHECK units >= 0) → 422")
+            }
             What::TransactionRetried { attempt, of } => write!(
                 s,
                 "database busy: ROLLBACK, the transaction runs again (retry {attempt} of {of})"

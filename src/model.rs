@@ -41,6 +41,9 @@ pub enum Step {
     /// `recovery-point:NAME`: the claim records the phase reached (and the row inserted), so a
     /// retry that takes the claim over resumes after it instead of starting again.
     RecoveryPoint(String),
+    /// `UPDATE stock SET units = units - qty WHERE item = ?` under a `CHECK (units >= 0)`:
+    /// sold out is 422, a business refusal the rest of the program stores.
+    TakeStock,
 }
 
 impl Step {
@@ -57,6 +60,7 @@ impl Step {
             Step::Outbox => "outbox".into(),
             Step::Point(p) => format!("@{p}"),
             Step::RecoveryPoint(p) => format!("recovery-point:{p}"),
+            Step::TakeStock => "take-stock".into(),
         }
     }
 
@@ -72,12 +76,13 @@ impl Step {
                 | Step::SaveResponse
                 | Step::Outbox
                 | Step::RecoveryPoint(_)
+                | Step::TakeStock
         )
     }
 }
 
 pub const STEP_NAMES: &str = "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, \
-     recovery-point:<name>, @<point-name>";
+     take-stock, recovery-point:<name>, @<point-name>";
 
 /// Where key records live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -691,6 +696,7 @@ fn parse_program(
             "await" => Step::Await,
             "effect" => Step::Effect,
             "outbox" => Step::Outbox,
+            "take-stock" => Step::TakeStock,
             p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
                 Step::Point(p[1..].to_string())
             }

@@ -225,6 +225,9 @@ pub struct WorldSpec {
     /// Each process's clock runs off true time by an offset drawn from this range (µs, may be
     /// negative); None: every clock agrees.
     pub clock_skew_us: Option<(i64, i64)>,
+    /// Units in stock per catalogue item at the start (`stock` table; items not listed have
+    /// no stock row, and `take-stock` leaves them unlimited).
+    pub stock: Vec<(String, i64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -499,6 +502,7 @@ struct WorldFile {
     effect_latency_ms: Option<Spanned<Vec<f64>>>,
     effect_dedupe_retention_ms: Option<Spanned<f64>>,
     clock_skew_ms: Option<Spanned<Vec<f64>>>,
+    stock: Option<Spanned<std::collections::BTreeMap<String, Spanned<i64>>>>,
 }
 
 #[derive(Deserialize)]
@@ -741,7 +745,34 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
             .as_ref()
             .map(|v| file.signed_ms_range("world.clock_skew_ms", v))
             .transpose()?,
+        stock: parse_stock(file, &w.stock)?,
     })
+}
+
+/// `world.stock = { "sample-item" = 3 }`: catalogue items, 0..=1000000 units each.
+fn parse_stock(
+    file: Source,
+    stock: &Option<Spanned<std::collections::BTreeMap<String, Spanned<i64>>>>,
+) -> Result<Vec<(String, i64)>, InputError> {
+    let Some(stock) = stock else { return Ok(vec![]) };
+    let mut out = Vec::new();
+    for (item, n) in stock.get_ref() {
+        if !crate::http::CATALOGUE.contains(&item.as_str()) {
+            return Err(file.err(
+                stock.span(),
+                format!(
+                    "world.stock: `{}` is not a catalogue item; expected one of {}",
+                    crate::input::shown(item),
+                    crate::http::CATALOGUE.join(", ")
+                ),
+            ));
+        }
+        if !(0..=1_000_000).contains(n.get_ref()) {
+            return Err(file.err(n.span(), "world.stock: expected 0..=1000000 units"));
+        }
+        out.push((item.clone(), *n.get_ref()));
+    }
+    Ok(out)
 }
 
 /// The ids of a sim file: requests and actions share one namespace (`after` refers to either).

@@ -517,7 +517,8 @@ pub(crate) struct Exec {
     /// The completion was written inside a transaction not yet committed.
     pub completed_in_tx: bool,
     pub drop_reply: bool,
-    /// `insert-row` met the business key: no new resource, so no effect or outbox step runs.
+    /// A business refusal (`insert-row` met the business key, `take-stock` found it sold out):
+    /// no new resource, so no insert, stock, effect or outbox step runs after it.
     pub clashed: bool,
     /// A takeover found a recovery point: the program continues at this step.
     pub resume_at: Option<usize>,
@@ -701,6 +702,10 @@ impl Exec {
                 }
             }
             Step::Claim => self.claim().await,
+            // After a business refusal (a clash, sold out) the request creates nothing more.
+            Step::Effect | Step::Outbox | Step::TakeStock | Step::InsertRow if self.clashed => {
+                Ok(Flow::Next)
+            }
             Step::InsertRow => {
                 let o = self.order.clone().expect("admitted");
                 let intent = self.intent.clone();
@@ -748,7 +753,21 @@ impl Exec {
                 self.save(resp.status, &resp.body).await?;
                 Ok(Flow::Next)
             }
-            Step::Effect | Step::Outbox if self.clashed => Ok(Flow::Next),
+            Step::TakeStock => {
+                let o = self.order.clone().expect("admitted");
+                let took =
+                    self.run.sql(Stmt::TakeStock, |c| store::take_stock(c, &o.item, o.qty)).await?;
+                if took {
+                    self.event(What::StockTaken { item: o.item.clone(), units: o.qty });
+                } else {
+                    // A business refusal: nothing more is created; the rest of the program
+                    // stores the answer under the key and commits.
+                    self.event(What::SoldOut { item: o.item.clone() });
+                    self.clashed = true;
+                    self.response = Some(Response::error(422, "sold out"));
+                }
+                Ok(Flow::Next)
+            }
             Step::RecoveryPoint(point) => {
                 if !self.claimed {
                     return Ok(Flow::Next);

@@ -56,6 +56,9 @@ pub fn simulate(
     keep_history: bool,
 ) -> Result<Simulated, RunError> {
     let db = store::fresh_run_database(model.driver.journal)?;
+    if !sim.world.stock.is_empty() {
+        store::with_observer(&db, |c| store::fill_stock(c, &sim.world.stock))?;
+    }
     let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
 
     let names: Vec<String> = sim

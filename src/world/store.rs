@@ -37,6 +37,10 @@ CREATE TABLE rows(
   natural TEXT
 );
 CREATE UNIQUE INDEX rows_natural ON rows(natural) WHERE natural IS NOT NULL;
+CREATE TABLE stock(
+  item TEXT PRIMARY KEY,
+  units INTEGER NOT NULL CHECK (units >= 0)
+);
 CREATE TABLE keys(
   user TEXT NOT NULL,
   operation TEXT NOT NULL,
@@ -194,12 +198,13 @@ pub fn fresh_run_database(journal: Journal) -> rusqlite::Result<Db> {
             {
                 return Ok(pools[i].db.clone());
             }
-            // Otherwise one transaction for the three deletes: one journal, one lock cycle.
+            // Otherwise one transaction for the deletes: one journal, one lock cycle.
             let o = &pools[i].observer;
             let wiped = exec_cached(o, "BEGIN IMMEDIATE")
                 .and_then(|_| exec_cached(o, "DELETE FROM rows"))
                 .and_then(|_| exec_cached(o, "DELETE FROM keys"))
                 .and_then(|_| exec_cached(o, "DELETE FROM outbox"))
+                .and_then(|_| exec_cached(o, "DELETE FROM stock"))
                 .and_then(|_| exec_cached(o, "COMMIT"));
             if wiped.is_err() && !o.is_autocommit() {
                 let _ = exec_cached(o, "ROLLBACK");
@@ -447,6 +452,28 @@ pub fn count_keys(conn: &Connection) -> rusqlite::Result<u64> {
 }
 
 /// Outbox messages not yet marked sent.
+/// Put the sim's stock in (the run's database is empty).
+pub fn fill_stock(conn: &Connection, stock: &[(String, i64)]) -> rusqlite::Result<()> {
+    for (item, units) in stock {
+        conn.prepare_cached("INSERT INTO stock(item, units) VALUES (?1, ?2)")?
+            .execute(params![item, units])?;
+    }
+    Ok(())
+}
+
+/// `take-stock`: one statement, `UPDATE stock SET units = units - qty`; the CHECK refuses
+/// to go below zero. Ok(false): sold out.
+pub fn take_stock(conn: &Connection, item: &str, qty: i64) -> rusqlite::Result<bool> {
+    match conn
+        .prepare_cached("UPDATE stock SET units = units - ?2 WHERE item = ?1")?
+        .execute(params![item, qty])
+    {
+        Ok(_) => Ok(true),
+        Err(e) if is_constraint(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// The intent of every outbox message not yet sent, in id order.
 pub fn unsent_intents(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut st = conn.prepare_cached("SELECT intent FROM outbox WHERE sent = 0 ORDER BY id")?;

@@ -278,3 +278,25 @@ fn a_retry_loop_runs_the_effect_inside_it_again() {
     .to_string();
     assert!(e.contains("expected 1..=100"), "{e}");
 }
+
+#[test]
+fn stock_sells_out_once_and_the_refusal_is_final() {
+    let s = "sims/business/last-units.toml";
+    let (r, events) = run_one(s, "stock-transactional", 0);
+    assert!(r.violations.is_empty() && r.passed(), "{:?} {:?}", r.violations, r.checks);
+    assert!(events.iter().any(|w| matches!(w, What::StockTaken { units: 2, .. })));
+    assert!(events.iter().any(|w| matches!(w, What::SoldOut { .. })));
+    // Without a key the retry takes nothing (sold out) and is told so about its own order.
+    let (r, _) = run_one(s, "stock-no-key", 0);
+    assert!(named(&r, V::PhantomSuccess), "{:?}", r.violations);
+    assert_eq!(r.rows.len(), 1, "the CHECK never oversells");
+    // Bad stock in a sim file: a located error.
+    for (stock, what) in [
+        ("stock = { \"gold\" = 1 }", "not a catalogue item"),
+        ("stock = { \"test-item\" = -1 }", "expected 0..=1000000"),
+    ] {
+        let src = format!("[world]\n{stock}\n[[request]]\nid = \"a\"\n");
+        let e = idemsim::scenario::Sim::parse(Path::new("s.toml"), &src).unwrap_err().to_string();
+        assert!(e.starts_with("s.toml:2:") && e.contains(what), "{e}");
+    }
+}

@@ -61,8 +61,10 @@ pub fn model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
         .collect();
     // Name the models that look like what was asked for, or all of them if few.
     let asked = name_or_path.to_lowercase();
-    let mut near: Vec<&String> =
-        known.iter().filter(|k| k.contains(asked.as_str()) || asked.contains(k.as_str())).collect();
+    let mut near: Vec<&String> = known
+        .iter()
+        .filter(|k| asked.len() >= 3 && (k.contains(asked.as_str()) || asked.contains(k.as_str())))
+        .collect();
     // Those that start with what was asked first, shortest first.
     near.sort_by_key(|k| (!k.starts_with(asked.as_str()), k.len(), k.as_str()));
     let msg = if known.join(", ").len() <= 240 {

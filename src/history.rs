@@ -392,6 +392,10 @@ pub enum What {
     SoldOut {
         item: String,
     },
+    /// The provider declined the call (a business refusal; nothing done).
+    Declined {
+        intent: String,
+    },
 }
 
 /// One event. `t_us` is simulated time since the run started, in microseconds.
@@ -577,6 +581,11 @@ impl Legend {
                 "the abandoned claim of intent {} (key {}) is past the horizon; left alone",
                 crate::text::printable(intent),
                 crate::text::printable(key)
+            ),
+            What::Declined { intent } => write!(
+                s,
+                "fault: the provider declines the call for intent {} (nothing done)",
+                crate::text::printable(intent)
             ),
             What::StockTaken { item, units } => write!(s, "take-stock: {units} of {item}"),
             What::SoldOut { item } => {

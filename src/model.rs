@@ -152,6 +152,9 @@ pub enum StoreOutcomes {
     Success,
     /// Errors (5xx) after a claim are recorded too and replayed (Stripe v1).
     All,
+    /// A business refusal from a dependency (a charge declined: 402) is recorded as the key's
+    /// final answer; other failures are not (Brandur's atomic phases).
+    Refusals,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -514,7 +517,11 @@ impl Model {
             .choice(
                 &f.store_outcomes,
                 "store_outcomes",
-                &[("success", StoreOutcomes::Success), ("all", StoreOutcomes::All)],
+                &[
+                    ("success", StoreOutcomes::Success),
+                    ("all", StoreOutcomes::All),
+                    ("refusals", StoreOutcomes::Refusals),
+                ],
             )?
             .unwrap_or(StoreOutcomes::Success);
         let driver = parse_driver(file, &f.driver)?;

@@ -23,7 +23,7 @@ use ViolationKind as V;
 fn is_final(a: &AttemptOutcome) -> bool {
     match a.status {
         Some(s) if (200..300).contains(&s) => true,
-        Some(s) if [400, 401, 403, 404, 412, 422].contains(&s) => true,
+        Some(s) if [400, 401, 402, 403, 404, 412, 422].contains(&s) => true,
         Some(_) if a.reason == Some(Reason::AlreadyDone) => true,
         Some(409) => matches!(a.reason, Some(Reason::Mismatch | Reason::Taken)),
         _ => false,

@@ -312,6 +312,9 @@ pub struct EffectFaults {
     /// The provider answers late, by a delay drawn from `delay_us`.
     pub delay: f64,
     pub delay_us: (u64, u64),
+    /// The provider refuses the call as a business outcome (a card declined): no effect, a
+    /// "declined" answer; a retry with the same dedupe key is declined again.
+    pub decline: f64,
 }
 
 /// Faults of the key cache, per cache operation.
@@ -368,6 +371,7 @@ impl Faults {
             ("effects.duplicate", e.duplicate),
             ("effects.error_after_success", e.error_after_success),
             ("effects.delay", e.delay),
+            ("effects.decline", e.decline),
             ("cache.unavailable", c.unavailable),
             ("cache.evict", c.evict),
             ("cache.restart", c.restart),
@@ -471,6 +475,7 @@ struct EffectFaultsFile {
     error_after_success: Option<Spanned<f64>>,
     delay: Option<Spanned<f64>>,
     delay_ms: Option<Spanned<Vec<f64>>>,
+    decline: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -1391,6 +1396,7 @@ fn parse_faults(file: Source, f: &SimFile, processes: usize) -> Result<Faults, I
             |lo, hi| lo <= hi,
             "[low, high] with low <= high",
         )?,
+        decline: rate(&ff.effects.decline, "effects.decline")?,
     };
     let cache = CacheFaults {
         unavailable: rate(&ff.cache.unavailable, "cache.unavailable")?,

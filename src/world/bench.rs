@@ -80,8 +80,8 @@ pub fn messages(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, n: u64) -> Result
                 for _ in 0..n {
                     let mb = Mailbox::open(&w);
                     let to = Dest::Tag { tag: mb.tag, process: None };
-                    w.send(None, to, None, Msg::Ack { ok: true }, 10);
-                    if matches!(mb.recv().await, Msg::Ack { ok: true }) {
+                    w.send(None, to, None, Msg::Ack { ok: true, declined: false }, 10);
+                    if matches!(mb.recv().await, Msg::Ack { ok: true, .. }) {
                         got += 1;
                     }
                 }

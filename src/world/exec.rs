@@ -42,6 +42,8 @@ pub(crate) enum Failure {
     Bound,
     /// The key store (a cache) could not be reached → 503.
     StoreUnavailable,
+    /// The provider declined the call (a card declined) → 402, a business refusal.
+    Declined,
 }
 
 /// One waiter for a free event loop, drawn from the seed, taken out of the waiters.
@@ -413,7 +415,8 @@ impl Runner {
             1_000_000 + 2 * self.world.sim.world.effect_latency_us.1,
         );
         match self.wait(clock::timeout_us(wait, mailbox.recv())).await {
-            Some(Msg::Ack { ok: true }) => Ok(()),
+            Some(Msg::Ack { ok: true, .. }) => Ok(()),
+            Some(Msg::Ack { declined: true, .. }) => Err(Failure::Declined),
             Some(_) => {
                 self.event(What::ProviderError);
                 Err(Failure::Error(Why::ProviderError))
@@ -1058,6 +1061,7 @@ impl Exec {
             let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
             self.event(What::Rollback);
         }
+        let declined = matches!(f, Failure::Declined);
         let resp = match f {
             Failure::Busy => {
                 Response::error(503, "database busy, safe to retry").meaning(Reason::SafeToRetry)
@@ -1067,12 +1071,21 @@ impl Exec {
                 Response::error(500, "internal error")
             }
             Failure::Bound => Response::error(500, "internal error"),
+            Failure::Declined => {
+                self.event(What::Failed { why: "the provider declined".into() });
+                Response::error(402, "declined")
+            }
             Failure::StoreUnavailable => {
                 Response::error(503, "key store unavailable, safe to retry")
                     .meaning(Reason::SafeToRetry)
             }
         };
-        if model.store_outcomes == StoreOutcomes::All && self.claimed && !self.completed {
+        let store = match model.store_outcomes {
+            StoreOutcomes::All => true,
+            StoreOutcomes::Refusals => declined,
+            StoreOutcomes::Success => false,
+        };
+        if store && self.claimed && !self.completed {
             let _ = self.save(resp.status, &resp.body.clone()).await;
         } else if model.on_error.release_claim
             && self.claimed

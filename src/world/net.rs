@@ -62,9 +62,11 @@ pub(crate) enum Msg {
     Request(Envelope),
     Reply(Response),
     Effect(EffectMsg),
-    /// The provider's answer to an effect call: done, or an error.
+    /// The provider's answer to an effect call: done, an error, or declined (a business
+    /// refusal: nothing was done).
     Ack {
         ok: bool,
+        declined: bool,
     },
     /// The connection was reset (the server process died or dropped it) or refused.
     Reset,

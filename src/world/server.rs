@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::clock;
 use super::conn::{Conn, Pool};
-use super::exec::{Abandoned, Exec, Runner};
+use super::exec::{Abandoned, Exec, Failure, Runner};
 use super::keystore;
 use super::net::{self, Dest, Envelope, Msg};
 use super::shared::{World, chance};
@@ -172,8 +172,11 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
         for (id, intent, dedupe) in batch {
             run.who = Actor::RelayMessage(id);
             run.maybe_crash(|| CrashSite::BeforeSend).await;
-            if run.effect(&intent, dedupe.clone()).await.is_err() {
-                break; // not acknowledged: try again next pass
+            match run.effect(&intent, dedupe.clone()).await {
+                Ok(()) => {}
+                // Declined: a final answer; the message is done (nothing to deliver again).
+                Err(Failure::Declined) => {}
+                Err(_) => break, // not acknowledged: try again next pass
             }
             if run.point("relay-after-send", &intent, true, || dedupe.clone()).await.is_err() {
                 break;
@@ -238,6 +241,32 @@ pub(crate) async fn receiver_main(world: Arc<World>) {
     loop {
         for msg in net::accept_effects(&world).await {
             let f = &world.sim.faults.effects;
+            // A decline (a business refusal) performs nothing; the provider remembers it under
+            // the call's dedupe key, so an idempotent retry is declined again.
+            let declined = {
+                let mut st = world.lock();
+                let again = msg.dedupe.as_ref().is_some_and(|k| st.declined.contains(k));
+                let seen = msg.dedupe.as_ref().is_some_and(|k| st.dedupe_seen.contains_key(k));
+                let now = again || (!seen && chance(f.decline));
+                if now && let Some(k) = &msg.dedupe {
+                    st.declined.insert(k.clone());
+                }
+                if now {
+                    st.deliveries += 1;
+                }
+                now
+            };
+            if declined {
+                world.emit(
+                    Node::Receiver,
+                    Some(msg.from),
+                    What::Declined { intent: msg.intent.clone() },
+                );
+                let after = world.effect_latency_us();
+                let to = Dest::Tag { tag: msg.reply_tag, process: Some(msg.process) };
+                world.send(None, to, Some(msg.from), Msg::Ack { ok: false, declined: true }, after);
+                continue;
+            }
             let fresh = {
                 let t = world.now_us();
                 let retention = world.sim.world.effect_dedupe_retention_us;
@@ -285,7 +314,7 @@ pub(crate) async fn receiver_main(world: Arc<World>) {
                 after += us;
             }
             let to = Dest::Tag { tag: msg.reply_tag, process: Some(msg.process) };
-            world.send(None, to, Some(msg.from), Msg::Ack { ok }, after);
+            world.send(None, to, Some(msg.from), Msg::Ack { ok, declined: false }, after);
         }
     }
 }

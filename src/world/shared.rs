@@ -93,6 +93,8 @@ pub(crate) struct State {
     pub deliveries: u64,
     /// Dedupe keys the receiver has seen, with when it first saw each (µs).
     pub dedupe_seen: BTreeMap<String, u64>,
+    /// Dedupe keys the provider declined (a retry with one is declined again).
+    pub declined: std::collections::BTreeSet<String>,
     pub processes: Vec<ProcessState>,
     /// The network: packets in flight, the receiver's inbox, reply mailboxes.
     pub wire: Wire,

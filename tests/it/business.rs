@@ -300,3 +300,29 @@ fn stock_sells_out_once_and_the_refusal_is_final() {
         assert!(e.starts_with("s.toml:2:") && e.contains(what), "{e}");
     }
 }
+
+#[test]
+fn a_declined_charge_is_a_final_answer_that_exposes_where_the_charge_is() {
+    let s = "sims/dependencies/card-declines.toml";
+    // Charged inside the transaction: the decline rolls the order back.
+    assert_eq!(cell(s, "retry-loop-effect-inside", 0..30, V::PhantomSuccess), (0, 0));
+    // Charged after the commit: an unpaid order, its client told 402.
+    assert!(cell(s, "transactional", 0..30, V::PhantomSuccess).0 > 5);
+    // Charged by the outbox after the 201: confirmed, never paid.
+    assert!(cell(s, "outbox", 0..30, V::LostEffect).0 > 5);
+    let seed = (0..30)
+        .find(|&seed| {
+            run_one(s, "brandur-atomic-phases", seed)
+                .1
+                .iter()
+                .any(|w| matches!(w, What::Declined { .. }))
+        })
+        .expect("a seed with a decline");
+    let (r, _) = run_one(s, "brandur-atomic-phases", seed);
+    // store_outcomes = "refusals": the 402 is the key's final answer, nothing left in progress.
+    assert_eq!(r.keys_in_progress, 0, "{:?}", r.violations);
+    assert!(
+        r.requests.iter().flat_map(|q| q.copies.iter().flatten()).any(|a| a.status == Some(402))
+    );
+    assert!(!named(&r, V::UnfinishedIntent), "402 is final");
+}

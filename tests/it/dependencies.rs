@@ -324,12 +324,12 @@ fn retention_is_reported_against_the_retry_window() {
 fn dependency_sims_are_deterministic() {
     let sims =
         idemsim::catalog::sims_at(root().join("sims/dependencies").to_str().unwrap()).unwrap();
-    assert_eq!(sims.len(), 6);
+    assert_eq!(sims.len(), 7);
     let models: Vec<_> =
         ["transactional", "lease", "ttl-cache-set-nx", "outbox", "stripe-v1"].map(model).into();
     let opts = sweep::SweepOptions { jobs: 2, check_determinism: true, ..Default::default() };
     let cells = sweep::run_cells(&sims, &models, Some(0..30), &opts, |_, _| {}).unwrap();
-    assert_eq!(cells.len(), 30);
+    assert_eq!(cells.len(), 35);
     for c in &cells {
         assert!(c.nondeterministic_seeds.is_empty(), "{} × {}", c.sim, c.model);
     }

@@ -8,6 +8,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub const USER_HEADER: &str = "X-User";
+/// The tenant (organisation, account) the user belongs to, when the service has tenants:
+/// user ids are unique only within a tenant.
+pub const TENANT_HEADER: &str = "X-Tenant";
 pub const KEY_HEADER: &str = "Idempotency-Key";
 pub const CONTENT_TYPE: &str = "Content-Type";
 /// The harness's correlation header: the logical operation (intent) a request belongs to.
@@ -107,6 +110,8 @@ pub struct Order {
     pub user: String,
     pub item: String,
     pub qty: i64,
+    /// `X-Tenant`, when sent.
+    pub tenant: Option<String>,
 }
 
 impl Order {
@@ -114,6 +119,14 @@ impl Order {
     /// the [`CATALOGUE`]'s plain ASCII names: it needs no JSON escaping.)
     pub fn canonical(&self) -> String {
         format!("{{\"item\":\"{}\",\"qty\":{}}}", self.item, self.qty)
+    }
+
+    /// Who the order is for: `tenant/user`, or the user alone without a tenant.
+    pub fn principal(&self) -> String {
+        match &self.tenant {
+            Some(t) => format!("{t}/{}", self.user),
+            None => self.user.clone(),
+        }
     }
 
     /// The 201 body for a created row.
@@ -156,7 +169,8 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
     if !(1..=10).contains(&qty) {
         return Err(invalid());
     }
-    Ok(Order { operation, user, item: item.to_string(), qty })
+    let tenant = req.header(TENANT_HEADER).filter(|t| !t.is_empty()).map(str::to_string);
+    Ok(Order { operation, user, item: item.to_string(), qty, tenant })
 }
 
 #[cfg(test)]

@@ -165,6 +165,8 @@ pub struct KeyPolicy {
     pub max_len: usize,
     /// Scope fields besides the key itself: user and/or operation.
     pub scope_user: bool,
+    /// The key's scope includes the tenant (`X-Tenant`).
+    pub scope_tenant: bool,
     pub scope_operation: bool,
     pub fingerprint: Fingerprint,
     /// Status for the same key with a different payload.
@@ -460,8 +462,15 @@ fn check_model_name(n: &str) -> Result<(), String> {
 /// The longest key a model may accept (`key.max_len`).
 pub const MAX_KEY_LEN: usize = 4096;
 /// Headers the harness's requests and replies carry: not usable as a replay marker.
-const RESERVED_HEADERS: &[&str] =
-    &["Content-Type", "Content-Length", "Idempotency-Key", "X-Intent", "X-User", "Host"];
+const RESERVED_HEADERS: &[&str] = &[
+    "Content-Type",
+    "Content-Length",
+    "Idempotency-Key",
+    "X-Intent",
+    "X-User",
+    "X-Tenant",
+    "Host",
+];
 
 fn yes() -> bool {
     true
@@ -825,27 +834,31 @@ fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, Inp
 fn parse_scope(
     file: Source,
     scope: &Option<Vec<Spanned<String>>>,
-) -> Result<(bool, bool), InputError> {
-    let Some(scope) = scope else { return Ok((true, true)) };
-    let (mut user, mut operation) = (false, false);
+) -> Result<(bool, bool, bool), InputError> {
+    let Some(scope) = scope else { return Ok((true, true, false)) };
+    let (mut user, mut operation, mut tenant) = (false, false, false);
     for s in scope {
         match s.get_ref().as_str() {
             "user" => user = true,
             "operation" => operation = true,
+            "tenant" => tenant = true,
             other => {
                 return Err(file.err(
                     s.span(),
-                    format!("unknown scope field `{other}`; expected user, operation"),
+                    format!(
+                        "unknown scope field `{}`; expected user, operation, tenant",
+                        crate::input::shown(other)
+                    ),
                 ));
             }
         }
     }
-    Ok((user, operation))
+    Ok((user, operation, tenant))
 }
 
 /// The `[key]` section.
 fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
-    let (scope_user, scope_operation) = parse_scope(file, &k.scope)?;
+    let (scope_user, scope_operation, scope_tenant) = parse_scope(file, &k.scope)?;
     let fingerprint = file
         .choice(
             &k.fingerprint,
@@ -979,6 +992,7 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         required: k.required,
         max_len,
         scope_user,
+        scope_tenant,
         scope_operation,
         fingerprint,
         on_mismatch,

@@ -174,14 +174,16 @@ fn replies(v: &IntentView, rows_by_id: &BTreeMap<i64, &RowRecord>, out: &mut Vec
                 V::LostSuccess,
                 format!("client saw {} with id {id}; no such row", a.status.unwrap_or(0)),
             )),
-            Some(row) if q.user.as_deref() != Some(row.user.as_str()) => out.push(v.violation(
-                V::ScopeLeak,
-                format!(
-                    "user {} got row {id} of user {}",
-                    q.user.as_deref().unwrap_or("-"),
-                    row.user
-                ),
-            )),
+            Some(row) if q.principal().as_deref() != Some(row.user.as_str()) => {
+                out.push(v.violation(
+                    V::ScopeLeak,
+                    format!(
+                        "user {} got row {id} of user {}",
+                        q.principal().as_deref().unwrap_or("-"),
+                        row.user
+                    ),
+                ))
+            }
             Some(row) if row.intent != v.intent => out.push(
                 v.violation(V::ForeignReply, format!("got row {id} of intent {}", row.intent)),
             ),
@@ -287,7 +289,7 @@ fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Vi
             for (n, a) in c.iter().enumerate() {
                 let (Some(k), true) = (&a.key, a.is_success()) else { continue };
                 let scope = Scope {
-                    user: q.user.clone().unwrap_or_default(),
+                    user: q.principal().unwrap_or_default(),
                     operation: q.path.clone(),
                     key: k.clone(),
                 };

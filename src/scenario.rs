@@ -101,6 +101,15 @@ pub struct RequestExpect {
 }
 
 impl RequestSpec {
+    /// Who the request is for, as the server records it: `tenant/user`, or the user alone.
+    pub fn principal(&self) -> Option<String> {
+        let u = self.user.as_ref()?;
+        Some(match &self.tenant {
+            Some(t) => format!("{t}/{u}"),
+            None => u.clone(),
+        })
+    }
+
     /// The body attempt `attempt` (1-based) sends: the retry body, if any, after the first.
     pub fn body_for(&self, attempt: u32) -> &str {
         match &self.policy.retry_body {
@@ -125,6 +134,8 @@ pub struct RequestSpec {
     pub intent: String,
     /// None: no user header (401).
     pub user: Option<String>,
+    /// `X-Tenant` (None: not sent).
+    pub tenant: Option<String>,
     pub method: String,
     pub path: String,
     pub key: Option<String>,
@@ -518,6 +529,7 @@ struct RequestFile {
     timeout_ms: Option<Spanned<f64>>,
     intent: Option<String>,
     user: Option<String>,
+    tenant: Option<String>,
     method: Option<String>,
     path: Option<String>,
     key: Option<String>,
@@ -996,6 +1008,7 @@ fn parse_request(
             Some("") => None,
             Some(u) => Some(u.into()),
         },
+        tenant: r.tenant.clone().filter(|t| !t.is_empty()),
         method: r.method.clone().unwrap_or_else(|| "POST".into()),
         path: r.path.clone().unwrap_or_else(|| "/api/orders".into()),
         key: r.key.clone(),

@@ -67,6 +67,9 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
         if let Some(u) = &spec.user {
             headers.push((http::USER_HEADER.to_string(), u.clone()));
         }
+        if let Some(t) = &spec.tenant {
+            headers.push((http::TENANT_HEADER.to_string(), t.clone()));
+        }
         if let Some(k) = &key {
             headers.push((http::KEY_HEADER.to_string(), k.clone()));
         }

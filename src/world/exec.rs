@@ -655,7 +655,15 @@ impl Exec {
             }
             Some(k) => {
                 self.key = Some(Scope {
-                    user: if kp.scope_user { order.user.clone() } else { String::new() },
+                    user: match (kp.scope_tenant, kp.scope_user) {
+                        (false, true) => order.user.clone(),
+                        (false, false) => String::new(),
+                        (true, u) => format!(
+                            "{}/{}",
+                            order.tenant.as_deref().unwrap_or(""),
+                            if u { order.user.as_str() } else { "" }
+                        ),
+                    },
                     operation: if kp.scope_operation {
                         order.operation.to_string()
                     } else {
@@ -715,8 +723,9 @@ impl Exec {
                 let (now, exec) = (self.world().now_us(), self.run.id);
                 let rows = self.world().model.rows.clone();
                 let key = self.key.as_ref().map(|s| s.key.as_str());
-                let natural =
-                    rows.as_ref().and_then(|r| r.natural(&o.user, o.operation, &o.item, key));
+                let natural = rows
+                    .as_ref()
+                    .and_then(|r| r.natural(&o.principal(), o.operation, &o.item, key));
                 let done = self
                     .run
                     .sql(Stmt::InsertRow, |c| {

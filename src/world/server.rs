@@ -224,7 +224,8 @@ async fn completer_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>, every_u
                 continue;
             }
             let operation = if op == "return.create" { "return.create" } else { "order.create" };
-            let order = http::Order { operation, user, item, qty };
+            // The row holds the principal (tenant/user) the order was for.
+            let order = http::Order { operation, user, item, qty, tenant: None };
             let run =
                 Runner::new(world.clone(), idx, Conn::Shared(conn.clone()), Actor::Completer, None);
             let mut exec = Exec::new(run, intent.clone());

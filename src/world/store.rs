@@ -396,7 +396,7 @@ pub fn insert_row(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?
         .execute(params![
-            o.user,
+            o.principal(),
             o.operation,
             o.item,
             o.qty,

@@ -326,3 +326,20 @@ fn a_declined_charge_is_a_final_answer_that_exposes_where_the_charge_is() {
     );
     assert!(!named(&r, V::UnfinishedIntent), "402 is final");
 }
+
+#[test]
+fn a_key_scoped_without_the_tenant_serves_another_company() {
+    let s = "sims/catalogue/tenants-share-user-ids.toml";
+    assert_eq!(cell(s, "transactional", 0..20, V::ScopeLeak).0, 20);
+    assert_eq!(cell(s, "transactional-tenant", 0..20, V::ScopeLeak), (0, 0));
+    let (r, _) = run_one(s, "transactional-tenant", 0);
+    let users: Vec<&str> = r.rows.iter().map(|x| x.user.as_str()).collect();
+    assert_eq!(users, ["acme/u1", "globex/u1"], "rows record the tenant");
+    let e = Model::parse(
+        Path::new("m.toml"),
+        "program = [\"lookup\", \"insert-row\"]\n[key]\nscope = [\"org\"]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("m.toml:3:10") && e.contains("expected user, operation, tenant"), "{e}");
+}

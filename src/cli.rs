@@ -486,14 +486,25 @@ fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
             || !cell.passed;
         return Ok(if bad { EXIT_FAILED } else { EXIT_OK });
     }
-    if args.json {
-        println!("{}", render::matrix_json(&models, &cells));
-    } else if args.markdown {
-        print!("{}", render::survival_markdown(&sims, &models, &cells));
-    } else {
-        print!("{}", render::matrix_table(&sims, &models, &cells));
-    }
+    print!("{}", matrix_output(args.json, args.markdown, &sims, &models, &cells));
     Ok(if cells.iter().all(|c| c.passed) { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// A matrix as `--json`, `--markdown` or the table.
+fn matrix_output(
+    json: bool,
+    markdown: bool,
+    sims: &[Arc<Sim>],
+    models: &[Arc<Model>],
+    cells: &[Cell],
+) -> String {
+    if json {
+        format!("{}\n", render::matrix_json(models, cells))
+    } else if markdown {
+        render::survival_markdown(sims, models, cells)
+    } else {
+        render::matrix_table(sims, models, cells)
+    }
 }
 
 /// Write a whole file or nothing: a temporary file beside it, then renamed over it (a shard
@@ -621,13 +632,7 @@ fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
     if interrupted() {
         eprintln!("interrupted: the tables cover only the seeds that finished");
     }
-    if args.json {
-        println!("{}", render::matrix_json(&models, &cells));
-    } else if args.markdown {
-        print!("{}", render::survival_markdown(&sims, &models, &cells));
-    } else {
-        print!("{}", render::matrix_table(&sims, &models, &cells));
-    }
+    print!("{}", matrix_output(args.json, args.markdown, &sims, &models, &cells));
     if let Some(p) = &args.html {
         write_file(p, &render::matrix_html(&sims, &models, &cells))?;
     }

@@ -2,7 +2,7 @@
 //! the database reset, one SQL statement, one message over the simulated wire. Nothing here is
 //! used by a run; each function does exactly what a run does for that piece.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use madsim::runtime::{Handle, Runtime};
 
@@ -60,17 +60,7 @@ pub fn messages(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, n: u64) -> Result
             processes: (0..sim.world.processes).map(|_| ProcessState::default()).collect(),
             ..Default::default()
         };
-        let world = Arc::new(World {
-            wait_budget_us: model.wait_budget_us,
-            sim,
-            model,
-            db,
-            start: clock::now(),
-            state: Mutex::new(state),
-            outside: Mutex::new(None),
-            server_nodes: Mutex::new(vec![]),
-            names: vec![],
-        });
+        let world = Arc::new(World::new(sim, model, db, state, vec![]));
         let node = Handle::current().create_node().name("outside").build();
         node.spawn(net::wire_main(world.clone()));
         let w = world.clone();

@@ -19,7 +19,7 @@ mod shared;
 mod store;
 pub mod vfs;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
@@ -92,17 +92,7 @@ pub fn simulate(
     let world = rt.block_on({
         let (sim, model) = (sim.clone(), model.clone());
         async move {
-            let world = Arc::new(World {
-                wait_budget_us: sim.world.wait_budget_us.unwrap_or(model.wait_budget_us),
-                sim,
-                model,
-                db,
-                start: clock::now(),
-                state: Mutex::new(state),
-                outside: Mutex::new(None),
-                server_nodes: Mutex::new(vec![]),
-                names,
-            });
+            let world = Arc::new(World::new(sim, model, db, state, names));
             supervise(world.clone()).await;
             world
         }

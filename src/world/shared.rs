@@ -123,6 +123,28 @@ pub(crate) struct World {
 pub const WALL_EPOCH_US: u64 = 100 * 86_400_000_000;
 
 impl World {
+    /// A world for one run, its clock starting now (inside the runtime). The sim's wait budget
+    /// overrides the model's.
+    pub fn new(
+        sim: Arc<Sim>,
+        model: Arc<Model>,
+        db: Db,
+        state: State,
+        names: Vec<String>,
+    ) -> World {
+        World {
+            wait_budget_us: sim.world.wait_budget_us.unwrap_or(model.wait_budget_us),
+            sim,
+            model,
+            db,
+            start: clock::now(),
+            state: Mutex::new(state),
+            outside: Mutex::new(None),
+            server_nodes: Mutex::new(vec![]),
+            names,
+        }
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -58,6 +58,7 @@ pub enum Stmt {
     /// `on_error = ["unlock"]`: the claim's lock is released, the record kept.
     Unlock,
     TakeStock,
+    ApplyStatus,
 }
 
 impl Stmt {
@@ -76,6 +77,7 @@ impl Stmt {
             Stmt::RecoveryPoint => "recovery-point",
             Stmt::Unlock => "unlock",
             Stmt::TakeStock => "take-stock",
+            Stmt::ApplyStatus => "apply-status",
         }
     }
 
@@ -396,6 +398,12 @@ pub enum What {
     Declined {
         intent: String,
     },
+    /// `apply-status`: the resource's status set (or left, `applied = false`: not past it).
+    StatusApplied {
+        resource: String,
+        status: &'static str,
+        applied: bool,
+    },
 }
 
 /// One event. `t_us` is simulated time since the run started, in microseconds.
@@ -582,6 +590,12 @@ impl Legend {
                 crate::text::printable(intent),
                 crate::text::printable(key)
             ),
+            What::StatusApplied { resource, status, applied: true } => {
+                write!(s, "apply-status: {resource} is now {status}")
+            }
+            What::StatusApplied { resource, status, applied: false } => {
+                write!(s, "apply-status: {resource} already past {status} (ignored)")
+            }
             What::Declined { intent } => write!(
                 s,
                 "fault: the provider declines the call for intent {} (nothing done)",

@@ -20,6 +20,9 @@ pub const INTENT_HEADER: &str = "X-Intent";
 /// The items the service sells. Anything else is an invalid order.
 pub const CATALOGUE: &[&str] = &["test-item", "sample-item", "other-item"];
 
+/// The statuses a resource goes through, in order: `POST /api/events` reports one of them.
+pub const STATUSES: &[&str] = &["created", "paid", "shipped", "delivered"];
+
 /// A request as the server receives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -129,10 +132,20 @@ impl Order {
         }
     }
 
+    /// The 200 body of an applied status event: `{"resource":…,"status":…}`.
+    pub fn event_body(&self) -> String {
+        format!("{{\"resource\":\"{}\",\"status\":\"{}\"}}", self.item, status_name(self.qty))
+    }
+
     /// The 201 body for a created row.
     pub fn created_body(&self, id: i64) -> String {
         format!("{{\"id\":{id},\"item\":\"{}\",\"qty\":{}}}", self.item, self.qty)
     }
+}
+
+/// The name of a status rank (1-based), `?` outside [`STATUSES`].
+pub fn status_name(rank: i64) -> &'static str {
+    usize::try_from(rank - 1).ok().and_then(|i| STATUSES.get(i)).copied().unwrap_or("?")
 }
 
 /// SHA-256 in lowercase hex.
@@ -146,6 +159,7 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
     let operation = match (req.method.as_str(), req.path.as_str()) {
         ("POST", "/api/orders") => "order.create",
         ("POST", "/api/returns") => "return.create",
+        ("POST", "/api/events") => "event.apply",
         _ => return Err(Response::error(404, "not found")),
     };
     let user = match req.header(USER_HEADER) {
@@ -156,6 +170,21 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
         Ok(v) => v,
         Err(_) => return Err(Response::error(400, "invalid JSON")),
     };
+    let tenant = req.header(TENANT_HEADER).filter(|t| !t.is_empty()).map(str::to_string);
+    if operation == "event.apply" {
+        // A status event: {"resource": "<id>", "status": "<one of STATUSES>"}, kept in an
+        // `Order` as (item = resource, qty = the status's rank, 1-based).
+        let invalid = || Response::error(400, "invalid event");
+        let obj = value.as_object().filter(|o| o.len() == 2).ok_or_else(invalid)?;
+        let resource = obj.get("resource").and_then(|v| v.as_str()).ok_or_else(invalid)?;
+        let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        if resource.is_empty() || resource.len() > 64 || !resource.chars().all(plain) {
+            return Err(invalid());
+        }
+        let status = obj.get("status").and_then(|v| v.as_str()).ok_or_else(invalid)?;
+        let rank = STATUSES.iter().position(|s| *s == status).ok_or_else(invalid)? as i64 + 1;
+        return Ok(Order { operation, user, item: resource.to_string(), qty: rank, tenant });
+    }
     let invalid = || Response::error(400, "invalid order");
     let obj = value.as_object().ok_or_else(invalid)?;
     if obj.len() != 2 {
@@ -169,7 +198,6 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
     if !(1..=10).contains(&qty) {
         return Err(invalid());
     }
-    let tenant = req.header(TENANT_HEADER).filter(|t| !t.is_empty()).map(str::to_string);
     Ok(Order { operation, user, item: item.to_string(), qty, tenant })
 }
 

@@ -44,6 +44,9 @@ pub enum Step {
     /// `UPDATE stock SET units = units - qty WHERE item = ?` under a `CHECK (units >= 0)`:
     /// sold out is 422, a business refusal the rest of the program stores.
     TakeStock,
+    /// A status event (`POST /api/events`): upsert the resource's status; the reply is 200
+    /// with the event. `[events] guard = "monotonic"` ignores a status not past the stored one.
+    ApplyStatus,
 }
 
 impl Step {
@@ -61,6 +64,7 @@ impl Step {
             Step::Point(p) => format!("@{p}"),
             Step::RecoveryPoint(p) => format!("recovery-point:{p}"),
             Step::TakeStock => "take-stock".into(),
+            Step::ApplyStatus => "apply-status".into(),
         }
     }
 
@@ -77,12 +81,13 @@ impl Step {
                 | Step::Outbox
                 | Step::RecoveryPoint(_)
                 | Step::TakeStock
+                | Step::ApplyStatus
         )
     }
 }
 
 pub const STEP_NAMES: &str = "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, \
-     take-stock, recovery-point:<name>, @<point-name>";
+     take-stock, apply-status, recovery-point:<name>, @<point-name>";
 
 /// Where key records live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,6 +365,8 @@ pub struct Model {
     pub rows: Option<RowsPolicy>,
     /// How many times `on_error = ["retry-transaction"]` runs a transaction again.
     pub transaction_retries: u32,
+    /// `[events] guard = "monotonic"`: `apply-status` never moves a status backwards.
+    pub events_monotonic: bool,
 }
 
 impl Model {
@@ -388,6 +395,13 @@ struct ModelFile {
     #[serde(default)]
     outbox: OutboxFile,
     rows: Option<RowsFile>,
+    events: Option<EventsFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsFile {
+    guard: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -589,6 +603,13 @@ impl Model {
                 .then(|| file.ms("effects.timeout_ms", &f.effects.timeout_ms, 0, 1))
                 .transpose()?,
             rows: f.rows.as_ref().map(|r| parse_rows(file, r, f.key.is_some())).transpose()?,
+            events_monotonic: file
+                .choice(
+                    &f.events.as_ref().and_then(|e| e.guard.clone()),
+                    "events.guard",
+                    &[("none", false), ("monotonic", true)],
+                )?
+                .unwrap_or(false),
             transaction_retries: match &f.transaction_retries {
                 None => 5,
                 Some(n) if (1..=100).contains(n.get_ref()) && retry_tx => *n.get_ref(),
@@ -713,6 +734,7 @@ fn parse_program(
             "effect" => Step::Effect,
             "outbox" => Step::Outbox,
             "take-stock" => Step::TakeStock,
+            "apply-status" => Step::ApplyStatus,
             p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
                 Step::Point(p[1..].to_string())
             }
@@ -738,11 +760,15 @@ fn check_structure(
     program_span: Range<usize>,
     has_key: bool,
 ) -> Result<(), InputError> {
-    let inserts = program.iter().filter(|(s, _)| *s == Step::InsertRow).count();
+    let inserts =
+        program.iter().filter(|(s, _)| matches!(s, Step::InsertRow | Step::ApplyStatus)).count();
     if inserts != 1 {
         return Err(file.err(
             program_span,
-            format!("a program needs exactly one `insert-row` step (found {inserts})"),
+            format!(
+                "a program needs exactly one `insert-row` (or, for status events, one \
+                 `apply-status`) step (found {inserts})"
+            ),
         ));
     }
     let mut open = false;
@@ -765,7 +791,7 @@ fn check_structure(
         if *step == Step::Claim {
             claimed = true;
         }
-        if *step == Step::InsertRow {
+        if matches!(step, Step::InsertRow | Step::ApplyStatus) {
             inserted = true;
         }
         if *step == Step::SaveResponse && !inserted {

@@ -127,6 +127,9 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
     key_consistency(sim, model, obs, &mut out);
     stuck_keys(model, obs, &mut out);
     stuck_outbox(obs, &mut out);
+    if model.program.contains(&crate::model::Step::ApplyStatus) {
+        regressed_states(sim, obs, &mut out);
+    }
     out.sort_by_key(|v| v.name.order());
     out
 }
@@ -374,6 +377,49 @@ fn stuck_outbox(obs: &Observation, out: &mut Vec<Violation>) {
             permitted: false,
         });
     }
+}
+
+/// Status events: every resource ends at least at the latest status whose event was
+/// acknowledged (2xx) to its sender. Earlier statuses applied after later ones leave it behind.
+fn regressed_states(sim: &Sim, obs: &Observation, out: &mut Vec<Violation>) {
+    // resource → (the highest acknowledged rank, the intent of that event)
+    let mut acked: BTreeMap<String, (i64, &str)> = BTreeMap::new();
+    for (qi, q) in sim.requests.iter().enumerate() {
+        if q.path != "/api/events" {
+            continue;
+        }
+        let Some((resource, rank)) = event_of(q.body.as_bytes()) else { continue };
+        let ok = obs.requests[qi].copies.iter().flatten().any(|a| a.is_success());
+        let e = acked.entry(resource).or_insert((0, q.intent.as_str()));
+        if ok && rank > e.0 {
+            *e = (rank, q.intent.as_str());
+        }
+    }
+    for (resource, (rank, intent)) in acked {
+        let end = obs.resources.iter().find(|(r, _)| *r == resource).map_or(0, |r| r.1);
+        if rank > 0 && end < rank {
+            let now =
+                if end == 0 { "absent".to_string() } else { crate::http::status_name(end).into() };
+            out.push(Violation {
+                name: V::RegressedState,
+                intent: intent.to_string(),
+                detail: format!(
+                    "{resource} ends {now}; `{}` was acknowledged",
+                    crate::http::status_name(rank)
+                ),
+                permitted: false,
+            });
+        }
+    }
+}
+
+/// The (resource, status rank) a status event's body names.
+fn event_of(body: &[u8]) -> Option<(String, i64)> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let resource = v.get("resource")?.as_str()?.to_string();
+    let status = v.get("status")?.as_str()?;
+    let rank = crate::http::STATUSES.iter().position(|s| *s == status)? as i64 + 1;
+    Some((resource, rank))
 }
 
 /// Should every acknowledged intent have an effect? Yes when the model performs effects, or

@@ -174,6 +174,8 @@ pub struct Observation {
     pub bounds_hit: Vec<String>,
     /// The intent of every outbox message still unsent at the end, in id order.
     pub unsent: Vec<String>,
+    /// Every resource's final status rank (status events), by id.
+    pub resources: Vec<(String, i64)>,
     /// Simulated time of the last event (µs).
     pub end_us: u64,
     /// Number of events in the history.
@@ -229,6 +231,7 @@ pub enum ViolationKind {
     UnacknowledgedEffect,
     StuckKey,
     StuckOutbox,
+    RegressedState,
     UnfinishedIntent,
     ExpiredDuplicateRow,
     ExpiredDuplicateEffect,
@@ -237,7 +240,7 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in report order.
-    pub const ALL: [ViolationKind; 17] = [
+    pub const ALL: [ViolationKind; 18] = [
         ViolationKind::DuplicateRow,
         ViolationKind::DuplicateEffect,
         ViolationKind::LostSuccess,
@@ -251,6 +254,7 @@ impl ViolationKind {
         ViolationKind::UnacknowledgedEffect,
         ViolationKind::StuckKey,
         ViolationKind::StuckOutbox,
+        ViolationKind::RegressedState,
         ViolationKind::UnfinishedIntent,
         ViolationKind::ExpiredDuplicateRow,
         ViolationKind::ExpiredDuplicateEffect,
@@ -273,6 +277,7 @@ impl ViolationKind {
             ViolationKind::UnacknowledgedEffect => "unacknowledged-effect",
             ViolationKind::StuckKey => "stuck-key",
             ViolationKind::StuckOutbox => "stuck-outbox",
+            ViolationKind::RegressedState => "regressed-state",
             ViolationKind::UnfinishedIntent => "unfinished-intent",
             ViolationKind::ExpiredDuplicateRow => "expired-duplicate-row",
             ViolationKind::ExpiredDuplicateEffect => "expired-duplicate-effect",
@@ -313,6 +318,10 @@ impl ViolationKind {
                 "an effect happened but the client never saw a success and stopped trying"
             }
             ViolationKind::StuckKey => "a key still in progress at quiescence",
+            ViolationKind::RegressedState => {
+                "a resource's final status is behind a status its sender was told was applied \
+                 (status events applied out of order)"
+            }
             ViolationKind::StuckOutbox => {
                 "an outbox message never delivered by the end of the run (the relay's budget or \
                  the run's time limit ran out first)"

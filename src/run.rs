@@ -89,6 +89,24 @@ pub fn not_applicable(sim: &Sim, model: &Model) -> Option<String> {
         })
         .map(|i| format!("@{}", i.point))
         .collect();
+    // A model of status events does not create orders.
+    if model.program.contains(&Step::ApplyStatus)
+        && sim.requests.iter().any(|q| q.path == "/api/orders" || q.path == "/api/returns")
+    {
+        return Some(format!(
+            "model {} applies status events (`apply-status`) and the sim sends orders",
+            model.name
+        ));
+    }
+    // A sim of status events needs a model that applies them.
+    if sim.requests.iter().any(|q| q.path == "/api/events")
+        && !model.program.contains(&Step::ApplyStatus)
+    {
+        return Some(format!(
+            "the sim sends status events (/api/events) and model {} has no `apply-status` step",
+            model.name
+        ));
+    }
     let mut missing = missing;
     missing.sort();
     missing.dedup();

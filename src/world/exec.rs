@@ -765,6 +765,21 @@ impl Exec {
                 self.save(resp.status, &resp.body).await?;
                 Ok(Flow::Next)
             }
+            Step::ApplyStatus => {
+                let o = self.order.clone().expect("admitted");
+                let (intent, monotonic) =
+                    (self.intent.clone(), self.world().model.events_monotonic);
+                let applied = self
+                    .run
+                    .sql(Stmt::ApplyStatus, |c| {
+                        store::apply_status(c, &o.item, o.qty, &intent, monotonic)
+                    })
+                    .await?;
+                let status = http::status_name(o.qty);
+                self.event(What::StatusApplied { resource: o.item.clone(), status, applied });
+                self.response = Some(Response::new(200, o.event_body()));
+                Ok(Flow::Next)
+            }
             Step::TakeStock => {
                 let o = self.order.clone().expect("admitted");
                 let took =

@@ -104,6 +104,11 @@ pub fn simulate(
     // The outside node's handle lives in the world; drop it so no task keeps the world alive.
     world.outside.lock().unwrap_or_else(|p| p.into_inner()).take();
     let rows = store::with_observer(&world.db, store::read_rows)?;
+    let resources = if world.model.program.contains(&Step::ApplyStatus) {
+        store::with_observer(&world.db, store::read_resources)?
+    } else {
+        Vec::new()
+    };
     let unsent = if world.model.has_effects() {
         store::with_observer(&world.db, store::unsent_intents)?
     } else {
@@ -129,6 +134,7 @@ pub fn simulate(
         collected: st.collected,
         bounds_hit: st.bounds_hit,
         unsent,
+        resources,
         end_us: h.last_t_us,
         events: h.count,
         trace_hash: h.hasher.0,

@@ -37,6 +37,11 @@ CREATE TABLE rows(
   natural TEXT
 );
 CREATE UNIQUE INDEX rows_natural ON rows(natural) WHERE natural IS NOT NULL;
+CREATE TABLE resources(
+  id TEXT PRIMARY KEY,
+  status INTEGER NOT NULL,
+  intent TEXT NOT NULL
+);
 CREATE TABLE stock(
   item TEXT PRIMARY KEY,
   units INTEGER NOT NULL CHECK (units >= 0)
@@ -205,6 +210,7 @@ pub fn fresh_run_database(journal: Journal) -> rusqlite::Result<Db> {
                 .and_then(|_| exec_cached(o, "DELETE FROM keys"))
                 .and_then(|_| exec_cached(o, "DELETE FROM outbox"))
                 .and_then(|_| exec_cached(o, "DELETE FROM stock"))
+                .and_then(|_| exec_cached(o, "DELETE FROM resources"))
                 .and_then(|_| exec_cached(o, "COMMIT"));
             if wiped.is_err() && !o.is_autocommit() {
                 let _ = exec_cached(o, "ROLLBACK");
@@ -452,6 +458,33 @@ pub fn count_keys(conn: &Connection) -> rusqlite::Result<u64> {
 }
 
 /// Outbox messages not yet marked sent.
+/// `apply-status`: one statement, an upsert of the resource's status; with `monotonic`, an
+/// event whose status is not past the stored one changes nothing. Whether it changed a row.
+pub fn apply_status(
+    c: &Connection,
+    resource: &str,
+    rank: i64,
+    intent: &str,
+    monotonic: bool,
+) -> rusqlite::Result<bool> {
+    let sql = if monotonic {
+        "INSERT INTO resources(id, status, intent) VALUES (?1, ?2, ?3)
+         ON CONFLICT(id) DO UPDATE SET status = excluded.status, intent = excluded.intent
+         WHERE excluded.status > resources.status"
+    } else {
+        "INSERT INTO resources(id, status, intent) VALUES (?1, ?2, ?3)
+         ON CONFLICT(id) DO UPDATE SET status = excluded.status, intent = excluded.intent"
+    };
+    Ok(c.prepare_cached(sql)?.execute(params![resource, rank, intent])? == 1)
+}
+
+/// Every resource's final status, by id.
+pub fn read_resources(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
+    let mut st = conn.prepare_cached("SELECT id, status FROM resources ORDER BY id")?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}
+
 /// Put the sim's stock in (the run's database is empty).
 pub fn fill_stock(conn: &Connection, stock: &[(String, i64)]) -> rusqlite::Result<()> {
     for (item, units) in stock {

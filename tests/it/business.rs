@@ -343,3 +343,35 @@ fn a_key_scoped_without_the_tenant_serves_another_company() {
     .to_string();
     assert!(e.contains("m.toml:3:10") && e.contains("expected user, operation, tenant"), "{e}");
 }
+
+#[test]
+fn status_events_applied_out_of_order_regress_the_resource() {
+    let s = "sims/catalogue/webhook-status-events.toml";
+    let (regressed, _) = cell(s, "webhook-status-last-write", 0..60, V::RegressedState);
+    assert!(regressed > 10, "{regressed}");
+    assert_eq!(cell(s, "webhook-status-monotonic", 0..60, V::RegressedState), (0, 0));
+    let seed = (0..60)
+        .find(|&seed| named(&run_one(s, "webhook-status-last-write", seed).0, V::RegressedState))
+        .unwrap();
+    let (r, events) = run_one(s, "webhook-status-last-write", seed);
+    let v = r.violations.iter().find(|v| v.name == V::RegressedState).unwrap();
+    assert!(v.detail.contains("`delivered` was acknowledged"), "{}", v.detail);
+    // The same schedule under the guard: the late event is acknowledged and ignored.
+    let (_, guarded) = run_one(s, "webhook-status-monotonic", seed);
+    assert!(guarded.iter().any(|w| matches!(w, What::StatusApplied { applied: false, .. })));
+    assert!(events.iter().all(|w| !matches!(w, What::StatusApplied { applied: false, .. })));
+    // A model without apply-status: n/a, not a pass.
+    assert!(
+        run::not_applicable(&sim(s), &model("transactional")).unwrap().contains("apply-status")
+    );
+    // Bad event bodies are the front half's 400.
+    for body in [r#"{"resource":"a b","status":"paid"}"#, r#"{"resource":"r","status":"lost"}"#] {
+        let req = idemsim::http::Request {
+            method: "POST".into(),
+            path: "/api/events".into(),
+            headers: vec![("X-User".into(), "u1".into())],
+            body: body.as_bytes().to_vec(),
+        };
+        assert_eq!(idemsim::http::admit(&req).unwrap_err().status, 400, "{body}");
+    }
+}

@@ -5,71 +5,26 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use idemsim::fuzz::{self, Outcome};
-use idemsim::{catalog, model::Model, scenario::Sim};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000);
-    let root = catalog::root();
-    let mut files: Vec<(String, bool)> = Vec::new();
-    for p in catalog::files_under(&root.join("sims")) {
-        files.push((std::fs::read_to_string(p).expect("shipped sim"), true));
-    }
-    for p in catalog::all_model_paths() {
-        files.push((std::fs::read_to_string(p).expect("shipped model"), false));
-    }
-    let load_sim = |rel: &str| Arc::new(Sim::load(&root.join(rel)).expect("shipped sim"));
-    let load_model =
-        |n: &str| Arc::new(Model::load(&root.join(format!("models/{n}.toml"))).expect("model"));
-    let partners = [
-        (load_sim("sims/article/01-same-key-same-content.toml"), load_model("transactional")),
-        (load_sim("sims/faults/crash-between-steps.toml"), load_model("check-first")),
-        (load_sim("sims/dependencies/payment-provider.toml"), load_model("lease")),
-        (load_sim("sims/dependencies/cache-faults.toml"), load_model("ttl-cache-set-nx")),
-    ];
+    let files = fuzz::shipped_files().expect("shipped files");
+    let partners = fuzz::partners().expect("shipped partners");
     let threads = std::thread::available_parallelism().map(|t| t.get() as u64).unwrap_or(1);
     let started = std::time::Instant::now();
-    let outcomes: Vec<(u64, Outcome)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (files, partners) = (&files, &partners);
-                s.spawn(move || {
-                    let mut out = Vec::new();
-                    for i in (t..n).step_by(threads as usize) {
-                        let mut rng = StdRng::seed_from_u64(2026 ^ i.wrapping_mul(0x9e37_79b9));
-                        let (text, is_sim) = &files[(i as usize) % files.len()];
-                        let mutant = fuzz::mutate(text, &mut rng);
-                        let (ps, pm) = &partners[(i as usize / files.len()) % partners.len()];
-                        let o = fuzz::judge(&mutant, *is_sim, ps, pm, Duration::from_secs(10));
-                        if matches!(
-                            o,
-                            Outcome::Panicked { .. }
-                                | Outcome::Slow { .. }
-                                | Outcome::RefusedUnlocated { .. }
-                                | Outcome::RunError { .. }
-                        ) {
-                            let _ = std::fs::write(
-                                Path::new(&format!("/tmp/idemsim-mutant-{i}.toml")),
-                                &mutant,
-                            );
-                        }
-                        out.push((i, o));
-                    }
-                    out
-                })
-            })
-            .collect();
-        handles.into_iter().flat_map(|h| h.join().expect("worker")).collect()
-    });
+    let outcomes = fuzz::campaign(&files, &partners, n, threads, Duration::from_secs(10));
+    for (i, o, mutant) in &outcomes {
+        if o.is_defect() {
+            let _ = std::fs::write(Path::new(&format!("/tmp/idemsim-mutant-{i}.toml")), mutant);
+        }
+    }
     let mut top: BTreeMap<&str, u64> = BTreeMap::new();
     let mut refusals: BTreeMap<String, u64> = BTreeMap::new();
     let mut ran: BTreeMap<String, u64> = BTreeMap::new();
-    for (_, o) in &outcomes {
+    for (_, o, _) in &outcomes {
         match o {
             Outcome::Refused { class } => {
                 *top.entry("refused with file:line:col").or_default() += 1;
@@ -114,15 +69,7 @@ fn main() {
     if by.len() > 40 {
         println!("    ... {} more classes", by.len() - 40);
     }
-    for (i, o) in &outcomes {
-        if matches!(
-            o,
-            Outcome::Panicked { .. }
-                | Outcome::Slow { .. }
-                | Outcome::RefusedUnlocated { .. }
-                | Outcome::RunError { .. }
-        ) {
-            println!("defect: mutant {i}: {o:?} (/tmp/idemsim-mutant-{i}.toml)");
-        }
+    for (i, o, _) in outcomes.iter().filter(|(_, o, _)| o.is_defect()) {
+        println!("defect: mutant {i}: {o:?} (/tmp/idemsim-mutant-{i}.toml)");
     }
 }

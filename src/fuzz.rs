@@ -323,3 +323,73 @@ pub fn judge(
         Outcome::Panicked { msg }
     })
 }
+
+impl Outcome {
+    /// A panic, a slow run, a refusal without a location or a run error: never acceptable.
+    pub fn is_defect(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Panicked { .. }
+                | Outcome::Slow { .. }
+                | Outcome::RefusedUnlocated { .. }
+                | Outcome::RunError { .. }
+        )
+    }
+}
+
+/// Every shipped sim and model file: (text, is it a sim).
+pub fn shipped_files() -> std::io::Result<Vec<(String, bool)>> {
+    let root = crate::catalog::root();
+    let sims = crate::catalog::files_under(&root.join("sims")).into_iter().map(|p| (p, true));
+    let models = crate::catalog::all_model_paths().into_iter().map(|p| (p, false));
+    sims.chain(models).map(|(p, is_sim)| Ok((std::fs::read_to_string(p)?, is_sim))).collect()
+}
+
+/// A sim and a model a mutant of the other kind runs against.
+pub type Partner = (Arc<Sim>, Arc<Model>);
+
+/// The partners mutants run against, in turn: a model for sim mutants, a sim for model mutants.
+pub fn partners() -> Result<Vec<Partner>, InputError> {
+    let pairs = [
+        ("article/01-same-key-same-content", "transactional"),
+        ("faults/crash-between-steps", "check-first"),
+        ("dependencies/payment-provider", "lease"),
+        ("dependencies/cache-faults", "ttl-cache-set-nx"),
+    ];
+    pairs.iter().map(|(s, m)| Ok((crate::catalog::sim(s)?, crate::catalog::model(m)?))).collect()
+}
+
+/// Mutants `0..n` of `files` (mutant `i` mutates file `i mod files`, with its own RNG, against
+/// partner `i / files mod partners`), judged on `threads` threads: the same mutants and
+/// outcomes whatever the thread count. Each outcome with the mutant's text, in mutant order.
+pub fn campaign(
+    files: &[(String, bool)],
+    partners: &[Partner],
+    n: u64,
+    threads: u64,
+    wall: Duration,
+) -> Vec<(u64, Outcome, String)> {
+    use rand::SeedableRng;
+    let threads = threads.max(1);
+    let mut out: Vec<(u64, Outcome, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut out = Vec::new();
+                    for i in (t..n).step_by(threads as usize) {
+                        let mut rng =
+                            rand::rngs::StdRng::seed_from_u64(2026 ^ i.wrapping_mul(0x9e37_79b9));
+                        let (text, is_sim) = &files[(i as usize) % files.len()];
+                        let mutant = mutate(text, &mut rng);
+                        let (ps, pm) = &partners[(i as usize / files.len()) % partners.len()];
+                        out.push((i, judge(&mutant, *is_sim, ps, pm, wall), mutant));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("the judge catches panics")).collect()
+    });
+    out.sort_by_key(|(i, _, _)| *i);
+    out
+}

@@ -69,6 +69,7 @@ pub struct Cell {
 
 impl Cell {
     fn new(sim: &Sim, model: &Model, seeds: &Range<u64>) -> Cell {
+        let reason = run::not_applicable(sim, model);
         Cell {
             model: model.name.clone(),
             sim: sim.name.clone(),
@@ -90,8 +91,8 @@ impl Cell {
             violating_seeds: 0,
             nondeterministic_seeds: vec![],
             interrupted: false,
-            applicable: run::not_applicable(sim, model).is_none(),
-            reason: run::not_applicable(sim, model),
+            applicable: reason.is_none(),
+            reason,
             covered: None,
             sim_path: catalog::display_path(&sim.path),
         }
@@ -151,8 +152,8 @@ impl Cell {
         }
     }
 
-    /// Fold another partial aggregate of the same cell into this one (commutative).
-    /// Add another part of this cell (other seeds): the monoid that shards merge with.
+    /// Fold another part of this cell (other seeds) into it: commutative and associative, the
+    /// monoid that workers and shards merge with.
     pub fn merge(&mut self, o: Cell) {
         self.runs += o.runs;
         self.passed &= o.passed;

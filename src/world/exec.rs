@@ -19,7 +19,7 @@ use madsim::rand::Rng;
 use rusqlite::Connection;
 
 use super::conn::Conn;
-use super::keystore::{self, Takeover};
+use super::keystore::{self, Abandoned, Takeover};
 use super::net::{Dest, EffectMsg, Envelope, Mailbox, Msg};
 use super::shared::{World, chance};
 use super::{clock, control, store};
@@ -491,18 +491,6 @@ impl Runner {
     }
 }
 
-/// An abandoned claim the completer may finish: in progress, its lease expired, with a
-/// recovery point and the row it inserted (and so the order, read back from the row).
-pub(crate) struct Abandoned {
-    pub scope: Scope,
-    pub intent: String,
-    pub fingerprint: String,
-    pub token: Option<u64>,
-    pub point: String,
-    pub row: i64,
-    pub order: Order,
-}
-
 /// One request's execution of the model's program.
 pub(crate) struct Exec {
     pub run: Runner,
@@ -626,7 +614,7 @@ impl Exec {
                     return resp;
                 }
                 Err(Failure::Busy) if self.may_retry_transaction() => {
-                    at = self.retry_transaction(at).await;
+                    at = self.retry_transaction(at);
                 }
                 Err(f) => return self.fail(f).await,
             }
@@ -841,7 +829,7 @@ impl Exec {
 
     /// Roll the transaction back and forget what it did, as the retry loop of a driver or ORM
     /// does; what it did outside the database (an effect) stays done. The `begin` to run again.
-    async fn retry_transaction(&mut self, failed_before: usize) -> usize {
+    fn retry_transaction(&mut self, failed_before: usize) -> usize {
         if !self.run.conn.is_autocommit() {
             let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
         }

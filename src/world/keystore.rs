@@ -191,17 +191,26 @@ pub(crate) fn sql_recovery(
     .optional()
 }
 
-/// Claims the completer may finish: in progress, lease ended by `now_us`, a recovery point
-/// with a row; with the row's order (user, operation, item, qty) and the claim's creation
-/// time. At most `limit`, oldest first.
-#[allow(clippy::type_complexity)]
+/// An abandoned claim the completer may finish: in progress, its lease ended, with a recovery
+/// point and the row it inserted (and so the order, read back from the row, which holds the
+/// principal the order was for).
+pub(crate) struct Abandoned {
+    pub scope: Scope,
+    pub intent: String,
+    pub fingerprint: String,
+    pub token: Option<u64>,
+    pub point: String,
+    pub row: i64,
+    pub order: crate::http::Order,
+    pub created_us: u64,
+}
+
+/// Claims the completer may finish (lease ended by `now_us`), at most `limit`, oldest first.
 pub(crate) fn sql_abandoned(
     c: &Connection,
     now_us: u64,
     limit: usize,
-) -> rusqlite::Result<
-    Vec<(Scope, String, String, Option<u64>, String, i64, (String, String, String, i64), u64)>,
-> {
+) -> rusqlite::Result<Vec<Abandoned>> {
     let mut st = c.prepare_cached(
         "SELECT k.user, k.operation, k.key, k.intent, k.fingerprint, k.token, k.recovery_point,
                 k.row_id, r.user, r.operation, r.item, r.qty, k.created_us
@@ -211,16 +220,24 @@ pub(crate) fn sql_abandoned(
          ORDER BY k.created_us, k.user, k.operation, k.key LIMIT ?2",
     )?;
     let rows = st.query_map(params![now_us as i64, limit as i64], |r| {
-        Ok((
-            Scope { user: r.get(0)?, operation: r.get(1)?, key: r.get(2)? },
-            r.get(3)?,
-            r.get(4)?,
-            r.get::<_, Option<i64>>(5)?.map(|t| t as u64),
-            r.get(6)?,
-            r.get(7)?,
-            (r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?),
-            r.get::<_, i64>(12)? as u64,
-        ))
+        let op: String = r.get(9)?;
+        let operation = if op == "return.create" { "return.create" } else { "order.create" };
+        Ok(Abandoned {
+            scope: Scope { user: r.get(0)?, operation: r.get(1)?, key: r.get(2)? },
+            intent: r.get(3)?,
+            fingerprint: r.get(4)?,
+            token: r.get::<_, Option<i64>>(5)?.map(|t| t as u64),
+            point: r.get(6)?,
+            row: r.get(7)?,
+            order: crate::http::Order {
+                operation,
+                user: r.get(8)?,
+                item: r.get(10)?,
+                qty: r.get(11)?,
+                tenant: None,
+            },
+            created_us: r.get::<_, i64>(12)? as u64,
+        })
     })?;
     rows.collect()
 }

@@ -109,7 +109,7 @@ pub fn simulate(
     } else {
         Vec::new()
     };
-    let unsent = if world.model.has_effects() {
+    let unsent = if world.model.program.contains(&Step::Outbox) {
         store::with_observer(&world.db, store::unsent_intents)?
     } else {
         Vec::new()

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::clock;
 use super::conn::{Conn, Pool};
-use super::exec::{Abandoned, Exec, Failure, Runner};
+use super::exec::{Exec, Failure, Runner};
 use super::keystore;
 use super::net::{self, Dest, Envelope, Msg};
 use super::shared::{World, chance};
@@ -210,26 +210,21 @@ async fn completer_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>, every_u
             continue;
         };
         drop(run);
-        for (scope, intent, fingerprint, token, point, row, (user, op, item, qty), created) in batch
-        {
-            if horizon.is_some_and(|h| created.saturating_add(h) < now) {
-                if !past_horizon.contains(&scope) {
+        for a in batch {
+            if horizon.is_some_and(|h| a.created_us.saturating_add(h) < now) {
+                if !past_horizon.contains(&a.scope) {
                     world.emit(
                         Node::Server(idx as u32),
                         Some(Actor::Completer),
-                        What::CompleterPastHorizon { intent, key: scope.key.clone() },
+                        What::CompleterPastHorizon { intent: a.intent, key: a.scope.key.clone() },
                     );
-                    past_horizon.push(scope);
+                    past_horizon.push(a.scope);
                 }
                 continue;
             }
-            let operation = if op == "return.create" { "return.create" } else { "order.create" };
-            // The row holds the principal (tenant/user) the order was for.
-            let order = http::Order { operation, user, item, qty, tenant: None };
             let run =
                 Runner::new(world.clone(), idx, Conn::Shared(conn.clone()), Actor::Completer, None);
-            let mut exec = Exec::new(run, intent.clone());
-            let a = Abandoned { scope, intent, fingerprint, token, point, row, order };
+            let mut exec = Exec::new(run, a.intent.clone());
             exec.complete_abandoned(a).await;
         }
         world.work_changed();

@@ -59,6 +59,7 @@ pub enum Stmt {
     Unlock,
     TakeStock,
     ApplyStatus,
+    UpdateDoc,
 }
 
 impl Stmt {
@@ -78,6 +79,7 @@ impl Stmt {
             Stmt::Unlock => "unlock",
             Stmt::TakeStock => "take-stock",
             Stmt::ApplyStatus => "apply-status",
+            Stmt::UpdateDoc => "update-doc",
         }
     }
 
@@ -398,6 +400,20 @@ pub enum What {
     Declined {
         intent: String,
     },
+    /// `update-doc`: the document's value set; it is now at `version`.
+    DocUpdated {
+        doc: String,
+        version: i64,
+        value: i64,
+    },
+    /// `update-doc` refused: 412 (the `If-Match` is not the current version), 428 (no
+    /// `If-Match` and one is required) or 404 (no such document: `current` is None).
+    DocRefused {
+        doc: String,
+        status: u16,
+        if_match: Option<i64>,
+        current: Option<i64>,
+    },
     /// `apply-status`: the resource's status set (or left, `applied = false`: not past it).
     StatusApplied {
         resource: String,
@@ -590,6 +606,20 @@ impl Legend {
                 crate::text::printable(intent),
                 crate::text::printable(key)
             ),
+            What::DocUpdated { doc, version, value } => {
+                write!(s, "update-doc: {doc} = {value}, now version {version}")
+            }
+            What::DocRefused { doc, status: 428, .. } => {
+                write!(s, "update-doc: no If-Match for {doc} and one is required → 428")
+            }
+            What::DocRefused { doc, status, if_match, current: Some(current) } => write!(
+                s,
+                "update-doc: If-Match \"{}\" but {doc} is at version {current} → {status}",
+                if_match.unwrap_or(0)
+            ),
+            What::DocRefused { doc, status, .. } => {
+                write!(s, "update-doc: no document {doc} → {status}")
+            }
             What::StatusApplied { resource, status, applied: true } => {
                 write!(s, "apply-status: {resource} is now {status}")
             }

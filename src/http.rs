@@ -16,6 +16,12 @@ pub const CONTENT_TYPE: &str = "Content-Type";
 /// The harness's correlation header: the logical operation (intent) a request belongs to.
 /// No model step reads it; the server stores it beside rows and keys for the oracle.
 pub const INTENT_HEADER: &str = "X-Intent";
+/// A conditional update: the version (an ETag, `"3"`) the client's copy was loaded at.
+pub const IF_MATCH_HEADER: &str = "If-Match";
+/// The version a document reply carries (`"3"`).
+pub const ETAG_HEADER: &str = "ETag";
+/// Where documents live: `PUT /api/docs/<id>` sets one's value.
+pub const DOCS_PREFIX: &str = "/api/docs/";
 
 /// The items the service sells. Anything else is an invalid order.
 pub const CATALOGUE: &[&str] = &["test-item", "sample-item", "other-item"];
@@ -60,6 +66,9 @@ pub enum Reason {
     /// A business rule refused the request: the resource it would create exists already (a
     /// final answer, and a failure for the client).
     Taken,
+    /// A conditional update's `If-Match` names a version that is no longer current (412), or
+    /// the server requires one and none was sent (428): a final answer.
+    Precondition,
 }
 
 /// Harness instrumentation carried by a reply.
@@ -115,12 +124,22 @@ pub struct Order {
     pub qty: i64,
     /// `X-Tenant`, when sent.
     pub tenant: Option<String>,
+    /// A document update's `If-Match` version, when sent.
+    pub if_match: Option<i64>,
 }
 
 impl Order {
     /// The validated input in a fixed field order: `{"item":..,"qty":..}`. (`item` is one of
     /// the [`CATALOGUE`]'s plain ASCII names: it needs no JSON escaping.)
     pub fn canonical(&self) -> String {
+        if self.operation == "doc.update" {
+            // The document, the value and the version it is conditional on.
+            let m = self.if_match.map_or("null".to_string(), |v| v.to_string());
+            return format!(
+                "{{\"doc\":\"{}\",\"if_match\":{m},\"value\":{}}}",
+                self.item, self.qty
+            );
+        }
         format!("{{\"item\":\"{}\",\"qty\":{}}}", self.item, self.qty)
     }
 
@@ -135,6 +154,15 @@ impl Order {
     /// The 200 body of an applied status event: `{"resource":…,"status":…}`.
     pub fn event_body(&self) -> String {
         format!("{{\"resource\":\"{}\",\"status\":\"{}\"}}", self.item, status_name(self.qty))
+    }
+
+    /// The 200 of an applied document update, with its new version as the ETag.
+    pub fn updated(&self, version: i64) -> Response {
+        let body =
+            format!("{{\"doc\":\"{}\",\"value\":{},\"version\":{version}}}", self.item, self.qty);
+        let mut r = Response::new(200, body);
+        r.headers.push((ETAG_HEADER.into(), format!("\"{version}\"")));
+        r
     }
 
     /// The 201 body for a created row.
@@ -160,6 +188,7 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
         ("POST", "/api/orders") => "order.create",
         ("POST", "/api/returns") => "return.create",
         ("POST", "/api/events") => "event.apply",
+        ("PUT", p) if p.starts_with(DOCS_PREFIX) => "doc.update",
         _ => return Err(Response::error(404, "not found")),
     };
     let user = match req.header(USER_HEADER) {
@@ -177,13 +206,38 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
         let invalid = || Response::error(400, "invalid event");
         let obj = value.as_object().filter(|o| o.len() == 2).ok_or_else(invalid)?;
         let resource = obj.get("resource").and_then(|v| v.as_str()).ok_or_else(invalid)?;
-        let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
-        if resource.is_empty() || resource.len() > 64 || !resource.chars().all(plain) {
+        if !plain_id(resource) {
             return Err(invalid());
         }
         let status = obj.get("status").and_then(|v| v.as_str()).ok_or_else(invalid)?;
         let rank = STATUSES.iter().position(|s| *s == status).ok_or_else(invalid)? as i64 + 1;
-        return Ok(Order { operation, user, item: resource.to_string(), qty: rank, tenant });
+        return Ok(Order {
+            operation,
+            user,
+            item: resource.to_string(),
+            qty: rank,
+            tenant,
+            if_match: None,
+        });
+    }
+    if operation == "doc.update" {
+        // A document update: PUT /api/docs/<id> with {"value": 0..=1000000}, and an optional
+        // `If-Match: "<version>"`. The value is kept in `qty`, the document's id in `item`.
+        let doc = &req.path[DOCS_PREFIX.len()..];
+        if !plain_id(doc) {
+            return Err(Response::error(404, "not found"));
+        }
+        let invalid = || Response::error(400, "invalid document");
+        let obj = value.as_object().filter(|o| o.len() == 1).ok_or_else(invalid)?;
+        let v = obj.get("value").and_then(|v| v.as_i64()).ok_or_else(invalid)?;
+        if !(0..=1_000_000).contains(&v) {
+            return Err(invalid());
+        }
+        let if_match = match req.header(IF_MATCH_HEADER) {
+            None => None,
+            Some(h) => Some(parse_etag(h).ok_or_else(|| Response::error(400, "invalid If-Match"))?),
+        };
+        return Ok(Order { operation, user, item: doc.to_string(), qty: v, tenant, if_match });
     }
     let invalid = || Response::error(400, "invalid order");
     let obj = value.as_object().ok_or_else(invalid)?;
@@ -198,7 +252,23 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
     if !(1..=10).contains(&qty) {
         return Err(invalid());
     }
-    Ok(Order { operation, user, item: item.to_string(), qty, tenant })
+    Ok(Order { operation, user, item: item.to_string(), qty, tenant, if_match: None })
+}
+
+/// A resource id: 1–64 ASCII letters, digits, `-` or `_` (no JSON escaping needed).
+fn plain_id(id: &str) -> bool {
+    let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    !id.is_empty() && id.len() <= 64 && id.chars().all(plain)
+}
+
+/// An `If-Match` version: `"3"` (a strong ETag) or `3`; 1..=10^9.
+pub fn parse_etag(h: &str) -> Option<i64> {
+    let h = h.trim();
+    let inner = h.strip_prefix('"').and_then(|x| x.strip_suffix('"')).unwrap_or(h);
+    if inner.is_empty() || inner.len() > 10 || !inner.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    inner.parse().ok().filter(|v| (1..=1_000_000_000).contains(v))
 }
 
 #[cfg(test)]
@@ -259,5 +329,46 @@ mod tests {
             );
         }
         assert_eq!(admit(&req("/api/returns", Some("u1"), ok)).unwrap().operation, "return.create");
+    }
+
+    #[test]
+    fn document_updates() {
+        let put = |path: &str, body: &str, if_match: Option<&str>| {
+            let mut r = req(path, Some("u1"), body);
+            r.method = "PUT".into();
+            if let Some(m) = if_match {
+                r.headers.push((IF_MATCH_HEADER.into(), m.into()));
+            }
+            admit(&r)
+        };
+        let ok = put("/api/docs/doc-1", r#"{"value":7}"#, Some("\"3\"")).unwrap();
+        assert_eq!(
+            (ok.operation, ok.item.as_str(), ok.qty, ok.if_match),
+            ("doc.update", "doc-1", 7, Some(3))
+        );
+        assert_eq!(ok.canonical(), r#"{"doc":"doc-1","if_match":3,"value":7}"#);
+        let blind = put("/api/docs/doc-1", r#"{"value":7}"#, None).unwrap();
+        assert_eq!(blind.canonical(), r#"{"doc":"doc-1","if_match":null,"value":7}"#);
+        let updated = ok.updated(4);
+        assert_eq!((updated.status, updated.header("etag")), (200, Some("\"4\"")));
+        assert_eq!(updated.body, r#"{"doc":"doc-1","value":7,"version":4}"#);
+        assert_eq!(put("/api/docs/", r#"{"value":7}"#, None).unwrap_err().status, 404);
+        assert_eq!(put("/api/docs/a/b", r#"{"value":7}"#, None).unwrap_err().status, 404);
+        for (body, m) in [
+            (r#"{"value":-1}"#, None),
+            (r#"{"value":"7"}"#, None),
+            (r#"{"value":7,"x":1}"#, None),
+            (r#"{"value":7}"#, Some("W/\"3\"")),
+            (r#"{"value":7}"#, Some("\"0\"")),
+            (r#"{"value":7}"#, Some("")),
+        ] {
+            assert_eq!(put("/api/docs/doc-1", body, m).unwrap_err().status, 400, "{body} {m:?}");
+        }
+        assert_eq!(parse_etag("12"), Some(12));
+        // POST to a document is not routed.
+        assert_eq!(
+            admit(&req("/api/docs/doc-1", Some("u1"), r#"{"value":7}"#)).unwrap_err().status,
+            404
+        );
     }
 }

@@ -47,6 +47,22 @@ pub enum Step {
     /// A status event (`POST /api/events`): upsert the resource's status; the reply is 200
     /// with the event. `[events] guard = "monotonic"` ignores a status not past the stored one.
     ApplyStatus,
+    /// A document update (`PUT /api/docs/<id>`): `UPDATE docs SET value = ?, version =
+    /// version + 1 WHERE id = ?`, with `AND version = ?` (the `If-Match`) when `[updates]
+    /// check` asks for it; 0 rows is 412, a business refusal the rest of the program stores.
+    UpdateDoc,
+}
+
+/// `[updates] check`: what an `update-doc` step does with `If-Match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VersionCheck {
+    /// Last write wins: `If-Match` is ignored.
+    #[default]
+    None,
+    /// A sent `If-Match` must name the current version (else 412); a blind write goes through.
+    IfMatch,
+    /// `If-Match` is required (428 without it) and must name the current version (412).
+    Required,
 }
 
 impl Step {
@@ -65,10 +81,16 @@ impl Step {
             Step::RecoveryPoint(p) => format!("recovery-point:{p}"),
             Step::TakeStock => "take-stock".into(),
             Step::ApplyStatus => "apply-status".into(),
+            Step::UpdateDoc => "update-doc".into(),
         }
     }
 
     /// Does the step run an SQL statement (and so await under `awaits = "every-statement"`)?
+    /// The step that writes the request's business state (exactly one per program).
+    pub fn is_write(&self) -> bool {
+        matches!(self, Step::InsertRow | Step::ApplyStatus | Step::UpdateDoc)
+    }
+
     pub fn is_statement(&self) -> bool {
         matches!(
             self,
@@ -82,12 +104,13 @@ impl Step {
                 | Step::RecoveryPoint(_)
                 | Step::TakeStock
                 | Step::ApplyStatus
+                | Step::UpdateDoc
         )
     }
 }
 
 pub const STEP_NAMES: &str = "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, \
-     take-stock, apply-status, recovery-point:<name>, @<point-name>";
+     take-stock, apply-status, update-doc, recovery-point:<name>, @<point-name>";
 
 /// Where key records live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,6 +390,8 @@ pub struct Model {
     pub transaction_retries: u32,
     /// `[events] guard = "monotonic"`: `apply-status` never moves a status backwards.
     pub events_monotonic: bool,
+    /// `[updates] check`: whether `update-doc` honours `If-Match`.
+    pub version_check: VersionCheck,
 }
 
 impl Model {
@@ -396,6 +421,13 @@ struct ModelFile {
     outbox: OutboxFile,
     rows: Option<RowsFile>,
     events: Option<EventsFile>,
+    updates: Option<Spanned<UpdatesFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdatesFile {
+    check: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -502,6 +534,7 @@ impl Model {
         let file = Source::new(path, src);
         let f: ModelFile = file.toml()?;
         let program = parse_program(file, &f.program)?;
+        let updates_doc = program.iter().any(|(s, _)| *s == Step::UpdateDoc);
         check_structure(file, &program, f.program.span(), f.key.is_some())?;
         let on_error = parse_on_error(file, &f.on_error)?;
         let retry_tx = on_error.retry_transaction;
@@ -610,6 +643,23 @@ impl Model {
                     &[("none", false), ("monotonic", true)],
                 )?
                 .unwrap_or(false),
+            version_check: match &f.updates {
+                None => VersionCheck::None,
+                Some(u) if !updates_doc => {
+                    return Err(file.err(u.span(), "[updates] needs an `update-doc` step"));
+                }
+                Some(u) => file
+                    .choice(
+                        &u.get_ref().check,
+                        "updates.check",
+                        &[
+                            ("none", VersionCheck::None),
+                            ("if-match", VersionCheck::IfMatch),
+                            ("required", VersionCheck::Required),
+                        ],
+                    )?
+                    .unwrap_or_default(),
+            },
             transaction_retries: match &f.transaction_retries {
                 None => 5,
                 Some(n) if (1..=100).contains(n.get_ref()) && retry_tx => *n.get_ref(),
@@ -735,6 +785,7 @@ fn parse_program(
             "outbox" => Step::Outbox,
             "take-stock" => Step::TakeStock,
             "apply-status" => Step::ApplyStatus,
+            "update-doc" => Step::UpdateDoc,
             p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
                 Step::Point(p[1..].to_string())
             }
@@ -760,14 +811,13 @@ fn check_structure(
     program_span: Range<usize>,
     has_key: bool,
 ) -> Result<(), InputError> {
-    let inserts =
-        program.iter().filter(|(s, _)| matches!(s, Step::InsertRow | Step::ApplyStatus)).count();
+    let inserts = program.iter().filter(|(s, _)| s.is_write()).count();
     if inserts != 1 {
         return Err(file.err(
             program_span,
             format!(
                 "a program needs exactly one `insert-row` (or, for status events, one \
-                 `apply-status`) step (found {inserts})"
+                 `apply-status`; for document updates, one `update-doc`) step (found {inserts})"
             ),
         ));
     }
@@ -791,7 +841,7 @@ fn check_structure(
         if *step == Step::Claim {
             claimed = true;
         }
-        if matches!(step, Step::InsertRow | Step::ApplyStatus) {
+        if step.is_write() {
             inserted = true;
         }
         if *step == Step::SaveResponse && !inserted {

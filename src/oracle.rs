@@ -23,7 +23,7 @@ use ViolationKind as V;
 fn is_final(a: &AttemptOutcome) -> bool {
     match a.status {
         Some(s) if (200..300).contains(&s) => true,
-        Some(s) if [400, 401, 402, 403, 404, 412, 422].contains(&s) => true,
+        Some(s) if [400, 401, 402, 403, 404, 412, 422, 428].contains(&s) => true,
         Some(_) if a.reason == Some(Reason::AlreadyDone) => true,
         Some(409) => matches!(a.reason, Some(Reason::Mismatch | Reason::Taken)),
         _ => false,
@@ -130,6 +130,9 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
     if model.program.contains(&crate::model::Step::ApplyStatus) {
         regressed_states(sim, obs, &mut out);
     }
+    if !obs.writes.is_empty() {
+        lost_updates(sim, obs, &mut out);
+    }
     out.sort_by_key(|v| v.name.order());
     out
 }
@@ -206,7 +209,8 @@ fn answers_against_state(
     out: &mut Vec<Violation>,
 ) -> bool {
     let applied_rows = obs.rows.iter().filter(|r| r.intent == v.intent).count();
-    let applied = applied_rows > 0 || !v.effects.is_empty();
+    let writes = obs.writes.iter().filter(|w| w.intent == v.intent).count();
+    let applied = applied_rows > 0 || writes > 0 || !v.effects.is_empty();
     // The answers the client got at the end of its attempt chains; a chain that ended with no
     // answer (a transport failure) told it nothing either way.
     let answered: Vec<&&AttemptOutcome> = v.finals.iter().filter(|a| a.status.is_some()).collect();
@@ -218,10 +222,15 @@ fn answers_against_state(
         && answered.iter().all(|a| is_failure_answer(a));
     if phantom {
         let last = answered.iter().map(|a| a.status.unwrap_or(0).to_string()).collect::<Vec<_>>();
+        let what = if writes > 0 {
+            format!("{writes} document write(s)")
+        } else {
+            format!("{applied_rows} row(s)")
+        };
         out.push(v.violation(
             V::PhantomSuccess,
             format!(
-                "{applied_rows} row(s), {} effect(s); the client ended on {}",
+                "{what}, {} effect(s); the client ended on {}",
                 v.effects.len(),
                 last.join(", ")
             ),
@@ -410,6 +419,55 @@ fn regressed_states(sim: &Sim, obs: &Observation, out: &mut Vec<Violation>) {
                 permitted: false,
             });
         }
+    }
+}
+
+/// Document updates: the last write of an acknowledged intent is lost when a later write of
+/// another intent overwrote it although that write's client had not seen it: its `If-Match`
+/// named a version before the one the lost write made. (A write without `If-Match` is blind:
+/// it claims to have seen every version.) A later write of the same intent supersedes its own.
+fn lost_updates(sim: &Sim, obs: &Observation, out: &mut Vec<Violation>) {
+    // intent → the version its client based its writes on, from the If-Match it sent.
+    let mut base: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut acked: BTreeMap<&str, bool> = BTreeMap::new();
+    for (qi, q) in sim.requests.iter().enumerate() {
+        if let Some(v) = q.if_match.as_deref().and_then(crate::http::parse_etag) {
+            base.insert(q.intent.as_str(), v);
+        }
+        let ok = obs.requests[qi].copies.iter().flatten().any(|a| a.is_success());
+        *acked.entry(q.intent.as_str()).or_default() |= ok;
+    }
+    let mut lost: BTreeMap<&str, String> = BTreeMap::new();
+    for (i, w) in obs.writes.iter().enumerate() {
+        let later = obs.writes[i + 1..].iter().filter(|x| x.doc == w.doc);
+        if later.clone().any(|x| x.intent == w.intent)
+            || !acked.get(w.intent.as_str()).copied().unwrap_or(false)
+        {
+            continue;
+        }
+        let Some(x) =
+            later.into_iter().find(|x| base.get(x.intent.as_str()).is_some_and(|b| *b < w.version))
+        else {
+            continue;
+        };
+        lost.entry(w.intent.as_str()).or_insert_with(|| {
+            format!(
+                "{} version {} overwritten by intent {} (version {}), whose If-Match was \"{}\"",
+                w.doc,
+                w.version,
+                x.intent,
+                x.version,
+                base[x.intent.as_str()]
+            )
+        });
+    }
+    for (intent, detail) in lost {
+        out.push(Violation {
+            name: V::LostUpdate,
+            intent: intent.to_string(),
+            detail,
+            permitted: false,
+        });
     }
 }
 

@@ -176,12 +176,22 @@ pub struct Observation {
     pub unsent: Vec<String>,
     /// Every resource's final status rank (status events), by id.
     pub resources: Vec<(String, i64)>,
+    /// Every document write (`update-doc`), by document and version.
+    pub writes: Vec<DocWriteRecord>,
     /// Simulated time of the last event (µs).
     pub end_us: u64,
     /// Number of events in the history.
     pub events: usize,
     /// Hash of the typed event history (what determinism checks compare).
     pub trace_hash: u64,
+}
+
+/// One write to a document: the version it made and the intent that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocWriteRecord {
+    pub doc: String,
+    pub version: i64,
+    pub intent: String,
 }
 
 /// One external effect the receiver counted.
@@ -232,6 +242,7 @@ pub enum ViolationKind {
     StuckKey,
     StuckOutbox,
     RegressedState,
+    LostUpdate,
     UnfinishedIntent,
     ExpiredDuplicateRow,
     ExpiredDuplicateEffect,
@@ -240,7 +251,7 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in report order.
-    pub const ALL: [ViolationKind; 18] = [
+    pub const ALL: [ViolationKind; 19] = [
         ViolationKind::DuplicateRow,
         ViolationKind::DuplicateEffect,
         ViolationKind::LostSuccess,
@@ -255,6 +266,7 @@ impl ViolationKind {
         ViolationKind::StuckKey,
         ViolationKind::StuckOutbox,
         ViolationKind::RegressedState,
+        ViolationKind::LostUpdate,
         ViolationKind::UnfinishedIntent,
         ViolationKind::ExpiredDuplicateRow,
         ViolationKind::ExpiredDuplicateEffect,
@@ -278,6 +290,7 @@ impl ViolationKind {
             ViolationKind::StuckKey => "stuck-key",
             ViolationKind::StuckOutbox => "stuck-outbox",
             ViolationKind::RegressedState => "regressed-state",
+            ViolationKind::LostUpdate => "lost-update",
             ViolationKind::UnfinishedIntent => "unfinished-intent",
             ViolationKind::ExpiredDuplicateRow => "expired-duplicate-row",
             ViolationKind::ExpiredDuplicateEffect => "expired-duplicate-effect",
@@ -322,13 +335,17 @@ impl ViolationKind {
                 "a resource's final status is behind a status its sender was told was applied \
                  (status events applied out of order)"
             }
+            ViolationKind::LostUpdate => {
+                "an acknowledged update was overwritten by a write whose client had not seen it \
+                 (its If-Match named an older version)"
+            }
             ViolationKind::StuckOutbox => {
                 "an outbox message never delivered by the end of the run (the relay's budget or \
                  the run's time limit ran out first)"
             }
             ViolationKind::UnfinishedIntent => {
                 "no attempt chain of the intent ended with a final outcome (2xx; \
-                 400/401/403/404/412/422; a 409 for a reused key's other payload; an \
+                 400/401/402/403/404/412/422/428; a 409 for a reused key's other payload; an \
                  \"already processed\") within its retry budget"
             }
             ViolationKind::ExpiredDuplicateRow => {

@@ -107,6 +107,21 @@ pub fn not_applicable(sim: &Sim, model: &Model) -> Option<String> {
             model.name
         ));
     }
+    // Document updates and the other kinds of request need each their own write step.
+    let orders = sim.requests.iter().any(|q| q.path == "/api/orders" || q.path == "/api/returns");
+    let updates_docs = model.program.contains(&Step::UpdateDoc);
+    if updates_docs && orders {
+        return Some(format!(
+            "model {} updates documents (`update-doc`) and the sim sends orders",
+            model.name
+        ));
+    }
+    if sim.requests.iter().any(|q| q.path.starts_with(crate::http::DOCS_PREFIX)) && !updates_docs {
+        return Some(format!(
+            "the sim updates documents (PUT /api/docs/…) and model {} has no `update-doc` step",
+            model.name
+        ));
+    }
     let mut missing = missing;
     missing.sort();
     missing.dedup();

@@ -136,6 +136,8 @@ pub struct RequestSpec {
     pub user: Option<String>,
     /// `X-Tenant` (None: not sent).
     pub tenant: Option<String>,
+    /// `If-Match` as sent (None: not sent): the version the client's copy was loaded at.
+    pub if_match: Option<String>,
     pub method: String,
     pub path: String,
     pub key: Option<String>,
@@ -530,6 +532,7 @@ struct RequestFile {
     intent: Option<String>,
     user: Option<String>,
     tenant: Option<String>,
+    if_match: Option<Spanned<toml::Value>>,
     method: Option<String>,
     path: Option<String>,
     key: Option<String>,
@@ -1009,6 +1012,19 @@ fn parse_request(
             Some(u) => Some(u.into()),
         },
         tenant: r.tenant.clone().filter(|t| !t.is_empty()),
+        if_match: match &r.if_match {
+            None => None,
+            Some(v) => match v.get_ref() {
+                toml::Value::Integer(i) if *i >= 1 => Some(format!("\"{i}\"")),
+                toml::Value::String(s) => Some(s.clone()),
+                _ => {
+                    return Err(file.err(
+                        v.span(),
+                        "if_match: expected a version (1, 2, …) or the header's text",
+                    ));
+                }
+            },
+        },
         method: r.method.clone().unwrap_or_else(|| "POST".into()),
         path: r.path.clone().unwrap_or_else(|| "/api/orders".into()),
         key: r.key.clone(),

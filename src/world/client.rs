@@ -70,6 +70,9 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
         if let Some(t) = &spec.tenant {
             headers.push((http::TENANT_HEADER.to_string(), t.clone()));
         }
+        if let Some(m) = &spec.if_match {
+            headers.push((http::IF_MATCH_HEADER.to_string(), m.clone()));
+        }
         if let Some(k) = &key {
             headers.push((http::KEY_HEADER.to_string(), k.clone()));
         }

@@ -27,7 +27,7 @@ use crate::history::{Actor, CrashSite, Node, Refusal, Stmt, What, save_refused};
 use crate::http::{self, Order, Reason, Response};
 use crate::model::{
     Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, KeyPolicy, KeyStore, OnClash,
-    Replay, Step, StoreOutcomes,
+    Replay, Step, StoreOutcomes, VersionCheck,
 };
 use crate::report::{KeyRecord, RecordState, Scope};
 use crate::scenario::InjectAction;
@@ -702,7 +702,9 @@ impl Exec {
             }
             Step::Claim => self.claim().await,
             // After a business refusal (a clash, sold out) the request creates nothing more.
-            Step::Effect | Step::Outbox | Step::TakeStock | Step::InsertRow if self.clashed => {
+            Step::Effect | Step::Outbox | Step::TakeStock | Step::InsertRow | Step::UpdateDoc
+                if self.clashed =>
+            {
                 Ok(Flow::Next)
             }
             Step::InsertRow => {
@@ -766,6 +768,34 @@ impl Exec {
                 let status = http::status_name(o.qty);
                 self.event(What::StatusApplied { resource: o.item.clone(), status, applied });
                 self.response = Some(Response::new(200, o.event_body()));
+                Ok(Flow::Next)
+            }
+            Step::UpdateDoc => {
+                let o = self.order.clone().expect("admitted");
+                let condition = match (self.world().model.version_check, o.if_match) {
+                    (VersionCheck::None, _) | (VersionCheck::IfMatch, None) => None,
+                    (_, Some(v)) => Some(v),
+                    (VersionCheck::Required, None) => {
+                        self.refuse_update(&o, 428, None);
+                        return Ok(Flow::Next);
+                    }
+                };
+                let intent = self.intent.clone();
+                let w = self
+                    .run
+                    .sql(Stmt::UpdateDoc, |c| {
+                        store::update_doc(c, &o.item, o.qty, &intent, condition)
+                    })
+                    .await?;
+                match w {
+                    store::DocWrite::Updated(version) => {
+                        let (doc, value) = (o.item.clone(), o.qty);
+                        self.event(What::DocUpdated { doc, version, value });
+                        self.response = Some(o.updated(version));
+                    }
+                    store::DocWrite::Stale(current) => self.refuse_update(&o, 412, Some(current)),
+                    store::DocWrite::Missing => self.refuse_update(&o, 404, None),
+                }
                 Ok(Flow::Next)
             }
             Step::TakeStock => {
@@ -940,6 +970,20 @@ impl Exec {
                 ))
             }
         }
+    }
+
+    /// A document update refused (412 stale, 428 no `If-Match`, 404 no document): a business
+    /// refusal; nothing more is written, the rest of the program stores the answer.
+    fn refuse_update(&mut self, o: &Order, status: u16, current: Option<i64>) {
+        let (doc, if_match) = (o.item.clone(), o.if_match);
+        self.event(What::DocRefused { doc, status, if_match, current });
+        self.clashed = true;
+        let resp = match status {
+            412 => Response::error(412, "version mismatch").meaning(Reason::Precondition),
+            428 => Response::error(428, "If-Match required").meaning(Reason::Precondition),
+            _ => Response::error(status, "not found"),
+        };
+        self.response = Some(resp);
     }
 
     /// Does the step run an SQL statement? (A key step on a cache or in memory does not.)

@@ -235,6 +235,7 @@ pub(crate) fn sql_abandoned(
                 item: r.get(10)?,
                 qty: r.get(11)?,
                 tenant: None,
+                if_match: None,
             },
             created_us: r.get::<_, i64>(12)? as u64,
         })

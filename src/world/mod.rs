@@ -59,6 +59,11 @@ pub fn simulate(
     if !sim.world.stock.is_empty() {
         store::with_observer(&db, |c| store::fill_stock(c, &sim.world.stock))?;
     }
+    if model.program.contains(&Step::UpdateDoc) {
+        let docs =
+            sim.requests.iter().filter_map(|q| q.path.strip_prefix(crate::http::DOCS_PREFIX));
+        store::with_observer(&db, |c| store::fill_docs(c, docs))?;
+    }
     let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
 
     let names: Vec<String> = sim
@@ -109,6 +114,11 @@ pub fn simulate(
     } else {
         Vec::new()
     };
+    let writes = if world.model.program.contains(&Step::UpdateDoc) {
+        store::with_observer(&world.db, store::read_writes)?
+    } else {
+        Vec::new()
+    };
     let unsent = if world.model.program.contains(&Step::Outbox) {
         store::with_observer(&world.db, store::unsent_intents)?
     } else {
@@ -135,6 +145,7 @@ pub fn simulate(
         bounds_hit: st.bounds_hit,
         unsent,
         resources,
+        writes,
         end_us: h.last_t_us,
         events: h.count,
         trace_hash: h.hasher.0,

@@ -42,6 +42,20 @@ CREATE TABLE resources(
   status INTEGER NOT NULL,
   intent TEXT NOT NULL
 );
+CREATE TABLE docs(
+  id TEXT PRIMARY KEY,
+  version INTEGER NOT NULL,
+  value INTEGER NOT NULL,
+  intent TEXT NOT NULL
+);
+CREATE TABLE writes(
+  doc TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  intent TEXT NOT NULL
+);
+CREATE TRIGGER docs_written AFTER UPDATE OF version ON docs BEGIN
+  INSERT INTO writes(doc, version, intent) VALUES (new.id, new.version, new.intent);
+END;
 CREATE TABLE stock(
   item TEXT PRIMARY KEY,
   units INTEGER NOT NULL CHECK (units >= 0)
@@ -211,6 +225,8 @@ pub fn fresh_run_database(journal: Journal) -> rusqlite::Result<Db> {
                 .and_then(|_| exec_cached(o, "DELETE FROM outbox"))
                 .and_then(|_| exec_cached(o, "DELETE FROM stock"))
                 .and_then(|_| exec_cached(o, "DELETE FROM resources"))
+                .and_then(|_| exec_cached(o, "DELETE FROM docs"))
+                .and_then(|_| exec_cached(o, "DELETE FROM writes"))
                 .and_then(|_| exec_cached(o, "COMMIT"));
             if wiped.is_err() && !o.is_autocommit() {
                 let _ = exec_cached(o, "ROLLBACK");
@@ -482,6 +498,79 @@ pub fn apply_status(
 pub fn read_resources(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
     let mut st = conn.prepare_cached("SELECT id, status FROM resources ORDER BY id")?;
     let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}
+
+/// The documents the sim's requests update, each at version 1 with value 0.
+pub fn fill_docs<'a>(
+    conn: &Connection,
+    docs: impl IntoIterator<Item = &'a str>,
+) -> rusqlite::Result<()> {
+    for doc in docs {
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO docs(id, version, value, intent) VALUES (?1, 1, 0, '')",
+        )?
+        .execute(params![doc])?;
+    }
+    Ok(())
+}
+
+/// What `update-doc` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocWrite {
+    /// Written; the document is now at this version.
+    Updated(i64),
+    /// `If-Match` named another version: the current one.
+    Stale(i64),
+    /// No such document.
+    Missing,
+}
+
+/// `update-doc`: one statement, `UPDATE docs SET value = ?, version = version + 1 WHERE id = ?`
+/// with `AND version = ?` when `if_match` is given (a trigger logs the write for the oracle).
+/// When it changed nothing, a read of the current version tells a stale `If-Match` from a
+/// missing document.
+pub fn update_doc(
+    c: &Connection,
+    doc: &str,
+    value: i64,
+    intent: &str,
+    if_match: Option<i64>,
+) -> rusqlite::Result<DocWrite> {
+    use rusqlite::OptionalExtension;
+    let written: Option<i64> = match if_match {
+        None => c
+            .prepare_cached(
+                "UPDATE docs SET value = ?2, version = version + 1, intent = ?3 WHERE id = ?1 \
+                 RETURNING version",
+            )?
+            .query_row(params![doc, value, intent], |r| r.get(0))
+            .optional()?,
+        Some(v) => c
+            .prepare_cached(
+                "UPDATE docs SET value = ?2, version = version + 1, intent = ?3 \
+                 WHERE id = ?1 AND version = ?4 RETURNING version",
+            )?
+            .query_row(params![doc, value, intent, v], |r| r.get(0))
+            .optional()?,
+    };
+    if let Some(v) = written {
+        return Ok(DocWrite::Updated(v));
+    }
+    let current: Option<i64> = c
+        .prepare_cached("SELECT version FROM docs WHERE id = ?1")?
+        .query_row(params![doc], |r| r.get(0))
+        .optional()?;
+    Ok(current.map_or(DocWrite::Missing, DocWrite::Stale))
+}
+
+/// Every write to a document, by document and version.
+pub fn read_writes(conn: &Connection) -> rusqlite::Result<Vec<crate::report::DocWriteRecord>> {
+    let mut st =
+        conn.prepare_cached("SELECT doc, version, intent FROM writes ORDER BY doc, version")?;
+    let rows = st.query_map([], |r| {
+        Ok(crate::report::DocWriteRecord { doc: r.get(0)?, version: r.get(1)?, intent: r.get(2)? })
+    })?;
     rows.collect()
 }
 

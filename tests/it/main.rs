@@ -13,6 +13,7 @@ mod fuzz;
 mod hardening;
 mod shard;
 mod tidy;
+mod updates;
 
 use idemsim::catalog;
 use idemsim::model::Model;

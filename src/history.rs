@@ -60,6 +60,8 @@ pub enum Stmt {
     TakeStock,
     ApplyStatus,
     UpdateDoc,
+    /// `on_error = ["mark-failed"]`: the claim is kept as failed.
+    MarkFailed,
 }
 
 impl Stmt {
@@ -80,6 +82,7 @@ impl Stmt {
             Stmt::TakeStock => "take-stock",
             Stmt::ApplyStatus => "apply-status",
             Stmt::UpdateDoc => "update-doc",
+            Stmt::MarkFailed => "mark-failed",
         }
     }
 
@@ -368,6 +371,20 @@ pub enum What {
     ClaimUnlocked {
         n: usize,
     },
+    /// The error path kept the claim as a `failed` record (`n` records).
+    MarkedFailed {
+        n: usize,
+    },
+    /// A lookup found a `failed` record with this payload: the request runs again.
+    FoundFailed,
+    /// `expiry = "on-read"`: the record read had expired; deleted, it reads as absent.
+    KeyExpired {
+        intent: String,
+    },
+    /// `on_expired = 410`: the record read had expired; answered 410 Gone.
+    ExpiredGone,
+    /// A claim took a `failed` record back (compare-and-set on the state).
+    RetookFailed,
     /// The completer took over an abandoned claim to finish it.
     CompleterTookOver {
         intent: String,
@@ -640,6 +657,15 @@ impl Legend {
                 "database busy: ROLLBACK, the transaction runs again (retry {attempt} of {of})"
             ),
             What::ClaimUnlocked { n } => write!(s, "unlock: {n} claim unlocked, kept for a retry"),
+            What::MarkedFailed { n } => write!(s, "mark-failed: {n} claim kept as failed"),
+            What::FoundFailed => write!(s, "lookup: a failed record, same payload: run again"),
+            What::KeyExpired { intent } => write!(
+                s,
+                "lookup: the record (intent {}) expired; deleted, read as absent",
+                crate::text::printable(intent)
+            ),
+            What::ExpiredGone => write!(s, "lookup: the record expired → 410 Gone"),
+            What::RetookFailed => write!(s, "claim: took back the failed record"),
             What::RowClash { row } => {
                 write!(s, "insert-row: the business key is taken (UNIQUE), by row {row}")
             }
@@ -807,8 +833,8 @@ impl StateTrack {
                 }
                 What::RowInserted { .. } if p.in_tx => p.rows += 1,
                 What::RowInserted { .. } => rows += 1,
-                What::Claimed | What::TookOver if p.in_tx => p.claims += 1,
-                What::Claimed => claims += 1,
+                What::Claimed | What::TookOver | What::RetookFailed if p.in_tx => p.claims += 1,
+                What::Claimed | What::RetookFailed => claims += 1,
                 What::Stored { .. } if p.in_tx => p.done += 1,
                 What::Stored { .. } => done += 1,
                 What::ClaimCompleted { .. } if p.in_tx => {
@@ -819,12 +845,13 @@ impl StateTrack {
                     done += 1;
                     claims -= 1;
                 }
-                What::ClaimReleased { n } => claims -= *n as i64,
+                What::ClaimReleased { n } | What::MarkedFailed { n } => claims -= *n as i64,
                 What::KeysDeleted { .. } => {
                     done = 0;
                     claims = 0;
                 }
                 What::Collected { n, .. } => done -= *n as i64,
+                What::KeyExpired { .. } => done -= 1,
                 What::ProcessCrashed => {
                     pending.retain(|(n, _), _| *n != node);
                 }

@@ -69,6 +69,9 @@ pub enum Reason {
     /// A conditional update's `If-Match` names a version that is no longer current (412), or
     /// the server requires one and none was sent (428): a final answer.
     Precondition,
+    /// The key's record expired and the server says so (410 Gone) instead of executing again:
+    /// a final answer.
+    Expired,
 }
 
 /// Harness instrumentation carried by a reply.

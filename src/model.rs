@@ -204,6 +204,12 @@ pub struct KeyPolicy {
     pub replay_marker: String,
     /// Keys older than this (µs) are expired; a collector deletes them (None: kept forever).
     pub retention_us: Option<u64>,
+    /// `expiry = "on-read"`: each record expires `retention_us` after its creation, checked
+    /// when it is read (a per-record `expires_at`), whether or not a collector ran.
+    pub expire_on_read: bool,
+    /// `on_expired = 410`: an expired record found on read is answered 410 Gone (it stays
+    /// as a tombstone) instead of being replaced by a new execution.
+    pub expired_gone: bool,
     pub store: KeyStore,
     /// Latency of one cache operation (µs, inclusive), for `store = "cache"`.
     pub store_latency_us: (u64, u64),
@@ -309,6 +315,9 @@ pub struct OnError {
     /// A busy database inside a transaction: roll back and run the transaction again from its
     /// `begin`, up to `transaction_retries` times (Firestore's and ORMs' retry loops).
     pub retry_transaction: bool,
+    /// Mark this request's own claim `failed` and keep it (seed 002's key table): a retry with
+    /// the same payload takes it back and runs again; another payload is still a mismatch.
+    pub mark_failed: bool,
 }
 
 /// A field of an order that a business key is made of.
@@ -478,6 +487,8 @@ struct KeyFile {
     fencing: bool,
     replay: Option<Spanned<toml::Value>>,
     claim_conflict: Option<Spanned<String>>,
+    expiry: Option<Spanned<String>>,
+    on_expired: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -560,6 +571,25 @@ impl Model {
                 "key.completer_every_ms: a completer resumes abandoned claims at their recovery \
                  point; the program has no `recovery-point:<name>` step",
             ));
+        }
+        if on_error.mark_failed {
+            let span = f.on_error.iter().find(|e| e.get_ref() == "mark-failed").map(|e| e.span());
+            let span = span.unwrap_or(f.program.span());
+            let claims = program.iter().any(|(s, _)| *s == Step::Claim);
+            if !claims || key.as_ref().is_none_or(|k| k.store != KeyStore::Sqlite) {
+                return Err(file.err(
+                    span,
+                    "on_error `mark-failed` marks the request's own claim failed: it needs a \
+                     `claim` step and the SQLite key store",
+                ));
+            }
+            if f.store_outcomes.as_ref().is_some_and(|s| s.get_ref() != "success") {
+                return Err(file.err(
+                    span,
+                    "on_error `mark-failed` keeps a failure as a `failed` record; \
+                     store_outcomes would store it as done: choose one",
+                ));
+            }
         }
         if on_error.unlock && !resumable {
             let span = f.on_error.iter().find(|e| e.get_ref() == "unlock").map(|e| e.span());
@@ -879,28 +909,36 @@ fn check_structure(
 }
 
 fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, InputError> {
-    let mut on_error =
-        OnError { rollback: false, release_claim: false, unlock: false, retry_transaction: false };
+    let mut on_error = OnError {
+        rollback: false,
+        release_claim: false,
+        unlock: false,
+        retry_transaction: false,
+        mark_failed: false,
+    };
     for e in list {
         match e.get_ref().as_str() {
             "rollback" => on_error.rollback = true,
             "release-claim" => on_error.release_claim = true,
             "unlock" => on_error.unlock = true,
             "retry-transaction" => on_error.retry_transaction = true,
+            "mark-failed" => on_error.mark_failed = true,
             other => {
                 return Err(file.err(
                     e.span(),
                     format!(
                         "unknown on_error action `{other}`; expected rollback, release-claim, \
-                         unlock or retry-transaction"
+                         unlock, mark-failed or retry-transaction"
                     ),
                 ));
             }
         }
-        if on_error.release_claim && on_error.unlock {
+        let claim_actions = [on_error.release_claim, on_error.unlock, on_error.mark_failed];
+        if claim_actions.iter().filter(|x| **x).count() > 1 {
             return Err(file.err(
                 e.span(),
-                "on_error: `release-claim` deletes the claim, `unlock` keeps it; choose one",
+                "on_error: `release-claim` deletes the claim, `unlock` keeps it for a takeover, \
+                 `mark-failed` keeps it as failed; choose one",
             ));
         }
     }
@@ -1005,6 +1043,31 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
             &[("lookup", ClaimConflict::Lookup), ("error", ClaimConflict::Error)],
         )?
         .unwrap_or(ClaimConflict::Lookup);
+    let expire_on_read = file
+        .choice(&k.expiry, "key.expiry", &[("collector", false), ("on-read", true)])?
+        .unwrap_or(false);
+    if expire_on_read && (retention_us.is_none() || store != KeyStore::Sqlite) {
+        return Err(file.err(
+            k.expiry.as_ref().map(|s| s.span()).unwrap_or(0..0),
+            "key.expiry = \"on-read\" checks each SQLite record's age against \
+             key.retention_ms: it needs both (a cache's records expire by their TTL already)",
+        ));
+    }
+    let expired_gone = match &k.on_expired {
+        None => false,
+        Some(v) => match v.get_ref() {
+            toml::Value::String(s) if s == "new" => false,
+            toml::Value::Integer(410) if expire_on_read => true,
+            toml::Value::Integer(410) => {
+                return Err(file.err(
+                    v.span(),
+                    "key.on_expired = 410 answers from the expired record (a tombstone): it \
+                     needs key.expiry = \"on-read\"",
+                ));
+            }
+            _ => return Err(file.err(v.span(), "key.on_expired: expected \"new\" or 410")),
+        },
+    };
     if store == KeyStore::Cache && k.retention_ms.is_none() {
         return Err(file.err(
             k.store.as_ref().map(|s| s.span()).unwrap_or(0..0),
@@ -1075,6 +1138,8 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         in_flight,
         replay_marker,
         retention_us,
+        expire_on_read,
+        expired_gone,
     })
 }
 

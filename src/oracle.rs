@@ -23,7 +23,7 @@ use ViolationKind as V;
 fn is_final(a: &AttemptOutcome) -> bool {
     match a.status {
         Some(s) if (200..300).contains(&s) => true,
-        Some(s) if [400, 401, 402, 403, 404, 412, 422, 428].contains(&s) => true,
+        Some(s) if [400, 401, 402, 403, 404, 410, 412, 422, 428].contains(&s) => true,
         Some(_) if a.reason == Some(Reason::AlreadyDone) => true,
         Some(409) => matches!(a.reason, Some(Reason::Mismatch | Reason::Taken)),
         _ => false,
@@ -31,10 +31,11 @@ fn is_final(a: &AttemptOutcome) -> bool {
 }
 
 /// A reply that tells the client its request failed (4xx or 5xx); a 409 "still in progress"
-/// tells it to wait and an "already processed" that it was done, not that it failed.
+/// tells it to wait, an "already processed" that it was done, and a 410 "key expired" that
+/// the server no longer knows: none of them says it failed.
 fn is_failure_answer(a: &AttemptOutcome) -> bool {
     a.status.is_some_and(|s| s >= 400)
-        && !matches!(a.reason, Some(Reason::InFlight | Reason::AlreadyDone))
+        && !matches!(a.reason, Some(Reason::InFlight | Reason::AlreadyDone | Reason::Expired))
 }
 
 /// Canonical JSON of a body (field order ignored), or the raw text if it is not JSON.
@@ -359,7 +360,7 @@ fn stuck_keys(model: &Model, obs: &Observation, out: &mut Vec<Violation>) {
     if leased {
         return;
     }
-    for (s, r) in obs.keys.iter().filter(|(_, r)| r.state != RecordState::Done) {
+    for (s, r) in obs.keys.iter().filter(|(_, r)| r.state == RecordState::InProgress) {
         out.push(Violation {
             name: V::StuckKey,
             intent: r.intent.clone(),

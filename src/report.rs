@@ -120,6 +120,9 @@ pub enum RecordState {
     InProgress,
     /// An outcome (status and body) is recorded.
     Done,
+    /// The request failed and its claim was kept as failed (`on_error = ["mark-failed"]`): a
+    /// retry with the same payload may take it back and run again.
+    Failed,
 }
 
 impl RecordState {
@@ -128,6 +131,7 @@ impl RecordState {
         match self {
             RecordState::InProgress => "in-progress",
             RecordState::Done => "done",
+            RecordState::Failed => "failed",
         }
     }
 
@@ -135,6 +139,7 @@ impl RecordState {
         match s {
             "in-progress" => Some(RecordState::InProgress),
             "done" => Some(RecordState::Done),
+            "failed" => Some(RecordState::Failed),
             _ => None,
         }
     }
@@ -345,7 +350,7 @@ impl ViolationKind {
             }
             ViolationKind::UnfinishedIntent => {
                 "no attempt chain of the intent ended with a final outcome (2xx; \
-                 400/401/402/403/404/412/422/428; a 409 for a reused key's other payload; an \
+                 400/401/402/403/404/410/412/422/428; a 409 for a reused key's other payload; an \
                  \"already processed\") within its retry budget"
             }
             ViolationKind::ExpiredDuplicateRow => {

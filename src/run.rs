@@ -42,8 +42,11 @@ pub fn run(
         sim: sim.name.clone(),
         model: model.name.clone(),
         keys: obs.keys.len() as u64,
-        keys_in_progress: obs.keys.iter().filter(|(_, r)| r.state != RecordState::Done).count()
-            as u64,
+        keys_in_progress: obs
+            .keys
+            .iter()
+            .filter(|(_, r)| r.state == RecordState::InProgress)
+            .count() as u64,
         effects_total: obs.effect_log.len() as u64,
         effects: obs.effects_per_intent(),
         deliveries: obs.deliveries,

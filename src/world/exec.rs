@@ -517,6 +517,8 @@ pub(crate) struct Exec {
     pub tx_begin_at: Option<usize>,
     /// Transactions run again so far.
     pub tx_retries: u32,
+    /// The record found on read had expired and the model answers 410 (`on_expired = 410`).
+    pub expired: bool,
 }
 
 impl Exec {
@@ -537,6 +539,7 @@ impl Exec {
             resume_at: None,
             tx_begin_at: None,
             tx_retries: 0,
+            expired: false,
         }
     }
 
@@ -692,10 +695,17 @@ impl Exec {
                 if self.key.is_none() {
                     return Ok(Flow::Next);
                 }
-                match self.key_lookup().await? {
+                match self.key_lookup_live().await? {
                     None => {
                         self.event(What::LookupMiss);
                         Ok(Flow::Next)
+                    }
+                    // A failed record with this payload: take it back and run again.
+                    Some(r)
+                        if r.state == RecordState::Failed && r.fingerprint == self.fingerprint =>
+                    {
+                        self.event(What::FoundFailed);
+                        self.retake_failed().await
                     }
                     Some(r) => self.on_hit(r).await,
                 }
@@ -931,10 +941,31 @@ impl Exec {
         Ok(())
     }
 
+    /// A `failed` record with this request's payload: take it back as this request's claim
+    /// (`UPDATE … SET state = 'in-progress' WHERE state = 'failed'`) and run the program.
+    /// Another retry that took it back first makes this one a duplicate in flight (409).
+    async fn retake_failed(&mut self) -> Result<Flow, Failure> {
+        let (s, me) = (self.scope(), self.run.id);
+        let lease = self.key_policy().lease_us.map(|l| self.app_now().saturating_add(l));
+        let took =
+            self.run.sql(Stmt::Claim, |c| keystore::sql_retake_failed(c, &s, me, lease)).await?;
+        if !took {
+            self.event(What::AlreadyClaimed);
+            return Ok(Flow::Finish(
+                Response::error(409, "request with this Idempotency-Key in progress")
+                    .meaning(Reason::InFlight),
+            ));
+        }
+        self.claimed = true;
+        self.event(What::RetookFailed);
+        Ok(Flow::Next)
+    }
+
     /// `claim`: insert an in-progress record if none exists; a conflict is answered like a
     /// lookup hit, unless the record's lease expired and this request can take it over.
+    /// (A request that took a failed record back at its lookup has its claim already.)
     async fn claim(&mut self) -> Result<Flow, Failure> {
-        if self.key.is_none() {
+        if self.key.is_none() || self.claimed {
             return Ok(Flow::Next);
         }
         if self.key_claim().await? {
@@ -946,7 +977,12 @@ impl Exec {
             self.event(What::ClaimUniqueFailed);
             return Err(Failure::Error(Why::ClaimUnique));
         }
-        match self.key_lookup().await? {
+        match self.key_lookup_live().await? {
+            Some(rec)
+                if rec.state == RecordState::Failed && rec.fingerprint == self.fingerprint =>
+            {
+                self.retake_failed().await
+            }
             Some(rec) => {
                 let now = self.app_now();
                 let expired = rec.state == RecordState::InProgress
@@ -962,6 +998,12 @@ impl Exec {
                 }
                 self.event(What::AlreadyClaimed);
                 self.on_hit(rec).await
+            }
+            // The record had expired and was deleted on read: claim the key anew (once).
+            None if self.key_policy().expire_on_read && self.key_claim().await? => {
+                self.claimed = true;
+                self.event(What::Claimed);
+                Ok(Flow::Next)
             }
             None => {
                 self.event(What::ClaimGone);
@@ -1010,6 +1052,12 @@ impl Exec {
     /// A stored record was found: replay, mismatch, or in flight.
     async fn on_hit(&mut self, mut rec: KeyRecord) -> Result<Flow, Failure> {
         let kp = self.key_policy().clone();
+        if self.expired {
+            self.event(What::ExpiredGone);
+            return Ok(Flow::Finish(
+                Response::error(410, "Idempotency-Key expired").meaning(Reason::Expired),
+            ));
+        }
         if rec.fingerprint != self.fingerprint {
             self.event(What::Mismatch { status: kp.on_mismatch });
             return Ok(Flow::Finish(
@@ -1071,6 +1119,8 @@ impl Exec {
             waited += WAIT_POLL_US;
             match self.key_lookup().await? {
                 Some(r) if r.state == RecordState::Done => return Ok(Some(r)),
+                // The original failed: nothing to replay; the client may retry.
+                Some(r) if r.state == RecordState::Failed => return Ok(None),
                 Some(_) => {}
                 None => return Ok(None),
             }
@@ -1149,6 +1199,12 @@ impl Exec {
             && let Ok(n) = self.key_release().await
         {
             self.event(What::ClaimReleased { n });
+        } else if model.on_error.mark_failed && self.claimed && !self.completed {
+            let (s, me) = (self.scope(), self.run.id);
+            let marked = self.run.sql(Stmt::MarkFailed, |c| keystore::sql_mark_failed(c, &s, me));
+            if let Ok(n) = marked.await {
+                self.event(What::MarkedFailed { n });
+            }
         } else if model.on_error.unlock && self.claimed && !self.completed {
             let (s, me) = (self.scope(), self.run.id);
             if let Ok(n) = self.run.sql(Stmt::Unlock, |c| keystore::sql_unlock(c, &s, me)).await {
@@ -1233,6 +1289,34 @@ impl Exec {
             return self.on_map(&s, |m| keystore::map_lookup(m, &s)).await;
         }
         self.run.sql(Stmt::Lookup, |c| keystore::sql_lookup(c, &s)).await
+    }
+
+    /// A lookup that honours a per-record expiry (`expiry = "on-read"`): a record whose
+    /// `created_us + retention` has passed on this process's clock is deleted (the deletion
+    /// counts as a collection) and reads as absent; with `on_expired = 410` it stays, as a
+    /// tombstone that `on_hit` answers 410 Gone.
+    async fn key_lookup_live(&mut self) -> Result<Option<KeyRecord>, Failure> {
+        let rec = self.key_lookup().await?;
+        let kp = self.key_policy();
+        let (Some(r), true, Some(retention)) = (&rec, kp.expire_on_read, kp.retention_us) else {
+            return Ok(rec);
+        };
+        if r.created_us.saturating_add(retention) > self.app_now() {
+            return Ok(rec);
+        }
+        if kp.expired_gone {
+            self.expired = true;
+            return Ok(rec);
+        }
+        let (s, created) = (self.scope(), r.created_us);
+        let n =
+            self.run.sql(Stmt::Lookup, |c| keystore::sql_delete_expired(c, &s, created)).await?;
+        if n > 0 {
+            let now = self.world().now_us();
+            self.world().lock().collected.push((r.intent.clone(), now));
+            self.event(What::KeyExpired { intent: r.intent.clone() });
+        }
+        Ok(None)
     }
 
     /// The time on this process's clock (µs): what the application computes leases with.

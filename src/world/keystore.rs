@@ -162,7 +162,46 @@ pub(crate) fn map_complete(
     }
 }
 
-/// Delete `me`'s own in-progress claim (on error, so a retry can run).
+/// `expiry = "on-read"`: delete the record found expired (only if it is still the one read,
+/// by its creation time). The number of records deleted.
+pub(crate) fn sql_delete_expired(
+    c: &Connection,
+    s: &Scope,
+    created_us: u64,
+) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "DELETE FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3 AND created_us = ?4",
+    )?
+    .execute(params![s.user, s.operation, s.key, created_us as i64])
+}
+
+/// `on_error = ["mark-failed"]`: `me`'s own in-progress claim becomes `failed` (kept, no lease,
+/// no owner). The number of records changed.
+pub(crate) fn sql_mark_failed(c: &Connection, s: &Scope, me: u64) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "UPDATE keys SET state = 'failed', token = NULL, lease_until_us = NULL
+         WHERE user = ?1 AND operation = ?2 AND key = ?3 AND state = 'in-progress' AND token = ?4",
+    )?
+    .execute(params![s.user, s.operation, s.key, me as i64])
+}
+
+/// Take a `failed` record back as `me`'s in-progress claim (compare-and-set on the state: of
+/// two retries, one gets it). Whether it did.
+pub(crate) fn sql_retake_failed(
+    c: &Connection,
+    s: &Scope,
+    me: u64,
+    lease_until_us: Option<u64>,
+) -> rusqlite::Result<bool> {
+    let n = c
+        .prepare_cached(
+            "UPDATE keys SET state = 'in-progress', token = ?4, lease_until_us = ?5
+             WHERE user = ?1 AND operation = ?2 AND key = ?3 AND state = 'failed'",
+        )?
+        .execute(params![s.user, s.operation, s.key, me as i64, opt_i64(lease_until_us)])?;
+    Ok(n == 1)
+}
+
 /// `recovery-point:NAME`: this execution's claim remembers the phase reached and its row.
 pub(crate) fn sql_save_recovery(
     c: &Connection,

@@ -110,6 +110,10 @@ pub enum Refusal {
     },
     MissingKey,
     KeyTooLong,
+    /// Shorter than `[key] min_len`.
+    KeyTooShort,
+    /// Not in the `[key] format` (a UUID).
+    KeyFormat,
 }
 
 /// Where a random crash fault struck.
@@ -554,6 +558,12 @@ impl Legend {
             }
             What::Rejected(Refusal::KeyTooLong) => {
                 write!(s, "rejected 400: Idempotency-Key too long")
+            }
+            What::Rejected(Refusal::KeyTooShort) => {
+                write!(s, "rejected 400: Idempotency-Key too short")
+            }
+            What::Rejected(Refusal::KeyFormat) => {
+                write!(s, "rejected 400: Idempotency-Key is not a UUID")
             }
             What::DriverAwait { us: 0 } => write!(s, "await: one event-loop turn"),
             What::DriverAwait { us } => write!(s, "await {} ms (driver)", show_ms(*us)),

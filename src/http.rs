@@ -146,6 +146,21 @@ impl Order {
         format!("{{\"item\":\"{}\",\"qty\":{}}}", self.item, self.qty)
     }
 
+    /// The canonical input restricted to `fields` (in canonical order): a fingerprint over
+    /// selected elements, or the input a key is derived from. Fields the operation does not
+    /// have are left out.
+    pub fn selected(&self, fields: &[String]) -> String {
+        let all: serde_json::Value =
+            serde_json::from_str(&self.canonical()).unwrap_or(serde_json::Value::Null);
+        let mut out = serde_json::Map::new();
+        if let Some(obj) = all.as_object() {
+            for (k, v) in obj.iter().filter(|(k, _)| fields.iter().any(|f| f == *k)) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        serde_json::Value::Object(out).to_string()
+    }
+
     /// Who the order is for: `tenant/user`, or the user alone without a tenant.
     pub fn principal(&self) -> String {
         match &self.tenant {
@@ -256,6 +271,20 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
         return Err(invalid());
     }
     Ok(Order { operation, user, item: item.to_string(), qty, tenant, if_match: None })
+}
+
+/// The fields of a validated input that a fingerprint or a derived key may select: an
+/// order's, a status event's (kept as item and qty) and a document update's.
+pub const INPUT_FIELDS: &[&str] = &["item", "qty", "doc", "value", "if_match"];
+
+/// Is `k` a UUID in its canonical text form (8-4-4-4-12 hexadecimal digits)?
+pub fn is_uuid(k: &str) -> bool {
+    let b = k.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
 }
 
 /// A resource id: 1–64 ASCII letters, digits, `-` or `_` (no JSON escaping needed).

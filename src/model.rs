@@ -197,6 +197,16 @@ pub struct KeyPolicy {
     pub scope_tenant: bool,
     pub scope_operation: bool,
     pub fingerprint: Fingerprint,
+    /// `fingerprint_fields`: the validated fingerprint covers only these input fields
+    /// (Powertools' `payload_validation_jmespath`). None: all of them.
+    pub fingerprint_fields: Option<Vec<String>>,
+    /// `key_from`: the key is derived from these input fields (SHA-256 of them), not read from
+    /// the header (Powertools' `event_key_jmespath`). None: the `Idempotency-Key` header.
+    pub key_from: Option<Vec<String>>,
+    /// A header key shorter than this (characters) is refused with 400.
+    pub min_len: usize,
+    /// `format = "uuid"`: a header key that is not a UUID is refused with 400.
+    pub uuid: bool,
     /// Status for the same key with a different payload.
     pub on_mismatch: u16,
     pub in_flight: InFlight,
@@ -489,6 +499,40 @@ struct KeyFile {
     claim_conflict: Option<Spanned<String>>,
     expiry: Option<Spanned<String>>,
     on_expired: Option<Spanned<toml::Value>>,
+    fingerprint_fields: Option<Spanned<Vec<Spanned<String>>>>,
+    key_from: Option<Spanned<Vec<Spanned<String>>>>,
+    min_len: Option<Spanned<usize>>,
+    format: Option<Spanned<String>>,
+}
+
+/// A list of input fields (`fingerprint_fields`, `key_from`): known, at least one, no repeats.
+fn parse_fields(
+    file: Source,
+    what: &str,
+    list: &Option<Spanned<Vec<Spanned<String>>>>,
+) -> Result<Option<Vec<String>>, InputError> {
+    let Some(list) = list else { return Ok(None) };
+    if list.get_ref().is_empty() {
+        return Err(file.err(list.span(), format!("key.{what}: expected at least one field")));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for f in list.get_ref() {
+        let name = f.get_ref();
+        if !crate::http::INPUT_FIELDS.contains(&name.as_str()) {
+            return Err(file.err(
+                f.span(),
+                format!(
+                    "unknown key.{what} field `{name}`; expected {}",
+                    crate::http::INPUT_FIELDS.join(", ")
+                ),
+            ));
+        }
+        if out.contains(name) {
+            return Err(file.err(f.span(), format!("key.{what}: `{name}` listed twice")));
+        }
+        out.push(name.clone());
+    }
+    Ok(Some(out))
 }
 
 #[derive(Deserialize, Default)]
@@ -984,6 +1028,33 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
             ],
         )?
         .unwrap_or(Fingerprint::Validated);
+    let fingerprint_fields = parse_fields(file, "fingerprint_fields", &k.fingerprint_fields)?;
+    if let (Some(ff), false) = (&k.fingerprint_fields, fingerprint == Fingerprint::Validated) {
+        return Err(file.err(
+            ff.span(),
+            "key.fingerprint_fields selects fields of the validated input: it needs \
+             fingerprint = \"validated\"",
+        ));
+    }
+    let key_from = parse_fields(file, "key_from", &k.key_from)?;
+    let min_len = match &k.min_len {
+        None => 1,
+        Some(m) if (1..=MAX_KEY_LEN).contains(m.get_ref()) => *m.get_ref(),
+        Some(m) => {
+            return Err(file.err(m.span(), format!("key.min_len: expected 1..={MAX_KEY_LEN}")));
+        }
+    };
+    let uuid =
+        file.choice(&k.format, "key.format", &[("any", false), ("uuid", true)])?.unwrap_or(false);
+    if key_from.is_some() && (k.min_len.is_some() || uuid) {
+        let span = k.format.as_ref().map(|f| f.span());
+        let span = span.or(k.min_len.as_ref().map(|m| m.span())).unwrap_or(0..0);
+        return Err(file.err(
+            span,
+            "key.min_len and key.format check the Idempotency-Key header; with key_from the key \
+             comes from the payload",
+        ));
+    }
     let on_mismatch = match &k.on_mismatch {
         None => 422,
         Some(s) if [400, 409, 422].contains(s.get_ref()) => *s.get_ref(),
@@ -1081,6 +1152,11 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
             return Err(file.err(m.span(), format!("key.max_len: expected 1..={MAX_KEY_LEN}")));
         }
     };
+    if let Some(m) = &k.min_len
+        && min_len > max_len
+    {
+        return Err(file.err(m.span(), format!("key.min_len {min_len} is above max_len {max_len}")));
+    }
     let replay_marker = match &k.replay_marker {
         None => "Idempotent-Replayed".to_string(),
         Some(m) => {
@@ -1134,6 +1210,10 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         scope_tenant,
         scope_operation,
         fingerprint,
+        fingerprint_fields,
+        key_from,
+        min_len,
+        uuid,
         on_mismatch,
         in_flight,
         replay_marker,

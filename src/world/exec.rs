@@ -634,15 +634,32 @@ impl Exec {
     /// The key policy's checks on the `Idempotency-Key` header; sets the key and fingerprint.
     fn read_key(&mut self, env: &Envelope, order: &Order) -> Result<(), Response> {
         let Some(kp) = &self.run.world.model.key else { return Ok(()) };
-        match env.http.header(http::KEY_HEADER) {
+        // A key derived from the payload (the header is not read).
+        let derived = kp
+            .key_from
+            .as_ref()
+            .map(|f| format!("payload:{}", http::sha256_hex(order.selected(f).as_bytes())));
+        let header = match &derived {
+            Some(d) => Some(d.as_str()),
+            None => env.http.header(http::KEY_HEADER),
+        };
+        match header {
             None | Some("") if kp.required => {
                 self.event(What::Rejected(Refusal::MissingKey));
                 Err(Response::error(400, "missing Idempotency-Key"))
             }
             None | Some("") => Ok(()),
-            Some(k) if k.chars().count() > kp.max_len => {
+            Some(k) if derived.is_none() && k.chars().count() > kp.max_len => {
                 self.event(What::Rejected(Refusal::KeyTooLong));
                 Err(Response::error(400, "Idempotency-Key too long"))
+            }
+            Some(k) if derived.is_none() && k.chars().count() < kp.min_len => {
+                self.event(What::Rejected(Refusal::KeyTooShort));
+                Err(Response::error(400, "Idempotency-Key too short"))
+            }
+            Some(k) if derived.is_none() && kp.uuid && !http::is_uuid(k) => {
+                self.event(What::Rejected(Refusal::KeyFormat));
+                Err(Response::error(400, "Idempotency-Key is not a UUID"))
             }
             Some(k) => {
                 self.key = Some(Scope {
@@ -663,7 +680,10 @@ impl Exec {
                     key: k.to_string(),
                 });
                 self.fingerprint = match kp.fingerprint {
-                    Fingerprint::Validated => http::sha256_hex(order.canonical().as_bytes()),
+                    Fingerprint::Validated => match &kp.fingerprint_fields {
+                        None => http::sha256_hex(order.canonical().as_bytes()),
+                        Some(f) => http::sha256_hex(order.selected(f).as_bytes()),
+                    },
                     Fingerprint::Raw => http::sha256_hex(&env.http.body),
                     Fingerprint::None => String::new(),
                 };

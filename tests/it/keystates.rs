@@ -162,3 +162,64 @@ fn key_state_options_refuse_what_they_cannot_do() {
         assert!(e.contains(&format!("m.toml:{at}")) && e.contains(what), "{src}\n{e}");
     }
 }
+
+#[test]
+fn keys_from_the_payload_and_fingerprints_over_selected_fields() {
+    // A derived key: two intents with equal orders share it, and the second is served the
+    // first's order (no header is read: a request without one is not refused).
+    let eq = sim("sims/catalogue/equal-payload-intents.toml");
+    let (r, _) = run_with(&eq, &model("powertools-payload-key"), 0);
+    assert_eq!(r.rows.len(), 1);
+    assert!(r.violations.iter().any(|v| v.name == V::ForeignReply && v.intent == "second-order"));
+    let (r, _) = run_with(&eq, &model("powertools-approx"), 0);
+    assert_eq!(r.rows.len(), 2);
+    let no_key = inline_sim("[[request]]\nid = \"a\"\n");
+    let (r, _) = run_with(&no_key, &model("powertools-payload-key"), 0);
+    assert_eq!(statuses(&r), vec![Some(201)]);
+    // A fingerprint over the item only: another qty under the key replays the first order.
+    let case03 = sim("sims/article/03-same-key-changed-content.toml");
+    let (r, _) = run_with(&case03, &model("powertools-validate-item"), 0);
+    let second = &r.requests[1].copies[0][0];
+    assert_eq!((second.status, second.replayed), (Some(201), true));
+    let (r, _) = run_with(&case03, &model("powertools-approx"), 0);
+    assert_eq!(r.requests[1].copies[0][0].status, Some(400));
+}
+
+#[test]
+fn key_format_checks_refuse_before_any_key_step() {
+    let strict = Arc::new(
+        Model::parse(
+            Path::new("m.toml"),
+            "program = [\"begin\", \"lookup\", \"insert-row\", \"save-response\", \"commit\"]\n\
+             [key]\nmin_len = 8\nformat = \"uuid\"\n",
+        )
+        .unwrap(),
+    );
+    for (key, status) in [
+        ("k1", Some(400)),
+        ("3F2504E0-4F89-11D3-9A0C-0305E82C3301", Some(201)),
+        ("3f2504e0-4f89-11d3-9a0c-0305e82c330", Some(400)),
+        ("3f2504e0x4f89-11d3-9a0c-0305e82c3301", Some(400)),
+    ] {
+        let s = inline_sim(&format!("[[request]]\nid = \"a\"\nkey = \"{key}\"\n"));
+        let (r, events) = run_with(&s, &strict, 0);
+        assert_eq!(statuses(&r), vec![status], "{key}");
+        if status == Some(400) {
+            assert!(events.iter().all(|w| !matches!(w, What::LookupMiss)), "{key}");
+        }
+    }
+    let m = |src: &str| Model::parse(Path::new("m.toml"), src).map_err(|e| e.to_string());
+    let base = "program = [\"claim\", \"insert-row\", \"save-response\"]\n[key]\n";
+    for (extra, at, what) in [
+        ("key_from = [\"price\"]\n", "3:13", "unknown key.key_from field `price`"),
+        ("key_from = []\n", "3:12", "at least one"),
+        ("fingerprint_fields = [\"qty\", \"qty\"]\n", "3:30", "listed twice"),
+        ("fingerprint = \"raw\"\nfingerprint_fields = [\"qty\"]\n", "4:22", "needs fingerprint"),
+        ("min_len = 300\n", "3:11", "above max_len"),
+        ("key_from = [\"item\"]\nformat = \"uuid\"\n", "4:10", "comes from the payload"),
+        ("format = \"ulid\"\n", "3:10", "uuid"),
+    ] {
+        let e = m(&format!("{base}{extra}")).unwrap_err();
+        assert!(e.contains(&format!("m.toml:{at}")) && e.contains(what), "{extra}\n{e}");
+    }
+}

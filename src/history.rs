@@ -62,6 +62,7 @@ pub enum Stmt {
     UpdateDoc,
     /// `on_error = ["mark-failed"]`: the claim is kept as failed.
     MarkFailed,
+    CheckRow,
 }
 
 impl Stmt {
@@ -83,6 +84,7 @@ impl Stmt {
             Stmt::ApplyStatus => "apply-status",
             Stmt::UpdateDoc => "update-doc",
             Stmt::MarkFailed => "mark-failed",
+            Stmt::CheckRow => "check-row",
         }
     }
 
@@ -362,6 +364,12 @@ pub enum What {
     RowClash {
         row: i64,
     },
+    /// `check-row`: a row with the business key exists (the first, `row`).
+    RowFound {
+        row: i64,
+    },
+    /// `check-row`: no row with the business key (yet).
+    RowAbsent,
     /// The claim now remembers this recovery point (and the row, if any).
     RecoveryPointSaved {
         point: String,
@@ -679,6 +687,10 @@ impl Legend {
             What::RowClash { row } => {
                 write!(s, "insert-row: the business key is taken (UNIQUE), by row {row}")
             }
+            What::RowFound { row } => {
+                write!(s, "check-row: the business key is taken, by row {row}")
+            }
+            What::RowAbsent => write!(s, "check-row: no row with the business key"),
             What::OutboxQueued { message } => write!(s, "outbox: message {message} queued"),
             What::OutboxMarkedSent { message } => {
                 write!(s, "outbox: message {message} marked sent")

@@ -47,6 +47,10 @@ pub enum Step {
     /// A status event (`POST /api/events`): upsert the resource's status; the reply is 200
     /// with the event. `[events] guard = "monotonic"` ignores a status not past the stored one.
     ApplyStatus,
+    /// `SELECT … FROM rows WHERE <business key> = ?`: a row with the request's business key
+    /// exists already → the `[rows] on_clash` answer (a business refusal), else go on. A read,
+    /// not a constraint: two requests may both find nothing (`[rows] enforce = "read"`).
+    CheckRow,
     /// A document update (`PUT /api/docs/<id>`): `UPDATE docs SET value = ?, version =
     /// version + 1 WHERE id = ?`, with `AND version = ?` (the `If-Match`) when `[updates]
     /// check` asks for it; 0 rows is 412, a business refusal the rest of the program stores.
@@ -82,6 +86,7 @@ impl Step {
             Step::TakeStock => "take-stock".into(),
             Step::ApplyStatus => "apply-status".into(),
             Step::UpdateDoc => "update-doc".into(),
+            Step::CheckRow => "check-row".into(),
         }
     }
 
@@ -105,12 +110,13 @@ impl Step {
                 | Step::TakeStock
                 | Step::ApplyStatus
                 | Step::UpdateDoc
+                | Step::CheckRow
         )
     }
 }
 
 pub const STEP_NAMES: &str = "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, \
-     take-stock, apply-status, update-doc, recovery-point:<name>, @<point-name>";
+     take-stock, check-row, apply-status, update-doc, recovery-point:<name>, @<point-name>";
 
 /// Where key records live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,6 +364,9 @@ pub enum OnClash {
 pub struct RowsPolicy {
     pub unique: Vec<RowField>,
     pub on_clash: OnClash,
+    /// `enforce = "constraint"` (true): a partial UNIQUE index on the business key refuses a
+    /// second row. `"read"` (false): no index; only a `check-row` read guards it.
+    pub constraint: bool,
 }
 
 impl RowsPolicy {
@@ -460,6 +469,7 @@ struct EventsFile {
 struct RowsFile {
     unique: Spanned<Vec<Spanned<String>>>,
     on_clash: Option<Spanned<toml::Value>>,
+    enforce: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -590,6 +600,30 @@ impl Model {
         let f: ModelFile = file.toml()?;
         let program = parse_program(file, &f.program)?;
         let updates_doc = program.iter().any(|(s, _)| *s == Step::UpdateDoc);
+        let check_row = program.iter().find(|(s, _)| *s == Step::CheckRow);
+        let insert_at = program.iter().position(|(s, _)| *s == Step::InsertRow);
+        match (check_row, &f.rows) {
+            (Some((_, span)), None) => {
+                return Err(file.err(
+                    span.clone(),
+                    "`check-row` reads rows by their business key: it needs a [rows] section",
+                ));
+            }
+            (Some((_, span)), Some(_))
+                if insert_at
+                    .is_none_or(|i| program[..i].iter().all(|(s, _)| *s != Step::CheckRow)) =>
+            {
+                return Err(file.err(span.clone(), "`check-row` must come before `insert-row`"));
+            }
+            (None, Some(RowsFile { enforce: Some(e), .. })) if e.get_ref() == "read" => {
+                return Err(file.err(
+                    e.span(),
+                    "rows.enforce = \"read\" guards the business key by a `check-row` step: \
+                     the program has none",
+                ));
+            }
+            _ => {}
+        }
         check_structure(file, &program, f.program.span(), f.key.is_some())?;
         let on_error = parse_on_error(file, &f.on_error)?;
         let retry_tx = on_error.retry_transaction;
@@ -834,7 +868,10 @@ fn parse_rows(file: Source, r: &RowsFile, has_key: bool) -> Result<RowsPolicy, I
             }
         },
     };
-    Ok(RowsPolicy { unique, on_clash })
+    let constraint = file
+        .choice(&r.enforce, "rows.enforce", &[("constraint", true), ("read", false)])?
+        .unwrap_or(true);
+    Ok(RowsPolicy { unique, on_clash, constraint })
 }
 
 /// A step with the span it was written at.
@@ -860,6 +897,7 @@ fn parse_program(
             "take-stock" => Step::TakeStock,
             "apply-status" => Step::ApplyStatus,
             "update-doc" => Step::UpdateDoc,
+            "check-row" => Step::CheckRow,
             p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
                 Step::Point(p[1..].to_string())
             }

@@ -732,7 +732,12 @@ impl Exec {
             }
             Step::Claim => self.claim().await,
             // After a business refusal (a clash, sold out) the request creates nothing more.
-            Step::Effect | Step::Outbox | Step::TakeStock | Step::InsertRow | Step::UpdateDoc
+            Step::Effect
+            | Step::Outbox
+            | Step::TakeStock
+            | Step::InsertRow
+            | Step::UpdateDoc
+            | Step::CheckRow
                 if self.clashed =>
             {
                 Ok(Flow::Next)
@@ -746,10 +751,11 @@ impl Exec {
                 let natural = rows
                     .as_ref()
                     .and_then(|r| r.natural(&o.principal(), o.operation, &o.item, key));
+                let constraint = rows.as_ref().is_none_or(|r| r.constraint);
                 let done = self
                     .run
                     .sql(Stmt::InsertRow, |c| {
-                        store::insert_row(c, &o, &intent, now, exec, natural.as_deref())
+                        store::insert_row(c, &o, &intent, now, exec, natural.as_deref(), constraint)
                     })
                     .await?;
                 match done {
@@ -759,21 +765,27 @@ impl Exec {
                         self.response = Some(Response::new(201, o.created_body(id)));
                     }
                     store::RowInsert::Clash(id, item, qty) => {
-                        // The business outcome becomes the pending reply: `save-response`
-                        // stores it under the key like a 201.
                         self.event(What::RowClash { row: id });
-                        self.clashed = true;
-                        let on_clash = rows.map(|r| r.on_clash).unwrap_or(OnClash::Conflict);
-                        self.response = Some(match on_clash {
-                            OnClash::Conflict => Response::taken(),
-                            OnClash::Acknowledge => {
-                                Response::new(200, r#"{"status":"already exists"}"#)
-                            }
-                            OnClash::Existing => Response::new(
-                                200,
-                                format!("{{\"id\":{id},\"item\":\"{item}\",\"qty\":{qty}}}"),
-                            ),
-                        });
+                        self.business_clash(id, &item, qty);
+                    }
+                }
+                Ok(Flow::Next)
+            }
+            Step::CheckRow => {
+                let o = self.order.clone().expect("admitted");
+                let key = self.key.as_ref().map(|s| s.key.as_str());
+                let rows = self.world().model.rows.clone();
+                let Some(natural) = rows
+                    .as_ref()
+                    .and_then(|r| r.natural(&o.principal(), o.operation, &o.item, key))
+                else {
+                    return Ok(Flow::Next);
+                };
+                match self.run.sql(Stmt::CheckRow, |c| store::find_row(c, &natural)).await? {
+                    None => self.event(What::RowAbsent),
+                    Some((id, item, qty)) => {
+                        self.event(What::RowFound { row: id });
+                        self.business_clash(id, &item, qty);
                     }
                 }
                 Ok(Flow::Next)
@@ -1032,6 +1044,20 @@ impl Exec {
                 ))
             }
         }
+    }
+
+    /// The business key is taken by row `id`: the `[rows] on_clash` answer becomes the pending
+    /// reply (`save-response` stores it under the key like a 201) and nothing more is created.
+    fn business_clash(&mut self, id: i64, item: &str, qty: i64) {
+        self.clashed = true;
+        let on_clash = self.world().model.rows.as_ref().map_or(OnClash::Conflict, |r| r.on_clash);
+        self.response = Some(match on_clash {
+            OnClash::Conflict => Response::taken(),
+            OnClash::Acknowledge => Response::new(200, r#"{"status":"already exists"}"#),
+            OnClash::Existing => {
+                Response::new(200, format!("{{\"id\":{id},\"item\":\"{item}\",\"qty\":{qty}}}"))
+            }
+        });
     }
 
     /// A document update refused (412 stale, 428 no `If-Match`, 404 no document): a business

@@ -34,7 +34,8 @@ CREATE TABLE rows(
   intent TEXT NOT NULL,
   created_us INTEGER NOT NULL,
   exec INTEGER NOT NULL,
-  natural TEXT
+  natural TEXT,
+  natural_read TEXT
 );
 CREATE UNIQUE INDEX rows_natural ON rows(natural) WHERE natural IS NOT NULL;
 CREATE TABLE resources(
@@ -411,22 +412,25 @@ pub fn insert_row(
     now_us: u64,
     exec: u64,
     natural: Option<&str>,
+    constraint: bool,
 ) -> rusqlite::Result<RowInsert> {
-    let inserted = c
-        .prepare_cached(
-            "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec, natural)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?
-        .execute(params![
-            o.principal(),
-            o.operation,
-            o.item,
-            o.qty,
-            intent,
-            now_us as i64,
-            exec as i64,
-            natural
-        ]);
+    let sql = if constraint {
+        "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec, natural)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    } else {
+        "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec, natural_read)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    };
+    let inserted = c.prepare_cached(sql)?.execute(params![
+        o.principal(),
+        o.operation,
+        o.item,
+        o.qty,
+        intent,
+        now_us as i64,
+        exec as i64,
+        natural
+    ]);
     match inserted {
         Ok(_) => Ok(RowInsert::Inserted(c.last_insert_rowid())),
         Err(e) if natural.is_some() && is_constraint(&e) => c
@@ -434,6 +438,16 @@ pub fn insert_row(
             .query_row([natural], |r| Ok(RowInsert::Clash(r.get(0)?, r.get(1)?, r.get(2)?))),
         Err(e) => Err(e),
     }
+}
+
+/// `check-row`: the first row holding the business key, enforced or not: (id, item, qty).
+pub fn find_row(c: &Connection, natural: &str) -> rusqlite::Result<Option<(i64, String, i64)>> {
+    use rusqlite::OptionalExtension;
+    c.prepare_cached(
+        "SELECT id, item, qty FROM rows WHERE natural = ?1 OR natural_read = ?1 ORDER BY id LIMIT 1",
+    )?
+    .query_row([natural], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    .optional()
 }
 
 /// Queue an outbox message for `intent`'s effect; returns its id.

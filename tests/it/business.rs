@@ -375,3 +375,39 @@ fn status_events_applied_out_of_order_regress_the_resource() {
         assert_eq!(idemsim::http::admit(&req).unwrap_err().status, 400, "{body}");
     }
 }
+
+#[test]
+fn uniqueness_by_a_read_races_where_a_constraint_does_not() {
+    let s = "sims/business/signup-two-devices.toml";
+    let (dup, _) = cell(s, "signup-validate-uniqueness", 0..100, V::DuplicateRow);
+    assert!((3..60).contains(&dup), "{dup}");
+    assert_eq!(cell(s, "signup-unique-email", 0..100, V::DuplicateRow).0, 0);
+    // A seed where both read before either wrote: both inserted, no clash seen by anyone.
+    let seed = (0..100)
+        .find(|&seed| named(&run_one(s, "signup-validate-uniqueness", seed).0, V::DuplicateRow))
+        .unwrap();
+    let (r, events) = run_one(s, "signup-validate-uniqueness", seed);
+    assert_eq!(r.rows.len(), 2);
+    assert_eq!(events.iter().filter(|w| matches!(w, What::RowAbsent)).count(), 2);
+    // Sequential: the second finds the first and is refused with the business answer.
+    let (r, events) = run_one("sims/business/shared-email.toml", "signup-validate-uniqueness", 0);
+    assert_eq!(r.rows.len(), 1);
+    assert!(events.iter().any(|w| matches!(w, What::RowFound { row: 1 })));
+    let bad = [
+        ("program = [\"check-row\", \"insert-row\"]\n", "1:12", "needs a [rows] section"),
+        (
+            "program = [\"insert-row\", \"check-row\"]\n[rows]\nunique = [\"user\"]\n",
+            "1:26",
+            "before `insert-row`",
+        ),
+        (
+            "program = [\"insert-row\"]\n[rows]\nunique = [\"user\"]\nenforce = \"read\"\n",
+            "4:11",
+            "the program has none",
+        ),
+    ];
+    for (src, at, what) in bad {
+        let e = inline(src).unwrap_err();
+        assert!(e.contains(&format!("m.toml:{at}")) && e.contains(what), "{src}\n{e}");
+    }
+}

@@ -389,6 +389,8 @@ pub enum What {
     },
     /// A lookup found a `failed` record with this payload: the request runs again.
     FoundFailed,
+    /// `in_flight = "proceed"`: an in-progress record is ignored; the program runs.
+    InFlightIgnored,
     /// `expiry = "on-read"`: the record read had expired; deleted, it reads as absent.
     KeyExpired {
         intent: String,
@@ -677,6 +679,9 @@ impl Legend {
             What::ClaimUnlocked { n } => write!(s, "unlock: {n} claim unlocked, kept for a retry"),
             What::MarkedFailed { n } => write!(s, "mark-failed: {n} claim kept as failed"),
             What::FoundFailed => write!(s, "lookup: a failed record, same payload: run again"),
+            What::InFlightIgnored => {
+                write!(s, "lookup: in progress, ignored (in_flight = proceed)")
+            }
             What::KeyExpired { intent } => write!(
                 s,
                 "lookup: the record (intent {}) expired; deleted, read as absent",

@@ -146,6 +146,9 @@ pub enum ClaimConflict {
     Lookup,
     /// An error → 500 (the naive mapping).
     Error,
+    /// No conflict: the claim overwrites whatever record is there (a cache `SET` without
+    /// `NX`, SQLite's `INSERT OR REPLACE`): every claim succeeds.
+    Overwrite,
 }
 
 /// How the external effect receiver deduplicates deliveries.
@@ -177,6 +180,9 @@ pub enum InFlight {
     Status(u16),
     /// Wait (in simulated time, up to the wait budget) for the original to finish, then replay.
     Wait,
+    /// Ignore the in-progress record and run the program (seed 002's Redis code only
+    /// short-circuits on a stored success).
+    Proceed,
 }
 
 /// Which outcomes are recorded under the key and replayed.
@@ -1107,9 +1113,14 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         None => InFlight::Status(409),
         Some(v) => match v.get_ref() {
             toml::Value::String(s) if s == "wait" => InFlight::Wait,
+            toml::Value::String(s) if s == "proceed" => InFlight::Proceed,
             toml::Value::Integer(409) => InFlight::Status(409),
             toml::Value::Integer(425) => InFlight::Status(425),
-            _ => return Err(file.err(v.span(), "in_flight: expected 409, 425 or \"wait\"")),
+            toml::Value::Integer(202) => InFlight::Status(202),
+            _ => {
+                return Err(file
+                    .err(v.span(), "in_flight: expected 409, 425, 202, \"wait\" or \"proceed\""));
+            }
         },
     };
     let store = file
@@ -1149,7 +1160,11 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         .choice(
             &k.claim_conflict,
             "claim_conflict",
-            &[("lookup", ClaimConflict::Lookup), ("error", ClaimConflict::Error)],
+            &[
+                ("lookup", ClaimConflict::Lookup),
+                ("error", ClaimConflict::Error),
+                ("overwrite", ClaimConflict::Overwrite),
+            ],
         )?
         .unwrap_or(ClaimConflict::Lookup);
     let expire_on_read = file

@@ -54,8 +54,10 @@ impl AttemptOutcome {
     }
 
     /// A 2xx reply.
+    /// A 2xx, except a 202 "still in progress" (`in_flight = 202`), which promises nothing.
     pub fn is_success(&self) -> bool {
         self.status.is_some_and(|s| (200..300).contains(&s))
+            && self.reason != Some(crate::http::Reason::InFlight)
     }
 }
 

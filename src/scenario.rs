@@ -1063,14 +1063,14 @@ fn parse_retry(file: Source, rt: &RetryFile) -> Result<Policy, InputError> {
         match o.get_ref() {
             toml::Value::String(s) if s == "transport" => on.transport = true,
             toml::Value::String(s) if s == "5xx" => on.statuses.extend([500, 502, 503, 504]),
-            toml::Value::Integer(s) if [409, 425, 429, 500, 502, 503, 504].contains(s) => {
+            toml::Value::Integer(s) if [202, 409, 425, 429, 500, 502, 503, 504].contains(s) => {
                 on.statuses.insert(*s as u16);
             }
             _ => {
                 return Err(file.err(
                     o.span(),
                     "retry.on: expected \"transport\", \"5xx\" (500, 502, 503, 504) or one of \
-                     409, 425, 429, 500, 502, 503, 504 (never 400/401/422)",
+                     202, 409, 425, 429, 500, 502, 503, 504 (never 400/401/422)",
                 ));
             }
         }

@@ -1120,6 +1120,10 @@ impl Exec {
                             .meaning(Reason::InFlight),
                     ));
                 }
+                InFlight::Proceed => {
+                    self.event(What::InFlightIgnored);
+                    return Ok(Flow::Next);
+                }
                 InFlight::Wait => match self.wait_for_original().await? {
                     Some(done) => rec = done,
                     None => {
@@ -1404,6 +1408,13 @@ impl Exec {
 
     /// Insert this request's in-progress claim if no record exists. `true`: claimed.
     async fn key_claim(&self) -> Result<bool, Failure> {
+        if self.key_policy().claim_conflict == ClaimConflict::Overwrite {
+            let (s, rec) = (self.scope(), self.new_record(None));
+            if self.store_kind() != KeyStore::Sqlite {
+                return self.on_map(&s, |m| keystore::map_insert(m, &s, rec, false)).await;
+            }
+            return self.run.sql(Stmt::Claim, |c| keystore::sql_replace(c, &s, &rec)).await;
+        }
         self.key_insert(Stmt::Claim, self.new_record(None), true).await
     }
 

@@ -61,6 +61,29 @@ pub(crate) fn sql_insert(
     .or_else(|e| if claim && store::is_constraint(&e) { Ok(false) } else { Err(e) })
 }
 
+/// `claim_conflict = "overwrite"`: `INSERT OR REPLACE` the record (no conflict, ever).
+pub(crate) fn sql_replace(c: &Connection, s: &Scope, rec: &KeyRecord) -> rusqlite::Result<bool> {
+    c.prepare_cached(
+        "INSERT OR REPLACE INTO keys(user, operation, key, fingerprint, status, response, state,
+                                     created_us, lease_until_us, token, intent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        s.user,
+        s.operation,
+        s.key,
+        rec.fingerprint,
+        rec.status,
+        rec.response,
+        rec.state.as_str(),
+        rec.created_us as i64,
+        opt_i64(rec.lease_until_us),
+        opt_i64(rec.token),
+        rec.intent
+    ])
+    .map(|_| true)
+}
+
 pub(crate) fn map_insert(
     m: &mut BTreeMap<Scope, KeyRecord>,
     s: &Scope,

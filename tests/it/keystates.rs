@@ -223,3 +223,40 @@ fn key_format_checks_refuse_before_any_key_step() {
         assert!(e.contains(&format!("m.toml:{at}")) && e.contains(what), "{extra}\n{e}");
     }
 }
+
+#[test]
+fn a_202_in_progress_is_no_success_and_a_proceeding_marker_blocks_nobody() {
+    // 202 while the key is in progress: the stalled original's retry is told 202, which its
+    // client does not poll; no success, no final answer.
+    let slow = sim("sims/faults/slow-server-short-timeout.toml");
+    let m = model("seed002-sql-202");
+    let seed = (0..20)
+        .find(|&s| {
+            let (r, _) = run_with(&slow, &m, s);
+            r.violations.iter().any(|v| v.name == V::UnfinishedIntent)
+        })
+        .expect("a seed where the retry meets the in-progress key");
+    let (r, _) = run_with(&slow, &m, seed);
+    let a202: Vec<_> = r
+        .requests
+        .iter()
+        .flat_map(|q| q.copies.iter().flatten())
+        .filter(|a| a.status == Some(202))
+        .collect();
+    assert!(!a202.is_empty());
+    assert!(a202.iter().all(|a| a.reason == Some(Reason::InFlight) && !a.is_success()));
+    // The Redis design: the second copy GETs the first's in_progress marker and runs anyway,
+    // then overwrites the marker with its own (SET without NX).
+    let case11 = sim("sims/article/11-twenty-concurrent-one-process.toml");
+    let (r, events) = run_with(&case11, &model("seed002-redis-get-set"), 0);
+    assert!(r.rows.len() > 1);
+    assert!(events.iter().any(|w| matches!(w, What::InFlightIgnored)));
+    assert!(r.violations.iter().all(|v| v.name != V::StuckKey));
+    let bad = Model::parse(
+        Path::new("m.toml"),
+        "program = [\"claim\", \"insert-row\", \"save-response\"]\n[key]\nin_flight = 201\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(bad.contains("m.toml:3:13") && bad.contains("\"proceed\""), "{bad}");
+}

@@ -63,6 +63,7 @@ pub enum Stmt {
     /// `on_error = ["mark-failed"]`: the claim is kept as failed.
     MarkFailed,
     CheckRow,
+    MarkProcessed,
 }
 
 impl Stmt {
@@ -85,6 +86,7 @@ impl Stmt {
             Stmt::UpdateDoc => "update-doc",
             Stmt::MarkFailed => "mark-failed",
             Stmt::CheckRow => "check-row",
+            Stmt::MarkProcessed => "mark-processed",
         }
     }
 
@@ -370,6 +372,15 @@ pub enum What {
     },
     /// `check-row`: no row with the business key (yet).
     RowAbsent,
+    /// `on_clash = "unprocessed"`: the row holding the key is not marked processed; this
+    /// request takes it as its own and goes on.
+    RowTaken {
+        row: i64,
+    },
+    /// `mark-processed`: the row is marked handled.
+    RowProcessed {
+        row: i64,
+    },
     /// The claim now remembers this recovery point (and the row, if any).
     RecoveryPointSaved {
         point: String,
@@ -696,6 +707,13 @@ impl Legend {
                 write!(s, "check-row: the business key is taken, by row {row}")
             }
             What::RowAbsent => write!(s, "check-row: no row with the business key"),
+            What::RowTaken { row } => {
+                write!(
+                    s,
+                    "insert-row: row {row} holds the key, not yet processed: process it again"
+                )
+            }
+            What::RowProcessed { row } => write!(s, "mark-processed: row {row}"),
             What::OutboxQueued { message } => write!(s, "outbox: message {message} queued"),
             What::OutboxMarkedSent { message } => {
                 write!(s, "outbox: message {message} marked sent")

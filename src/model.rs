@@ -47,6 +47,9 @@ pub enum Step {
     /// A status event (`POST /api/events`): upsert the resource's status; the reply is 200
     /// with the event. `[events] guard = "monotonic"` ignores a status not past the stored one.
     ApplyStatus,
+    /// `UPDATE rows SET processed_us = now WHERE id = <the request's row>`: the event is
+    /// handled (`[rows] on_clash = "unprocessed"` then acknowledges its redeliveries).
+    MarkProcessed,
     /// `SELECT … FROM rows WHERE <business key> = ?`: a row with the request's business key
     /// exists already → the `[rows] on_clash` answer (a business refusal), else go on. A read,
     /// not a constraint: two requests may both find nothing (`[rows] enforce = "read"`).
@@ -87,6 +90,7 @@ impl Step {
             Step::ApplyStatus => "apply-status".into(),
             Step::UpdateDoc => "update-doc".into(),
             Step::CheckRow => "check-row".into(),
+            Step::MarkProcessed => "mark-processed".into(),
         }
     }
 
@@ -111,12 +115,13 @@ impl Step {
                 | Step::ApplyStatus
                 | Step::UpdateDoc
                 | Step::CheckRow
+                | Step::MarkProcessed
         )
     }
 }
 
 pub const STEP_NAMES: &str = "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, \
-     take-stock, check-row, apply-status, update-doc, recovery-point:<name>, @<point-name>";
+     take-stock, check-row, mark-processed, apply-status, update-doc, recovery-point:<name>, @<point-name>";
 
 /// Where key records live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -362,6 +367,10 @@ pub enum OnClash {
     Acknowledge,
     /// 200 with the row that holds the key, as if this request had created it.
     Existing,
+    /// The Danish article's webhook table: a row already marked processed (`mark-processed`)
+    /// is answered 200 `{"status":"already processed"}`; one not yet marked is taken as this
+    /// request's row and the program goes on (its effect runs again).
+    Unprocessed,
 }
 
 /// `[rows]`: a UNIQUE business key on the rows table, the last barrier against a duplicate
@@ -621,6 +630,16 @@ impl Model {
             {
                 return Err(file.err(span.clone(), "`check-row` must come before `insert-row`"));
             }
+            (_, Some(RowsFile { on_clash: Some(c), .. }))
+                if c.get_ref().as_str() == Some("unprocessed")
+                    && !program.iter().any(|(s, _)| *s == Step::MarkProcessed) =>
+            {
+                return Err(file.err(
+                    c.span(),
+                    "rows.on_clash = \"unprocessed\" re-runs events not yet marked processed: \
+                     the program needs a `mark-processed` step",
+                ));
+            }
             (None, Some(RowsFile { enforce: Some(e), .. })) if e.get_ref() == "read" => {
                 return Err(file.err(
                     e.span(),
@@ -869,8 +888,12 @@ fn parse_rows(file: Source, r: &RowsFile, has_key: bool) -> Result<RowsPolicy, I
             toml::Value::Integer(409) => OnClash::Conflict,
             toml::Value::Integer(200) => OnClash::Acknowledge,
             toml::Value::String(s) if s == "existing" => OnClash::Existing,
+            toml::Value::String(s) if s == "unprocessed" => OnClash::Unprocessed,
             _ => {
-                return Err(file.err(v.span(), "rows.on_clash: expected 409, 200 or \"existing\""));
+                return Err(file.err(
+                    v.span(),
+                    "rows.on_clash: expected 409, 200, \"existing\" or \"unprocessed\"",
+                ));
             }
         },
     };
@@ -904,6 +927,7 @@ fn parse_program(
             "apply-status" => Step::ApplyStatus,
             "update-doc" => Step::UpdateDoc,
             "check-row" => Step::CheckRow,
+            "mark-processed" => Step::MarkProcessed,
             p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
                 Step::Point(p[1..].to_string())
             }

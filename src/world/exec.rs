@@ -764,11 +764,26 @@ impl Exec {
                         self.row_id = Some(id);
                         self.response = Some(Response::new(201, o.created_body(id)));
                     }
-                    store::RowInsert::Clash(id, item, qty) => {
+                    store::RowInsert::Clash(id, _, _, false)
+                        if rows.as_ref().is_some_and(|r| r.on_clash == OnClash::Unprocessed) =>
+                    {
+                        self.event(What::RowTaken { row: id });
+                        self.row_id = Some(id);
+                        self.response = Some(Response::new(201, o.created_body(id)));
+                    }
+                    store::RowInsert::Clash(id, item, qty, _) => {
                         self.event(What::RowClash { row: id });
                         self.business_clash(id, &item, qty);
                     }
                 }
+                Ok(Flow::Next)
+            }
+            Step::MarkProcessed => {
+                let (Some(row), now) = (self.row_id, self.world().now_us()) else {
+                    return Ok(Flow::Next);
+                };
+                self.run.sql(Stmt::MarkProcessed, |c| store::mark_processed(c, row, now)).await?;
+                self.event(What::RowProcessed { row });
                 Ok(Flow::Next)
             }
             Step::CheckRow => {
@@ -1054,6 +1069,7 @@ impl Exec {
         self.response = Some(match on_clash {
             OnClash::Conflict => Response::taken(),
             OnClash::Acknowledge => Response::new(200, r#"{"status":"already exists"}"#),
+            OnClash::Unprocessed => Response::new(200, r#"{"status":"already processed"}"#),
             OnClash::Existing => {
                 Response::new(200, format!("{{\"id\":{id},\"item\":\"{item}\",\"qty\":{qty}}}"))
             }

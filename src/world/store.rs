@@ -35,7 +35,8 @@ CREATE TABLE rows(
   created_us INTEGER NOT NULL,
   exec INTEGER NOT NULL,
   natural TEXT,
-  natural_read TEXT
+  natural_read TEXT,
+  processed_us INTEGER
 );
 CREATE UNIQUE INDEX rows_natural ON rows(natural) WHERE natural IS NOT NULL;
 CREATE TABLE resources(
@@ -399,8 +400,9 @@ pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<(Scope, KeyRecord)>>
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RowInsert {
     Inserted(i64),
-    /// The UNIQUE business key (`natural`) is held by this row: (id, item, qty).
-    Clash(i64, String, i64),
+    /// The UNIQUE business key (`natural`) is held by this row: (id, item, qty, marked
+    /// processed).
+    Clash(i64, String, i64, bool),
 }
 
 /// Insert the business row of a validated order, with its business key (`natural`, None:
@@ -434,10 +436,20 @@ pub fn insert_row(
     match inserted {
         Ok(_) => Ok(RowInsert::Inserted(c.last_insert_rowid())),
         Err(e) if natural.is_some() && is_constraint(&e) => c
-            .prepare_cached("SELECT id, item, qty FROM rows WHERE natural = ?1")?
-            .query_row([natural], |r| Ok(RowInsert::Clash(r.get(0)?, r.get(1)?, r.get(2)?))),
+            .prepare_cached(
+                "SELECT id, item, qty, processed_us IS NOT NULL FROM rows WHERE natural = ?1",
+            )?
+            .query_row([natural], |r| {
+                Ok(RowInsert::Clash(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            }),
         Err(e) => Err(e),
     }
+}
+
+/// `mark-processed`: the row's event is handled. The number of rows marked.
+pub fn mark_processed(c: &Connection, row: i64, now_us: u64) -> rusqlite::Result<usize> {
+    c.prepare_cached("UPDATE rows SET processed_us = ?2 WHERE id = ?1")?
+        .execute(params![row, now_us as i64])
 }
 
 /// `check-row`: the first row holding the business key, enforced or not: (id, item, qty).

@@ -136,7 +136,7 @@ fn rows_section_errors_name_the_place() {
         (
             "[rows]\nunique = [\"item\"]\non_clash = 418\n",
             "3:12",
-            "expected 409, 200 or \"existing\"",
+            "expected 409, 200, \"existing\" or \"unprocessed\"",
         ),
         ("[rows]\non_clash = 409\n", "1:1", "unique"),
     ];
@@ -410,4 +410,22 @@ fn uniqueness_by_a_read_races_where_a_constraint_does_not() {
         let e = inline(src).unwrap_err();
         assert!(e.contains(&format!("m.toml:{at}")) && e.contains(what), "{src}\n{e}");
     }
+}
+
+#[test]
+fn a_processed_mark_acts_on_a_crashed_event_and_repeats_a_concurrent_one() {
+    let s = "sims/business/webhook-crash-after-insert.toml";
+    assert_eq!(cell(s, "webhook-unique-200", 0..20, V::LostEffect).0, 20);
+    assert_eq!(cell(s, "webhook-processed-at", 0..20, V::LostEffect), (0, 0));
+    let (r, events) = run_one(s, "webhook-processed-at", 0);
+    assert_eq!((r.rows.len(), r.effects_total), (1, 1));
+    assert!(events.iter().any(|w| matches!(w, What::RowTaken { row: 1 })));
+    assert!(events.iter().any(|w| matches!(w, What::RowProcessed { row: 1 })));
+    // Two copies at once: the second finds the first's row unprocessed and acts too.
+    let (dup, _) =
+        cell("sims/faults/double-submit.toml", "webhook-processed-at", 0..40, V::DuplicateEffect);
+    assert!(dup > 20, "{dup}");
+    let e = inline("program = [\"insert-row\"]\n[key]\n[rows]\nunique = [\"key\"]\non_clash = \"unprocessed\"\n")
+        .unwrap_err();
+    assert!(e.contains("m.toml:5:12") && e.contains("mark-processed"), "{e}");
 }

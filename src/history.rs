@@ -402,6 +402,10 @@ pub enum What {
     FoundFailed,
     /// `in_flight = "proceed"`: an in-progress record is ignored; the program runs.
     InFlightIgnored,
+    /// `on_error = ["release-key"]`: the key's record deleted by key alone (`n` records).
+    KeyReleased {
+        n: usize,
+    },
     /// `expiry = "on-read"`: the record read had expired; deleted, it reads as absent.
     KeyExpired {
         intent: String,
@@ -690,6 +694,9 @@ impl Legend {
             What::ClaimUnlocked { n } => write!(s, "unlock: {n} claim unlocked, kept for a retry"),
             What::MarkedFailed { n } => write!(s, "mark-failed: {n} claim kept as failed"),
             What::FoundFailed => write!(s, "lookup: a failed record, same payload: run again"),
+            What::KeyReleased { n } => {
+                write!(s, "release-key: {n} record deleted by key (whoever owned it)")
+            }
             What::InFlightIgnored => {
                 write!(s, "lookup: in progress, ignored (in_flight = proceed)")
             }
@@ -890,7 +897,9 @@ impl StateTrack {
                     done += 1;
                     claims -= 1;
                 }
-                What::ClaimReleased { n } | What::MarkedFailed { n } => claims -= *n as i64,
+                What::ClaimReleased { n } | What::MarkedFailed { n } | What::KeyReleased { n } => {
+                    claims -= *n as i64
+                }
                 What::KeysDeleted { .. } => {
                     done = 0;
                     claims = 0;

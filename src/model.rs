@@ -345,6 +345,10 @@ pub struct OnError {
     /// Mark this request's own claim `failed` and keep it (seed 002's key table): a retry with
     /// the same payload takes it back and runs again; another payload is still a mismatch.
     pub mark_failed: bool,
+    /// Delete the key's record by key alone, whoever owns it and whatever its state (the
+    /// Powertools TypeScript bug #5675): a request whose claim was taken over deletes the new
+    /// owner's record.
+    pub release_key: bool,
 }
 
 /// A field of an order that a business key is made of.
@@ -1027,6 +1031,7 @@ fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, Inp
         unlock: false,
         retry_transaction: false,
         mark_failed: false,
+        release_key: false,
     };
     for e in list {
         match e.get_ref().as_str() {
@@ -1035,22 +1040,24 @@ fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, Inp
             "unlock" => on_error.unlock = true,
             "retry-transaction" => on_error.retry_transaction = true,
             "mark-failed" => on_error.mark_failed = true,
+            "release-key" => on_error.release_key = true,
             other => {
                 return Err(file.err(
                     e.span(),
                     format!(
                         "unknown on_error action `{other}`; expected rollback, release-claim, \
-                         unlock, mark-failed or retry-transaction"
+                         release-key, unlock, mark-failed or retry-transaction"
                     ),
                 ));
             }
         }
-        let claim_actions = [on_error.release_claim, on_error.unlock, on_error.mark_failed];
+        let claim_actions =
+            [on_error.release_claim, on_error.release_key, on_error.unlock, on_error.mark_failed];
         if claim_actions.iter().filter(|x| **x).count() > 1 {
             return Err(file.err(
                 e.span(),
-                "on_error: `release-claim` deletes the claim, `unlock` keeps it for a takeover, \
-                 `mark-failed` keeps it as failed; choose one",
+                "on_error: `release-claim` deletes the claim, `release-key` the key's record, \
+                 `unlock` keeps it for a takeover, `mark-failed` keeps it as failed; choose one",
             ));
         }
     }

@@ -1259,12 +1259,16 @@ impl Exec {
         };
         if store && self.claimed && !self.completed {
             let _ = self.save(resp.status, &resp.body.clone()).await;
-        } else if model.on_error.release_claim
+        } else if (model.on_error.release_claim || model.on_error.release_key)
             && self.claimed
             && !self.completed
             && let Ok(n) = self.key_release().await
         {
-            self.event(What::ClaimReleased { n });
+            if model.on_error.release_key {
+                self.event(What::KeyReleased { n });
+            } else {
+                self.event(What::ClaimReleased { n });
+            }
         } else if model.on_error.mark_failed && self.claimed && !self.completed {
             let (s, me) = (self.scope(), self.run.id);
             let marked = self.run.sql(Stmt::MarkFailed, |c| keystore::sql_mark_failed(c, &s, me));
@@ -1468,8 +1472,20 @@ impl Exec {
     /// Delete this request's own in-progress claim (on error, so a retry can run).
     async fn key_release(&self) -> Result<usize, Failure> {
         let (me, s) = (self.run.id, self.scope());
+        let any = self.run.world.model.on_error.release_key;
         if self.store_kind() != KeyStore::Sqlite {
-            return self.on_map(&s, |m| keystore::map_release(m, &s, me)).await;
+            return self
+                .on_map(&s, |m| {
+                    if any {
+                        m.remove(&s).map_or(0, |_| 1)
+                    } else {
+                        keystore::map_release(m, &s, me)
+                    }
+                })
+                .await;
+        }
+        if any {
+            return self.run.sql(Stmt::ReleaseClaim, |c| keystore::sql_release_any(c, &s)).await;
         }
         self.run.sql(Stmt::ReleaseClaim, |c| keystore::sql_release(c, &s, me)).await
     }

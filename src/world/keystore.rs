@@ -338,6 +338,12 @@ pub(crate) fn sql_release(c: &Connection, s: &Scope, me: u64) -> rusqlite::Resul
     .execute(params![s.user, s.operation, s.key, me as i64])
 }
 
+/// `on_error = ["release-key"]`: delete the key's record, whoever owns it, in any state.
+pub(crate) fn sql_release_any(c: &Connection, s: &Scope) -> rusqlite::Result<usize> {
+    c.prepare_cached("DELETE FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3")?
+        .execute(params![s.user, s.operation, s.key])
+}
+
 pub(crate) fn map_release(m: &mut BTreeMap<Scope, KeyRecord>, s: &Scope, me: u64) -> usize {
     match m.get(s) {
         Some(r) if r.state == RecordState::InProgress && r.token == Some(me) => {

@@ -260,3 +260,40 @@ fn a_202_in_progress_is_no_success_and_a_proceeding_marker_blocks_nobody() {
     .to_string();
     assert!(bad.contains("m.toml:3:13") && bad.contains("\"proceed\""), "{bad}");
 }
+
+#[test]
+fn a_release_by_key_deletes_the_record_of_whoever_took_the_claim_over() {
+    // The original claims, stalls 50 ms, then fails; its 10 ms lease lets the retry take the
+    // claim over at 20 ms and finish. The original's error path then releases: by key alone
+    // (Powertools TypeScript #5675) it deletes the retry's record, and a late request runs the
+    // order again; by its own token it deletes nothing.
+    let sim = inline_sim(
+        "[[inject]]\npoint = \"work\"\naction = \"pause\"\npause_ms = 50\nrequest = \"order\"\n\n\
+         [[inject]]\npoint = \"work\"\naction = \"fail\"\nrequest = \"order\"\n\n\
+         [[request]]\nid = \"order\"\nkey = \"k1\"\n\n\
+         [[request]]\nid = \"retry\"\nintent = \"order\"\nkey = \"k1\"\ndelay_ms = 20\n\n\
+         [[request]]\nid = \"late\"\nintent = \"order\"\nkey = \"k1\"\ndelay_ms = 200\n",
+    );
+    let model = |release: &str| {
+        Arc::new(
+            Model::parse(
+                Path::new("m.toml"),
+                &format!(
+                    "program = [\"claim\", \"@work\", \"begin\", \"insert-row\", \"commit\", \
+                     \"save-response\"]\non_error = [\"rollback\", \"{release}\"]\n\
+                     [key]\nlease_ms = 10\n"
+                ),
+            )
+            .unwrap(),
+        )
+    };
+    let (r, events) = run_with(&sim, &model("release-key"), 0);
+    assert!(events.iter().any(|w| matches!(w, What::TookOver)));
+    assert!(events.iter().any(|w| matches!(w, What::KeyReleased { n: 1 })), "{events:?}");
+    assert_eq!(r.rows.len(), 2);
+    assert!(r.violations.iter().any(|v| v.name == V::DuplicateRow));
+    let (r, events) = run_with(&sim, &model("release-claim"), 0);
+    assert!(events.iter().any(|w| matches!(w, What::ClaimReleased { n: 0 })));
+    assert_eq!(r.rows.len(), 1);
+    assert!(r.requests[2].copies[0][0].replayed);
+}

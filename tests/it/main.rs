@@ -423,8 +423,8 @@ fn bad_model_fields_name_what_is_allowed() {
     let e = parse("program = [\"insert-row\"]\non_error = [\"retry\"]\n");
     assert_eq!(
         e,
-        "m.toml:2:13: unknown on_error action `retry`; expected rollback, release-claim, unlock, \
-         mark-failed or retry-transaction"
+        "m.toml:2:13: unknown on_error action `retry`; expected rollback, release-claim, \
+         release-key, unlock, mark-failed or retry-transaction"
     );
     let e = parse("program = [\"insert-row\"]\n[effects]\ndedupe = \"magic\"\n");
     assert!(e.starts_with("m.toml:3:10: unknown effects.dedupe `magic`"), "{e}");

@@ -402,6 +402,8 @@ pub enum What {
     FoundFailed,
     /// `in_flight = "proceed"`: an in-progress record is ignored; the program runs.
     InFlightIgnored,
+    /// `[driver] deadline_ms` passed: the execution is killed (no error path, no reply).
+    DeadlineKilled,
     /// `on_error = ["release-key"]`: the key's record deleted by key alone (`n` records).
     KeyReleased {
         n: usize,
@@ -696,6 +698,9 @@ impl Legend {
             What::FoundFailed => write!(s, "lookup: a failed record, same payload: run again"),
             What::KeyReleased { n } => {
                 write!(s, "release-key: {n} record deleted by key (whoever owned it)")
+            }
+            What::DeadlineKilled => {
+                write!(s, "deadline: the function timed out and is killed (no error path) → 502")
             }
             What::InFlightIgnored => {
                 write!(s, "lookup: in progress, ignored (in_flight = proceed)")

@@ -244,6 +244,10 @@ pub struct KeyPolicy {
     pub store_timeout_us: u64,
     /// An in-progress claim older than this (µs) may be taken over by another request.
     pub lease_us: Option<u64>,
+    /// `lease_ms = "deadline"`: a claim's lease ends at its execution's deadline (`[driver]
+    /// deadline_ms` after the request was admitted): the remaining time, as Powertools sets
+    /// its in-progress expiry from the Lambda's remaining time.
+    pub lease_to_deadline: bool,
     /// A background completer in each process: every so often it takes over abandoned claims
     /// (in progress, lease expired, a recovery point with a row) and finishes their program.
     pub completer_every_us: Option<u64>,
@@ -328,6 +332,9 @@ pub struct Driver {
     /// Connections per process that requests check out for their whole execution (0: every
     /// request of a process shares its one connection).
     pub pool: u32,
+    /// An execution still running this long (µs) after it was admitted is killed at its next
+    /// step (a function's timeout: no error path runs, no reply is sent by it).
+    pub deadline_us: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -519,7 +526,7 @@ struct KeyFile {
     store: Option<Spanned<String>>,
     store_latency_ms: Option<Spanned<Vec<f64>>>,
     store_timeout_ms: Option<Spanned<f64>>,
-    lease_ms: Option<Spanned<f64>>,
+    lease_ms: Option<Spanned<toml::Value>>,
     completer_every_ms: Option<Spanned<f64>>,
     completer_horizon_ms: Option<Spanned<f64>>,
     #[serde(default)]
@@ -574,6 +581,7 @@ struct DriverFile {
     begin: Option<Spanned<String>>,
     journal: Option<Spanned<String>>,
     pool: Option<Spanned<u32>>,
+    deadline_ms: Option<Spanned<f64>>,
 }
 
 /// A model's name names a column of every table: 1 to 64 characters, no spaces or control
@@ -656,7 +664,26 @@ impl Model {
         check_structure(file, &program, f.program.span(), f.key.is_some())?;
         let on_error = parse_on_error(file, &f.on_error)?;
         let retry_tx = on_error.retry_transaction;
-        let key = f.key.as_ref().map(|k| parse_key(file, k)).transpose()?;
+        let mut key = f.key.as_ref().map(|k| parse_key(file, k)).transpose()?;
+        let driver_deadline = match f.driver.deadline_ms.as_ref() {
+            None => None,
+            Some(_) => Some(file.ms("driver.deadline_ms", &f.driver.deadline_ms, 0, 1)?),
+        };
+        if let Some(k) = key.as_mut()
+            && k.lease_to_deadline
+        {
+            match driver_deadline {
+                Some(d) => k.lease_us = Some(d),
+                None => {
+                    let span = f.key.as_ref().and_then(|k| k.lease_ms.as_ref()).map(|l| l.span());
+                    return Err(file.err(
+                        span.unwrap_or(0..0),
+                        "key.lease_ms = \"deadline\" needs [driver] deadline_ms (the \
+                         execution's time limit)",
+                    ));
+                }
+            }
+        }
         // Resuming (recovery points) and unlocking go through a takeover of an expired lease
         // on a SQLite record.
         let resumable =
@@ -1172,8 +1199,26 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         |lo, hi| lo <= hi && hi <= 60_000_000,
         "[low, high] with low <= high <= 60000",
     )?;
-    let lease_us =
-        k.lease_ms.is_some().then(|| file.ms("key.lease_ms", &k.lease_ms, 0, 1)).transpose()?;
+    // `lease_ms = "deadline"`: the lease is the execution's remaining time (Model::parse
+    // checks the driver has a deadline and fills it in).
+    let (lease_us, lease_to_deadline) = match &k.lease_ms {
+        None => (None, false),
+        Some(v) => match v.get_ref() {
+            toml::Value::String(s) if s == "deadline" => (Some(0), true),
+            toml::Value::Integer(_) | toml::Value::Float(_) => {
+                let ms = v.get_ref().as_float().or(v.get_ref().as_integer().map(|i| i as f64));
+                let ms = Some(Spanned::new(v.span(), ms.unwrap_or(0.0)));
+                (Some(file.ms("key.lease_ms", &ms, 0, 1)?), false)
+            }
+            _ => {
+                return Err(file.err(
+                    v.span(),
+                    "key.lease_ms: expected milliseconds or \"deadline\" (the execution's \
+                     remaining time, [driver] deadline_ms)",
+                ));
+            }
+        },
+    };
     let retention_us = k
         .retention_ms
         .is_some()
@@ -1275,6 +1320,7 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         store_latency_us,
         store_timeout_us: file.ms("key.store_timeout_ms", &k.store_timeout_ms, 1_000_000, 1)?,
         lease_us,
+        lease_to_deadline,
         completer_every_us: k
             .completer_every_ms
             .is_some()
@@ -1353,7 +1399,12 @@ fn parse_driver(file: Source, d: &DriverFile) -> Result<Driver, InputError> {
             return Err(file.err(p.span(), format!("driver.pool: expected 0..={MAX_POOL}")));
         }
     };
-    Ok(Driver { awaits, latency_us, statement_us, commit_us, begin, journal, pool })
+    let deadline_us = d
+        .deadline_ms
+        .is_some()
+        .then(|| file.ms("driver.deadline_ms", &d.deadline_ms, 0, 1))
+        .transpose()?;
+    Ok(Driver { awaits, latency_us, statement_us, commit_us, begin, journal, pool, deadline_us })
 }
 
 #[cfg(test)]

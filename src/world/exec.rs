@@ -519,6 +519,9 @@ pub(crate) struct Exec {
     pub tx_retries: u32,
     /// The record found on read had expired and the model answers 410 (`on_expired = 410`).
     pub expired: bool,
+    /// When the request was admitted: model time, and this process's clock (µs).
+    pub admitted_us: u64,
+    pub admitted_app_us: u64,
 }
 
 impl Exec {
@@ -540,6 +543,8 @@ impl Exec {
             tx_begin_at: None,
             tx_retries: 0,
             expired: false,
+            admitted_us: 0,
+            admitted_app_us: 0,
         }
     }
 
@@ -564,6 +569,7 @@ impl Exec {
     pub async fn serve(&mut self, env: &Envelope) -> Response {
         // The handler is a callback on the process's event loop.
         self.run.hold().await;
+        (self.admitted_us, self.admitted_app_us) = (self.world().now_us(), self.app_now());
         // The fixed front half: route, authenticate, validate, then the key policy.
         let order = match http::admit(&env.http) {
             Ok(o) => o,
@@ -592,6 +598,11 @@ impl Exec {
             at += 1;
             if !self.world().spend() {
                 return self.fail(Failure::Bound).await;
+            }
+            if let Some(d) = model.driver.deadline_us
+                && self.world().now_us() >= self.admitted_us.saturating_add(d)
+            {
+                return self.killed_at_deadline();
             }
             self.run.maybe_crash(|| CrashSite::BeforeStep(step.name())).await;
             if model.driver.awaits == Awaits::EveryStatement && self.runs_sql(step) {
@@ -629,6 +640,29 @@ impl Exec {
             Some(r) => r,
             None => self.fail(Failure::Error(Why::NoResponse)).await,
         }
+    }
+
+    /// `[driver] deadline_ms` passed: the runtime kills the execution (a function's timeout).
+    /// No error path runs: its claim stays as it is; the database rolls back what the dead
+    /// connection had open; the caller (an API gateway) answers 502.
+    fn killed_at_deadline(&mut self) -> Response {
+        if !self.run.conn.is_autocommit() {
+            let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
+        }
+        self.event(What::DeadlineKilled);
+        Response::error(502, "function timed out")
+    }
+
+    /// When a claim written now is leased until (this process's clock): `lease_ms` from now,
+    /// or, with `lease_ms = "deadline"`, the execution's deadline.
+    fn lease_until(&self) -> Option<u64> {
+        let kp = self.key_policy();
+        let lease = kp.lease_us?;
+        Some(if kp.lease_to_deadline {
+            self.admitted_app_us.saturating_add(lease)
+        } else {
+            self.app_now().saturating_add(lease)
+        })
     }
 
     /// The key policy's checks on the `Idempotency-Key` header; sets the key and fingerprint.
@@ -957,6 +991,7 @@ impl Exec {
             return None;
         }
         self.event(What::CompleterTookOver { intent: a.intent.clone(), key: a.scope.key.clone() });
+        (self.admitted_us, self.admitted_app_us) = (self.world().now_us(), now);
         self.key = Some(a.scope);
         self.fingerprint = a.fingerprint;
         self.claimed = true;
@@ -993,7 +1028,7 @@ impl Exec {
     /// Another retry that took it back first makes this one a duplicate in flight (409).
     async fn retake_failed(&mut self) -> Result<Flow, Failure> {
         let (s, me) = (self.scope(), self.run.id);
-        let lease = self.key_policy().lease_us.map(|l| self.app_now().saturating_add(l));
+        let lease = self.lease_until();
         let took =
             self.run.sql(Stmt::Claim, |c| keystore::sql_retake_failed(c, &s, me, lease)).await?;
         if !took {
@@ -1401,18 +1436,14 @@ impl Exec {
         let now = self.app_now();
         let created =
             if self.store_kind() == KeyStore::Cache { self.world().now_us() } else { now };
-        let lease = self.key_policy().lease_us;
+        let lease_until = self.lease_until();
         KeyRecord {
             fingerprint: self.fingerprint.clone(),
             status: done.map(|d| d.0 as i64),
             response: done.map(|d| d.1.to_string()),
             state: if done.is_some() { RecordState::Done } else { RecordState::InProgress },
             created_us: created,
-            lease_until_us: if done.is_none() {
-                lease.map(|l| now.saturating_add(l))
-            } else {
-                None
-            },
+            lease_until_us: if done.is_none() { lease_until } else { None },
             token: Some(self.run.id),
             intent: self.intent.clone(),
         }
@@ -1441,10 +1472,9 @@ impl Exec {
     /// Take over an in-progress claim whose lease has expired (compare-and-set on its token).
     async fn key_takeover(&self, old: &KeyRecord) -> Result<bool, Failure> {
         let now = self.app_now();
-        let lease = self.key_policy().lease_us.unwrap_or(0);
         let t = Takeover {
             me: self.run.id,
-            until_us: now.saturating_add(lease),
+            until_us: self.lease_until().unwrap_or(now),
             now_us: now,
             old_token: old.token,
         };

@@ -297,3 +297,26 @@ fn a_release_by_key_deletes_the_record_of_whoever_took_the_claim_over() {
     assert_eq!(r.rows.len(), 1);
     assert!(r.requests[2].copies[0][0].replayed);
 }
+
+#[test]
+fn a_deadline_kills_the_stalled_handler_before_it_commits() {
+    let s = sim("sims/catalogue/pause-past-deadline.toml");
+    let (r, events) = run_with(&s, &model("powertools-deadline"), 0);
+    assert_eq!(r.rows.len(), 1);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert!(events.iter().any(|w| matches!(w, What::DeadlineKilled)));
+    // The stalled original left its claim in progress (no error path), leased to its deadline:
+    // a retry took it over after 3 s.
+    assert!(events.iter().any(|w| matches!(w, What::TookOver)));
+    assert!(events.iter().all(|w| !matches!(w, What::ClaimReleased { .. })));
+    // Without the kill, the stalled work commits after the takeover.
+    let (r, _) = run_with(&s, &model("powertools-approx"), 0);
+    assert_eq!(r.rows.len(), 2);
+    let m = |src: &str| Model::parse(Path::new("m.toml"), src).map_err(|e| e.to_string());
+    let e = m("program = [\"claim\", \"insert-row\", \"save-response\"]\n[key]\nlease_ms = \"deadline\"\n")
+        .unwrap_err();
+    assert!(e.contains("m.toml:3:12") && e.contains("deadline_ms"), "{e}");
+    let e = m("program = [\"claim\", \"insert-row\", \"save-response\"]\n[key]\nlease_ms = true\n")
+        .unwrap_err();
+    assert!(e.contains("m.toml:3:12") && e.contains("\"deadline\""), "{e}");
+}

@@ -454,6 +454,12 @@ pub enum What {
         version: i64,
         value: i64,
     },
+    /// `update-doc` on a DELETE: the document is gone (soft-deleted at `version`; 0: it was
+    /// already gone and the model answers 204 anyway).
+    DocDeleted {
+        doc: String,
+        version: i64,
+    },
     /// `update-doc` refused: 412 (the `If-Match` is not the current version), 428 (no
     /// `If-Match` and one is required) or 404 (no such document: `current` is None).
     DocRefused {
@@ -662,6 +668,12 @@ impl Legend {
             ),
             What::DocUpdated { doc, version, value } => {
                 write!(s, "update-doc: {doc} = {value}, now version {version}")
+            }
+            What::DocDeleted { doc, version: 0 } => {
+                write!(s, "update-doc: {doc} was already gone → 204 (idempotent delete)")
+            }
+            What::DocDeleted { doc, version } => {
+                write!(s, "update-doc: {doc} deleted, now version {version}")
             }
             What::DocRefused { doc, status: 428, .. } => {
                 write!(s, "update-doc: no If-Match for {doc} and one is required → 428")

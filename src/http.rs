@@ -135,6 +135,10 @@ impl Order {
     /// The validated input in a fixed field order: `{"item":..,"qty":..}`. (`item` is one of
     /// the [`CATALOGUE`]'s plain ASCII names: it needs no JSON escaping.)
     pub fn canonical(&self) -> String {
+        if self.operation == "doc.delete" {
+            let m = self.if_match.map_or("null".to_string(), |v| v.to_string());
+            return format!("{{\"doc\":\"{}\",\"if_match\":{m}}}", self.item);
+        }
         if self.operation == "doc.update" {
             // The document, the value and the version it is conditional on.
             let m = self.if_match.map_or("null".to_string(), |v| v.to_string());
@@ -207,17 +211,30 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
         ("POST", "/api/returns") => "return.create",
         ("POST", "/api/events") => "event.apply",
         ("PUT", p) if p.starts_with(DOCS_PREFIX) => "doc.update",
+        ("DELETE", p) if p.starts_with(DOCS_PREFIX) => "doc.delete",
         _ => return Err(Response::error(404, "not found")),
     };
     let user = match req.header(USER_HEADER) {
         Some(u) if !u.is_empty() => u.to_string(),
         _ => return Err(Response::error(401, "unauthenticated")),
     };
+    let tenant = req.header(TENANT_HEADER).filter(|t| !t.is_empty()).map(str::to_string);
+    if operation == "doc.delete" {
+        // DELETE /api/docs/<id>, with an optional `If-Match`; the body is not read.
+        let doc = &req.path[DOCS_PREFIX.len()..];
+        if !plain_id(doc) {
+            return Err(Response::error(404, "not found"));
+        }
+        let if_match = match req.header(IF_MATCH_HEADER) {
+            None => None,
+            Some(h) => Some(parse_etag(h).ok_or_else(|| Response::error(400, "invalid If-Match"))?),
+        };
+        return Ok(Order { operation, user, item: doc.to_string(), qty: 0, tenant, if_match });
+    }
     let value: serde_json::Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
         Err(_) => return Err(Response::error(400, "invalid JSON")),
     };
-    let tenant = req.header(TENANT_HEADER).filter(|t| !t.is_empty()).map(str::to_string);
     if operation == "event.apply" {
         // A status event: {"resource": "<id>", "status": "<one of STATUSES>"}, kept in an
         // `Order` as (item = resource, qty = the status's rank, 1-based).

@@ -446,6 +446,9 @@ pub struct Model {
     pub events_monotonic: bool,
     /// `[updates] check`: whether `update-doc` honours `If-Match`.
     pub version_check: VersionCheck,
+    /// `[updates] delete_missing = 204`: a DELETE of a document that is gone answers 204 (the
+    /// delete is idempotent) instead of 404.
+    pub delete_missing_ok: bool,
 }
 
 impl Model {
@@ -482,6 +485,7 @@ struct ModelFile {
 #[serde(deny_unknown_fields)]
 struct UpdatesFile {
     check: Option<Spanned<String>>,
+    delete_missing: Option<Spanned<u16>>,
 }
 
 #[derive(Deserialize)]
@@ -823,6 +827,18 @@ impl Model {
                         ],
                     )?
                     .unwrap_or_default(),
+            },
+            delete_missing_ok: match f
+                .updates
+                .as_ref()
+                .and_then(|u| u.get_ref().delete_missing.as_ref())
+            {
+                None => false,
+                Some(v) if *v.get_ref() == 404 => false,
+                Some(v) if *v.get_ref() == 204 => true,
+                Some(v) => {
+                    return Err(file.err(v.span(), "updates.delete_missing: expected 404 or 204"));
+                }
             },
             transaction_retries: match &f.transaction_retries {
                 None => 5,

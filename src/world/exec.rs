@@ -872,13 +872,26 @@ impl Exec {
                     }
                 };
                 let intent = self.intent.clone();
+                let delete = o.operation == "doc.delete";
                 let w = self
                     .run
                     .sql(Stmt::UpdateDoc, |c| {
-                        store::update_doc(c, &o.item, o.qty, &intent, condition)
+                        if delete {
+                            store::delete_doc(c, &o.item, &intent, condition)
+                        } else {
+                            store::update_doc(c, &o.item, o.qty, &intent, condition)
+                        }
                     })
                     .await?;
                 match w {
+                    store::DocWrite::Updated(version) if delete => {
+                        self.event(What::DocDeleted { doc: o.item.clone(), version });
+                        self.response = Some(Response::new(204, ""));
+                    }
+                    store::DocWrite::Missing if delete && self.world().model.delete_missing_ok => {
+                        self.event(What::DocDeleted { doc: o.item.clone(), version: 0 });
+                        self.response = Some(Response::new(204, ""));
+                    }
                     store::DocWrite::Updated(version) => {
                         let (doc, value) = (o.item.clone(), o.qty);
                         self.event(What::DocUpdated { doc, version, value });

@@ -48,7 +48,8 @@ CREATE TABLE docs(
   id TEXT PRIMARY KEY,
   version INTEGER NOT NULL,
   value INTEGER NOT NULL,
-  intent TEXT NOT NULL
+  intent TEXT NOT NULL,
+  deleted INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE writes(
   doc TEXT NOT NULL,
@@ -567,15 +568,15 @@ pub fn update_doc(
     let written: Option<i64> = match if_match {
         None => c
             .prepare_cached(
-                "UPDATE docs SET value = ?2, version = version + 1, intent = ?3 WHERE id = ?1 \
-                 RETURNING version",
+                "UPDATE docs SET value = ?2, version = version + 1, intent = ?3 \
+                 WHERE id = ?1 AND deleted = 0 RETURNING version",
             )?
             .query_row(params![doc, value, intent], |r| r.get(0))
             .optional()?,
         Some(v) => c
             .prepare_cached(
                 "UPDATE docs SET value = ?2, version = version + 1, intent = ?3 \
-                 WHERE id = ?1 AND version = ?4 RETURNING version",
+                 WHERE id = ?1 AND deleted = 0 AND version = ?4 RETURNING version",
             )?
             .query_row(params![doc, value, intent, v], |r| r.get(0))
             .optional()?,
@@ -583,11 +584,41 @@ pub fn update_doc(
     if let Some(v) = written {
         return Ok(DocWrite::Updated(v));
     }
+    current_version(c, doc)
+}
+
+/// After a conditional write changed nothing: a stale `If-Match` (the current version) or a
+/// document that does not exist (never did, or deleted).
+fn current_version(c: &Connection, doc: &str) -> rusqlite::Result<DocWrite> {
+    use rusqlite::OptionalExtension;
     let current: Option<i64> = c
-        .prepare_cached("SELECT version FROM docs WHERE id = ?1")?
+        .prepare_cached("SELECT version FROM docs WHERE id = ?1 AND deleted = 0")?
         .query_row(params![doc], |r| r.get(0))
         .optional()?;
     Ok(current.map_or(DocWrite::Missing, DocWrite::Stale))
+}
+
+/// `update-doc` for a DELETE: one statement, a soft delete that makes a new version (`UPDATE
+/// docs SET deleted = 1, version = version + 1 …`, logged like any write), with `AND version
+/// = ?` when `if_match` is given.
+pub fn delete_doc(
+    c: &Connection,
+    doc: &str,
+    intent: &str,
+    if_match: Option<i64>,
+) -> rusqlite::Result<DocWrite> {
+    use rusqlite::OptionalExtension;
+    let written: Option<i64> = c
+        .prepare_cached(
+            "UPDATE docs SET deleted = 1, version = version + 1, intent = ?2 \
+             WHERE id = ?1 AND deleted = 0 AND (?3 IS NULL OR version = ?3) RETURNING version",
+        )?
+        .query_row(params![doc, intent, if_match], |r| r.get(0))
+        .optional()?;
+    match written {
+        Some(v) => Ok(DocWrite::Updated(v)),
+        None => current_version(c, doc),
+    }
 }
 
 /// Every write to a document, by document and version.

@@ -156,3 +156,38 @@ fn update_runs_replay_byte_identically() {
         assert_eq!(a.trace_hash, b.trace_hash, "{m}");
     }
 }
+
+#[test]
+fn a_retried_delete_told_404_is_a_phantom_success() {
+    let s = "sims/updates/delete-reply-lost.toml";
+    let (r, events) = run_one(s, "update-last-write", 0);
+    assert_eq!(statuses(&r), vec![None, Some(404)]);
+    let v = r.violations.iter().find(|v| v.name == V::PhantomSuccess).unwrap();
+    assert!(v.detail.contains("1 document write(s)"), "{}", v.detail);
+    assert!(events.iter().any(|w| matches!(w, What::DocDeleted { version: 2, .. })));
+    // 204 for a document already gone, or a key that replays the 204: no violation.
+    for m in ["docs-idempotent-delete", "update-keyed-last-write", "update-if-match-keyed"] {
+        let (r, _) = run_one(s, m, 0);
+        assert_eq!(statuses(&r), vec![None, Some(204)], "{m}");
+        assert!(r.violations.is_empty(), "{m}: {:?}", r.violations);
+    }
+    // A deleted document cannot be updated: 404 (a business refusal, final).
+    let sim = Arc::new(
+        inline_sim(
+            "[[request]]\nid = \"del\"\nmethod = \"DELETE\"\npath = \"/api/docs/d\"\n\n\
+             [[request]]\nid = \"put\"\nafter = \"del\"\nmethod = \"PUT\"\npath = \"/api/docs/d\"\n\
+             body = '{\"value\":1}'\n",
+        )
+        .unwrap(),
+    );
+    let (r, _) = run_with(&sim, "update-last-write", 0);
+    assert_eq!(statuses(&r), vec![Some(204), Some(404)]);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    let e = Model::parse(
+        Path::new("m.toml"),
+        "program = [\"update-doc\"]\n[updates]\ndelete_missing = 200\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("m.toml:3:18") && e.contains("404 or 204"), "{e}");
+}

@@ -404,6 +404,10 @@ pub enum What {
     InFlightIgnored,
     /// `[driver] deadline_ms` passed: the execution is killed (no error path, no reply).
     DeadlineKilled,
+    /// `rate-limit`: a token taken (`allowed`), or none left (→ 429).
+    RateLimited {
+        allowed: bool,
+    },
     /// `on_error = ["release-key"]`: the key's record deleted by key alone (`n` records).
     KeyReleased {
         n: usize,
@@ -711,6 +715,8 @@ impl Legend {
             What::KeyReleased { n } => {
                 write!(s, "release-key: {n} record deleted by key (whoever owned it)")
             }
+            What::RateLimited { allowed: true } => write!(s, "rate-limit: token taken"),
+            What::RateLimited { allowed: false } => write!(s, "rate-limit: no token left → 429"),
             What::DeadlineKilled => {
                 write!(s, "deadline: the function timed out and is killed (no error path) → 502")
             }

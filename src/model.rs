@@ -47,6 +47,9 @@ pub enum Step {
     /// A status event (`POST /api/events`): upsert the resource's status; the reply is 200
     /// with the event. `[events] guard = "monotonic"` ignores a status not past the stored one.
     ApplyStatus,
+    /// A rate limiter (a token bucket per process, `[limits]`): out of tokens → 429, through
+    /// the error path (so `store_outcomes = "all"` stores it under a claim taken before).
+    RateLimit,
     /// `UPDATE rows SET processed_us = now WHERE id = <the request's row>`: the event is
     /// handled (`[rows] on_clash = "unprocessed"` then acknowledges its redeliveries).
     MarkProcessed,
@@ -91,6 +94,7 @@ impl Step {
             Step::UpdateDoc => "update-doc".into(),
             Step::CheckRow => "check-row".into(),
             Step::MarkProcessed => "mark-processed".into(),
+            Step::RateLimit => "rate-limit".into(),
         }
     }
 
@@ -121,7 +125,7 @@ impl Step {
 }
 
 pub const STEP_NAMES: &str = "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, \
-     take-stock, check-row, mark-processed, apply-status, update-doc, recovery-point:<name>, @<point-name>";
+     take-stock, check-row, mark-processed, rate-limit, apply-status, update-doc, recovery-point:<name>, @<point-name>";
 
 /// Where key records live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -446,6 +450,9 @@ pub struct Model {
     pub events_monotonic: bool,
     /// `[updates] check`: whether `update-doc` honours `If-Match`.
     pub version_check: VersionCheck,
+    /// `[limits]`: the rate limiter of a `rate-limit` step, per process: (requests per second,
+    /// burst).
+    pub rate_limit: Option<(u64, u64)>,
     /// `[updates] delete_missing = 204`: a DELETE of a document that is gone answers 204 (the
     /// delete is idempotent) instead of 404.
     pub delete_missing_ok: bool,
@@ -479,6 +486,14 @@ struct ModelFile {
     rows: Option<RowsFile>,
     events: Option<EventsFile>,
     updates: Option<Spanned<UpdatesFile>>,
+    limits: Option<Spanned<LimitsFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsFile {
+    per_second: Spanned<u64>,
+    burst: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -631,6 +646,7 @@ impl Model {
         let f: ModelFile = file.toml()?;
         let program = parse_program(file, &f.program)?;
         let updates_doc = program.iter().any(|(s, _)| *s == Step::UpdateDoc);
+        let rate_limit_step = program.iter().find(|(s, _)| *s == Step::RateLimit).cloned();
         let check_row = program.iter().find(|(s, _)| *s == Step::CheckRow);
         let insert_at = program.iter().position(|(s, _)| *s == Step::InsertRow);
         match (check_row, &f.rows) {
@@ -828,6 +844,31 @@ impl Model {
                     )?
                     .unwrap_or_default(),
             },
+            rate_limit: match (&f.limits, rate_limit_step) {
+                (None, None) => None,
+                (None, Some((_, span))) => {
+                    return Err(
+                        file.err(span, "`rate-limit` needs a [limits] section (per_second, burst)")
+                    );
+                }
+                (Some(l), None) => {
+                    return Err(file.err(l.span(), "[limits] needs a `rate-limit` step"));
+                }
+                (Some(l), Some(_)) => {
+                    let l = l.get_ref();
+                    let rate = *l.per_second.get_ref();
+                    if !(1..=1_000_000).contains(&rate) {
+                        return Err(file
+                            .err(l.per_second.span(), "limits.per_second: expected 1..=1000000"));
+                    }
+                    let burst = l.burst.as_ref().map_or(rate, |b| *b.get_ref());
+                    if !(1..=1_000_000).contains(&burst) {
+                        let span = l.burst.as_ref().map(|b| b.span()).unwrap_or(0..0);
+                        return Err(file.err(span, "limits.burst: expected 1..=1000000"));
+                    }
+                    Some((rate, burst))
+                }
+            },
             delete_missing_ok: match f
                 .updates
                 .as_ref()
@@ -975,6 +1016,7 @@ fn parse_program(
             "update-doc" => Step::UpdateDoc,
             "check-row" => Step::CheckRow,
             "mark-processed" => Step::MarkProcessed,
+            "rate-limit" => Step::RateLimit,
             p if p.starts_with('@') && p.len() > 1 && is_kebab(&p[1..]) => {
                 Step::Point(p[1..].to_string())
             }

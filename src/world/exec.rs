@@ -44,6 +44,8 @@ pub(crate) enum Failure {
     StoreUnavailable,
     /// The provider declined the call (a card declined) → 402, a business refusal.
     Declined,
+    /// The rate limiter had no token → 429.
+    RateLimited,
 }
 
 /// One waiter for a free event loop, drawn from the seed, taken out of the waiters.
@@ -812,6 +814,26 @@ impl Exec {
                 }
                 Ok(Flow::Next)
             }
+            Step::RateLimit => {
+                let Some((rate, burst)) = self.world().model.rate_limit else {
+                    return Ok(Flow::Next);
+                };
+                let now = self.world().now_us();
+                let took = {
+                    let mut st = self.world().lock();
+                    let p = &mut st.processes[self.run.idx];
+                    // Micro-tokens: `rate` per second is `rate` micro-tokens per µs.
+                    let cap = burst * 1_000_000;
+                    let (left, at) = p.bucket.unwrap_or((cap, now));
+                    let left =
+                        cap.min(left.saturating_add(now.saturating_sub(at).saturating_mul(rate)));
+                    let took = left >= 1_000_000;
+                    p.bucket = Some((if took { left - 1_000_000 } else { left }, now));
+                    took
+                };
+                self.event(What::RateLimited { allowed: took });
+                if took { Ok(Flow::Next) } else { Err(Failure::RateLimited) }
+            }
             Step::MarkProcessed => {
                 let (Some(row), now) = (self.row_id, self.world().now_us()) else {
                     return Ok(Flow::Next);
@@ -1294,6 +1316,11 @@ impl Exec {
             Failure::Declined => {
                 self.event(What::Failed { why: "the provider declined".into() });
                 Response::error(402, "declined")
+            }
+            Failure::RateLimited => {
+                let mut r = Response::error(429, "rate limited");
+                r.headers.push(("Retry-After".into(), "1".into()));
+                r
             }
             Failure::StoreUnavailable => {
                 Response::error(503, "key store unavailable, safe to retry")

@@ -47,6 +47,9 @@ pub(crate) struct ProcessState {
     pub crashing: bool,
     /// The process-memory key store (lost on restart).
     pub memory: BTreeMap<Scope, KeyRecord>,
+    /// The rate limiter's bucket: (micro-tokens left, model time of the last refill); None:
+    /// full.
+    pub bucket: Option<(u64, u64)>,
 }
 
 /// A request or action that others may wait for (`after`, `until`).

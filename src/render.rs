@@ -235,7 +235,11 @@ pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -
         let _ = write!(out, "{num:>3}");
     }
     out.push_str("   passed\n");
+    let shown = applicable_models(sims, models, cells);
     for (mi, m) in models.iter().enumerate() {
+        if !shown[mi] {
+            continue;
+        }
         let _ = write!(out, "{:<width$}", m.name);
         let (mut passed, mut applicable) = (0, 0);
         for si in 0..sims.len() {
@@ -258,7 +262,25 @@ pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -
         }
         out.push('\n');
     }
+    out.push_str(&not_shown(models, &shown));
     out
+}
+
+/// Which models have at least one applicable cell (the others are left out of the tables).
+fn applicable_models(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> Vec<bool> {
+    (0..models.len())
+        .map(|mi| (0..sims.len()).any(|si| sweep::cell(cells, models.len(), si, mi).applicable))
+        .collect()
+}
+
+/// The line naming the models left out because no sim applies to them ("" if none).
+fn not_shown(models: &[Arc<Model>], shown: &[bool]) -> String {
+    let hidden: Vec<&str> =
+        models.iter().zip(shown).filter(|(_, s)| !**s).map(|(m, _)| m.name.as_str()).collect();
+    if hidden.is_empty() {
+        return String::new();
+    }
+    format!("(n/a for every sim, not shown: {})\n", hidden.join(", "))
 }
 
 /// Short names for table cells.
@@ -290,7 +312,11 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
         out.push_str("---|");
     }
     out.push('\n');
+    let shown = applicable_models(sims, models, cells);
     for (mi, m) in models.iter().enumerate() {
+        if !shown[mi] {
+            continue;
+        }
         let _ = write!(out, "| **{}** |", m.name);
         for si in 0..sims.len() {
             let c = sweep::cell(cells, models.len(), si, mi);
@@ -316,6 +342,10 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
             let _ = write!(out, " {text} |");
         }
         out.push('\n');
+    }
+    let note = not_shown(models, &shown);
+    if !note.is_empty() {
+        let _ = write!(out, "\n{note}");
     }
     out
 }

@@ -191,3 +191,17 @@ fn a_retried_delete_told_404_is_a_phantom_success() {
     .to_string();
     assert!(e.contains("m.toml:3:18") && e.contains("404 or 204"), "{e}");
 }
+
+#[test]
+fn tables_leave_out_models_no_sim_applies_to_and_say_so() {
+    let sims = vec![sim(TWO_EDITORS)];
+    let models = vec![model("transactional"), model("update-last-write")];
+    let cells = sweep::run_matrix(&sims, &models, Some(0..2), 1).unwrap();
+    let md = idemsim::render::survival_markdown(&sims, &models, &cells);
+    assert!(!md.contains("| **transactional** |"), "{md}");
+    assert!(md.contains("| **update-last-write** |"), "{md}");
+    assert!(md.contains("\n\n(n/a for every sim, not shown: transactional)\n"), "{md}");
+    let table = idemsim::render::compact_table(&sims, &models, &cells);
+    assert!(table.lines().any(|l| l.starts_with("update-last-write")), "{table}");
+    assert!(table.ends_with("(n/a for every sim, not shown: transactional)\n"), "{table}");
+}

@@ -464,6 +464,13 @@ pub enum What {
         doc: String,
         version: i64,
     },
+    /// `update-doc` under `check = "client-time"`: the client's stamp is not newer than the
+    /// stored one; nothing written, answered 200 anyway.
+    DocIgnored {
+        doc: String,
+        stamp: i64,
+        current: i64,
+    },
     /// `update-doc` refused: 412 (the `If-Match` is not the current version), 428 (no
     /// `If-Match` and one is required) or 404 (no such document: `current` is None).
     DocRefused {
@@ -680,8 +687,13 @@ impl Legend {
                 write!(s, "update-doc: {doc} deleted, now version {version}")
             }
             What::DocRefused { doc, status: 428, .. } => {
-                write!(s, "update-doc: no If-Match for {doc} and one is required → 428")
+                write!(s, "update-doc: no If-Match or X-Client-Time for {doc}, one required → 428")
             }
+            What::DocIgnored { doc, stamp, current } => write!(
+                s,
+                "update-doc: client time {stamp} ms is not newer than {doc}'s stamp: ignored, \
+                 still version {current} → 200"
+            ),
             What::DocRefused { doc, status, if_match, current: Some(current) } => write!(
                 s,
                 "update-doc: If-Match \"{}\" but {doc} is at version {current} → {status}",

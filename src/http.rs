@@ -18,6 +18,9 @@ pub const CONTENT_TYPE: &str = "Content-Type";
 pub const INTENT_HEADER: &str = "X-Intent";
 /// A conditional update: the version (an ETag, `"3"`) the client's copy was loaded at.
 pub const IF_MATCH_HEADER: &str = "If-Match";
+/// The time on the client's clock when it sent the request (ms): what a design that stamps
+/// versions with the client's clock compares.
+pub const CLIENT_TIME_HEADER: &str = "X-Client-Time";
 /// The version a document reply carries (`"3"`).
 pub const ETAG_HEADER: &str = "ETag";
 /// Where documents live: `PUT /api/docs/<id>` sets one's value.
@@ -129,6 +132,8 @@ pub struct Order {
     pub tenant: Option<String>,
     /// A document update's `If-Match` version, when sent.
     pub if_match: Option<i64>,
+    /// A document update's `X-Client-Time` (ms), when sent.
+    pub client_time: Option<i64>,
 }
 
 impl Order {
@@ -229,7 +234,16 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
             None => None,
             Some(h) => Some(parse_etag(h).ok_or_else(|| Response::error(400, "invalid If-Match"))?),
         };
-        return Ok(Order { operation, user, item: doc.to_string(), qty: 0, tenant, if_match });
+        let client_time = None;
+        return Ok(Order {
+            operation,
+            user,
+            item: doc.to_string(),
+            qty: 0,
+            tenant,
+            if_match,
+            client_time,
+        });
     }
     let value: serde_json::Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
@@ -253,6 +267,7 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
             qty: rank,
             tenant,
             if_match: None,
+            client_time: None,
         });
     }
     if operation == "doc.update" {
@@ -272,7 +287,23 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
             None => None,
             Some(h) => Some(parse_etag(h).ok_or_else(|| Response::error(400, "invalid If-Match"))?),
         };
-        return Ok(Order { operation, user, item: doc.to_string(), qty: v, tenant, if_match });
+        let client_time = match req.header(CLIENT_TIME_HEADER) {
+            None => None,
+            Some(h) => Some(
+                h.trim()
+                    .parse::<i64>()
+                    .map_err(|_| Response::error(400, "invalid X-Client-Time"))?,
+            ),
+        };
+        return Ok(Order {
+            operation,
+            user,
+            item: doc.to_string(),
+            qty: v,
+            tenant,
+            if_match,
+            client_time,
+        });
     }
     let invalid = || Response::error(400, "invalid order");
     let obj = value.as_object().ok_or_else(invalid)?;
@@ -287,7 +318,15 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
     if !(1..=10).contains(&qty) {
         return Err(invalid());
     }
-    Ok(Order { operation, user, item: item.to_string(), qty, tenant, if_match: None })
+    Ok(Order {
+        operation,
+        user,
+        item: item.to_string(),
+        qty,
+        tenant,
+        if_match: None,
+        client_time: None,
+    })
 }
 
 /// The fields of a validated input that a fingerprint or a derived key may select: an

@@ -73,6 +73,10 @@ pub enum VersionCheck {
     IfMatch,
     /// `If-Match` is required (428 without it) and must name the current version (412).
     Required,
+    /// Versions stamped with the client's clock (`X-Client-Time`, 428 without it): a write
+    /// whose stamp is not newer than the stored one is ignored and still answered 200 (a
+    /// last-writer-wins register).
+    ClientTime,
 }
 
 impl Step {
@@ -840,6 +844,7 @@ impl Model {
                             ("none", VersionCheck::None),
                             ("if-match", VersionCheck::IfMatch),
                             ("required", VersionCheck::Required),
+                            ("client-time", VersionCheck::ClientTime),
                         ],
                     )?
                     .unwrap_or_default(),

@@ -131,7 +131,7 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
     if model.program.contains(&crate::model::Step::ApplyStatus) {
         regressed_states(sim, obs, &mut out);
     }
-    if !obs.writes.is_empty() {
+    if model.program.contains(&crate::model::Step::UpdateDoc) {
         lost_updates(sim, obs, &mut out);
     }
     out.sort_by_key(|v| v.name.order());
@@ -436,14 +436,26 @@ fn lost_updates(sim: &Sim, obs: &Observation, out: &mut Vec<Violation>) {
     // intent → the version its client based its writes on, from the If-Match it sent.
     let mut base: BTreeMap<&str, i64> = BTreeMap::new();
     let mut acked: BTreeMap<&str, bool> = BTreeMap::new();
+    // PUT intents whose client got a 2xx: each must have written.
+    let mut acked_puts: BTreeMap<&str, &str> = BTreeMap::new();
     for (qi, q) in sim.requests.iter().enumerate() {
         if let Some(v) = q.if_match.as_deref().and_then(crate::http::parse_etag) {
             base.insert(q.intent.as_str(), v);
         }
         let ok = obs.requests[qi].copies.iter().flatten().any(|a| a.is_success());
         *acked.entry(q.intent.as_str()).or_default() |= ok;
+        if let (true, "PUT", Some(doc)) =
+            (ok, q.method.as_str(), q.path.strip_prefix(crate::http::DOCS_PREFIX))
+        {
+            acked_puts.insert(q.intent.as_str(), doc);
+        }
     }
     let mut lost: BTreeMap<&str, String> = BTreeMap::new();
+    for (intent, doc) in acked_puts {
+        if !obs.writes.iter().any(|w| w.intent == intent) {
+            lost.insert(intent, format!("{doc}: acknowledged, never written"));
+        }
+    }
     for (i, w) in obs.writes.iter().enumerate() {
         let later = obs.writes[i + 1..].iter().filter(|x| x.doc == w.doc);
         if later.clone().any(|x| x.intent == w.intent)

@@ -343,8 +343,8 @@ impl ViolationKind {
                  (status events applied out of order)"
             }
             ViolationKind::LostUpdate => {
-                "an acknowledged update was overwritten by a write whose client had not seen it \
-                 (its If-Match named an older version)"
+                "an acknowledged update was never written, or overwritten by a write whose \
+                 client had not seen it (its If-Match named an older version)"
             }
             ViolationKind::StuckOutbox => {
                 "an outbox message never delivered by the end of the run (the relay's budget or \

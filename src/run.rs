@@ -125,6 +125,19 @@ pub fn not_applicable(sim: &Sim, model: &Model) -> Option<String> {
             model.name
         ));
     }
+    if model.version_check == crate::model::VersionCheck::ClientTime
+        && sim.requests.iter().any(|q| {
+            q.method == "PUT"
+                && q.path.starts_with(crate::http::DOCS_PREFIX)
+                && q.clock_skew_us.is_none()
+        })
+    {
+        return Some(format!(
+            "model {} stamps versions with the client's clock and the sim's updates carry none \
+             (no `clock_skew_ms`)",
+            model.name
+        ));
+    }
     let mut missing = missing;
     missing.sort();
     missing.dedup();

@@ -138,6 +138,9 @@ pub struct RequestSpec {
     pub tenant: Option<String>,
     /// `If-Match` as sent (None: not sent): the version the client's copy was loaded at.
     pub if_match: Option<String>,
+    /// The client's clock is this far off true time (µs); when set, every attempt sends its
+    /// clock's time as `X-Client-Time` (ms). None: no header.
+    pub clock_skew_us: Option<i64>,
     pub method: String,
     pub path: String,
     pub key: Option<String>,
@@ -533,6 +536,7 @@ struct RequestFile {
     user: Option<String>,
     tenant: Option<String>,
     if_match: Option<Spanned<toml::Value>>,
+    clock_skew_ms: Option<Spanned<f64>>,
     method: Option<String>,
     path: Option<String>,
     key: Option<String>,
@@ -1012,6 +1016,15 @@ fn parse_request(
             Some(u) => Some(u.into()),
         },
         tenant: r.tenant.clone().filter(|t| !t.is_empty()),
+        clock_skew_us: match &r.clock_skew_ms {
+            None => None,
+            Some(v) if v.get_ref().abs() <= 86_400_000.0 => {
+                Some((v.get_ref() * 1000.0).round() as i64)
+            }
+            Some(v) => {
+                return Err(file.err(v.span(), "clock_skew_ms: expected -86400000..=86400000"));
+            }
+        },
         if_match: match &r.if_match {
             None => None,
             Some(v) => match v.get_ref() {

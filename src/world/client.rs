@@ -70,6 +70,10 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
         if let Some(t) = &spec.tenant {
             headers.push((http::TENANT_HEADER.to_string(), t.clone()));
         }
+        if let Some(skew) = spec.clock_skew_us {
+            let t = (world.now_us() as i64).saturating_add(skew).div_euclid(1000);
+            headers.push((http::CLIENT_TIME_HEADER.to_string(), t.to_string()));
+        }
         if let Some(m) = &spec.if_match {
             headers.push((http::IF_MATCH_HEADER.to_string(), m.clone()));
         }

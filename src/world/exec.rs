@@ -885,8 +885,18 @@ impl Exec {
             }
             Step::UpdateDoc => {
                 let o = self.order.clone().expect("admitted");
-                let condition = match (self.world().model.version_check, o.if_match) {
-                    (VersionCheck::None, _) | (VersionCheck::IfMatch, None) => None,
+                let check = self.world().model.version_check;
+                let stamp = match (check, o.client_time) {
+                    (VersionCheck::ClientTime, None) if o.operation == "doc.update" => {
+                        self.refuse_update(&o, 428, None);
+                        return Ok(Flow::Next);
+                    }
+                    (VersionCheck::ClientTime, t) => t,
+                    _ => None,
+                };
+                let condition = match (check, o.if_match) {
+                    (VersionCheck::None | VersionCheck::ClientTime, _)
+                    | (VersionCheck::IfMatch, None) => None,
                     (_, Some(v)) => Some(v),
                     (VersionCheck::Required, None) => {
                         self.refuse_update(&o, 428, None);
@@ -897,12 +907,12 @@ impl Exec {
                 let delete = o.operation == "doc.delete";
                 let w = self
                     .run
-                    .sql(Stmt::UpdateDoc, |c| {
-                        if delete {
-                            store::delete_doc(c, &o.item, &intent, condition)
-                        } else {
-                            store::update_doc(c, &o.item, o.qty, &intent, condition)
+                    .sql(Stmt::UpdateDoc, |c| match (delete, stamp) {
+                        (true, _) => store::delete_doc(c, &o.item, &intent, condition),
+                        (false, Some(t)) => {
+                            store::update_doc_stamped(c, &o.item, o.qty, &intent, t)
                         }
+                        (false, None) => store::update_doc(c, &o.item, o.qty, &intent, condition),
                     })
                     .await?;
                 match w {
@@ -918,6 +928,12 @@ impl Exec {
                         let (doc, value) = (o.item.clone(), o.qty);
                         self.event(What::DocUpdated { doc, version, value });
                         self.response = Some(o.updated(version));
+                    }
+                    // A stamp not newer than the stored one: ignored, and still 200.
+                    store::DocWrite::Stale(current) if stamp.is_some() => {
+                        let (doc, stamp) = (o.item.clone(), stamp.unwrap_or_default());
+                        self.event(What::DocIgnored { doc, stamp, current });
+                        self.response = Some(o.updated(current));
                     }
                     store::DocWrite::Stale(current) => self.refuse_update(&o, 412, Some(current)),
                     store::DocWrite::Missing => self.refuse_update(&o, 404, None),

@@ -298,6 +298,7 @@ pub(crate) fn sql_abandoned(
                 qty: r.get(11)?,
                 tenant: None,
                 if_match: None,
+                client_time: None,
             },
             created_us: r.get::<_, i64>(12)? as u64,
         })

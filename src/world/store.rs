@@ -49,7 +49,8 @@ CREATE TABLE docs(
   version INTEGER NOT NULL,
   value INTEGER NOT NULL,
   intent TEXT NOT NULL,
-  deleted INTEGER NOT NULL DEFAULT 0
+  deleted INTEGER NOT NULL DEFAULT 0,
+  stamp INTEGER
 );
 CREATE TABLE writes(
   doc TEXT NOT NULL,
@@ -585,6 +586,29 @@ pub fn update_doc(
         return Ok(DocWrite::Updated(v));
     }
     current_version(c, doc)
+}
+
+/// `update-doc` under `check = "client-time"`: one statement that writes only if the
+/// client's stamp is newer than the stored one (`Stale(current)` otherwise: ignored).
+pub fn update_doc_stamped(
+    c: &Connection,
+    doc: &str,
+    value: i64,
+    intent: &str,
+    stamp: i64,
+) -> rusqlite::Result<DocWrite> {
+    use rusqlite::OptionalExtension;
+    let written: Option<i64> = c
+        .prepare_cached(
+            "UPDATE docs SET value = ?2, version = version + 1, intent = ?3, stamp = ?4 \
+             WHERE id = ?1 AND deleted = 0 AND (stamp IS NULL OR stamp < ?4) RETURNING version",
+        )?
+        .query_row(params![doc, value, intent, stamp], |r| r.get(0))
+        .optional()?;
+    match written {
+        Some(v) => Ok(DocWrite::Updated(v)),
+        None => current_version(c, doc),
+    }
 }
 
 /// After a conditional write changed nothing: a stale `If-Match` (the current version) or a

@@ -205,3 +205,29 @@ fn tables_leave_out_models_no_sim_applies_to_and_say_so() {
     assert!(table.lines().any(|l| l.starts_with("update-last-write")), "{table}");
     assert!(table.ends_with("(n/a for every sim, not shown: transactional)\n"), "{table}");
 }
+
+#[test]
+fn versions_stamped_with_a_slow_client_clock_drop_the_later_save() {
+    let s = sim("sims/updates/client-clock-skew.toml");
+    let m = model("update-client-clock");
+    let (r, events) = run_with(&s, "update-client-clock", 0);
+    assert_eq!(statuses(&r), vec![Some(200), Some(200)]);
+    let v = r.violations.iter().find(|v| v.name == V::LostUpdate).unwrap();
+    assert_eq!(
+        (v.intent.as_str(), v.detail.as_str()),
+        ("bob", "doc-1: acknowledged, never written")
+    );
+    assert!(events.iter().any(|w| matches!(w, What::DocIgnored { current: 2, .. })));
+    // With the clocks agreeing, the later save wins.
+    let src = std::fs::read_to_string(&s.path)
+        .unwrap()
+        .replace("clock_skew_ms = 800", "clock_skew_ms = 0");
+    let fair = Arc::new(Sim::parse(&s.path, &src).unwrap());
+    let (r, _) = run_with(&fair, "update-client-clock", 0);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    // Updates without a client clock: n/a for this model, not a pass.
+    let why = run::not_applicable(&sim(TWO_EDITORS), &m).unwrap();
+    assert!(why.contains("client's clock"), "{why}");
+    let e = inline_sim("[[request]]\nid = \"a\"\nclock_skew_ms = 1e12\n").unwrap_err();
+    assert!(e.contains("s.toml:3:17") && e.contains("clock_skew_ms"), "{e}");
+}

@@ -402,6 +402,8 @@ pub enum What {
     FoundFailed,
     /// `in_flight = "proceed"`: an in-progress record is ignored; the program runs.
     InFlightIgnored,
+    /// `local_cache`: the record came from this process's memory, not the store.
+    LocalCacheHit,
     /// `[driver] deadline_ms` passed: the execution is killed (no error path, no reply).
     DeadlineKilled,
     /// `rate-limit`: a token taken (`allowed`), or none left (→ 429).
@@ -732,6 +734,7 @@ impl Legend {
             What::DeadlineKilled => {
                 write!(s, "deadline: the function timed out and is killed (no error path) → 502")
             }
+            What::LocalCacheHit => write!(s, "lookup: found in the process's local cache"),
             What::InFlightIgnored => {
                 write!(s, "lookup: in progress, ignored (in_flight = proceed)")
             }

@@ -232,6 +232,9 @@ pub struct KeyPolicy {
     pub min_len: usize,
     /// `format = "uuid"`: a header key that is not a UUID is refused with 400.
     pub uuid: bool,
+    /// `local_cache = true`: each process keeps the completed records it wrote or read in its
+    /// own memory, in front of the store (Powertools' `use_local_cache`); lost on restart.
+    pub local_cache: bool,
     /// Status for the same key with a different payload.
     pub on_mismatch: u16,
     pub in_flight: InFlight,
@@ -545,6 +548,8 @@ struct KeyFile {
     on_mismatch: Option<Spanned<u16>>,
     in_flight: Option<Spanned<toml::Value>>,
     replay_marker: Option<Spanned<String>>,
+    #[serde(default)]
+    local_cache: bool,
     retention_ms: Option<Spanned<f64>>,
     store: Option<Spanned<String>>,
     store_latency_ms: Option<Spanned<Vec<f64>>>,
@@ -1331,6 +1336,13 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
             _ => return Err(file.err(v.span(), "key.on_expired: expected \"new\" or 410")),
         },
     };
+    if k.local_cache && store == KeyStore::Memory {
+        return Err(file.err(
+            k.store.as_ref().map(|s| s.span()).unwrap_or(0..0),
+            "key.local_cache keeps records in process memory in front of the store: the store \
+             must be \"sqlite\" or \"cache\"",
+        ));
+    }
     if store == KeyStore::Cache && k.retention_ms.is_none() {
         return Err(file.err(
             k.store.as_ref().map(|s| s.span()).unwrap_or(0..0),
@@ -1407,6 +1419,7 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         key_from,
         min_len,
         uuid,
+        local_cache: k.local_cache,
         on_mismatch,
         in_flight,
         replay_marker,

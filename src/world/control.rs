@@ -180,6 +180,7 @@ pub(crate) async fn crash_process(world: &Arc<World>, idx: usize, restart_us: u6
         p.up = false;
         // Its memory dies with it (also when the run ends before it restarts).
         p.memory.clear();
+        p.local.clear();
         // Requests delivered but not yet admitted die with the process too.
         let queued: Vec<(u64, crate::history::Actor)> =
             p.inbox.queue.drain(..).map(|e| (e.reply_tag, e.who)).collect();

@@ -1298,6 +1298,13 @@ impl Exec {
                 .await?;
             self.event(What::Stored { status });
         }
+        // `local_cache`: keep a copy once the record is durable (outside a transaction).
+        if self.key_policy().local_cache
+            && (self.store_kind() != KeyStore::Sqlite || self.run.conn.is_autocommit())
+        {
+            let s = self.scope();
+            self.local_put(&s, self.new_record(Some((status, body))));
+        }
         Ok(())
     }
 
@@ -1446,10 +1453,44 @@ impl Exec {
 
     async fn key_lookup(&self) -> Result<Option<KeyRecord>, Failure> {
         let s = self.scope();
-        if self.store_kind() != KeyStore::Sqlite {
-            return self.on_map(&s, |m| keystore::map_lookup(m, &s)).await;
+        let local = self.key_policy().local_cache;
+        if local && let Some(r) = self.local_get(&s) {
+            self.event(What::LocalCacheHit);
+            return Ok(Some(r));
         }
-        self.run.sql(Stmt::Lookup, |c| keystore::sql_lookup(c, &s)).await
+        let found = if self.store_kind() != KeyStore::Sqlite {
+            self.on_map(&s, |m| keystore::map_lookup(m, &s)).await?
+        } else {
+            self.run.sql(Stmt::Lookup, |c| keystore::sql_lookup(c, &s)).await?
+        };
+        if local && let Some(r) = found.as_ref().filter(|r| r.state == RecordState::Done) {
+            self.local_put(&s, r.clone());
+        }
+        Ok(found)
+    }
+
+    /// `local_cache`: this process's copy of a completed record, unless it has expired.
+    fn local_get(&self, s: &Scope) -> Option<KeyRecord> {
+        let now = if self.store_kind() == KeyStore::Cache {
+            self.world().now_us()
+        } else {
+            self.app_now()
+        };
+        let ttl = self.key_policy().retention_us;
+        let mut st = self.world().lock();
+        let local = &mut st.processes[self.run.idx].local;
+        match local.get(s) {
+            Some(r) if ttl.is_none_or(|t| r.created_us.saturating_add(t) > now) => Some(r.clone()),
+            Some(_) => {
+                local.remove(s);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn local_put(&self, s: &Scope, r: KeyRecord) {
+        self.world().lock().processes[self.run.idx].local.insert(s.clone(), r);
     }
 
     /// A lookup that honours a per-record expiry (`expiry = "on-read"`): a record whose

@@ -30,6 +30,7 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         p.loop_waiters = Default::default();
         p.inbox.queue.clear();
         p.memory.clear();
+        p.local.clear();
     }
     let shared = match store::checkout(&world.db) {
         Ok(c) => Rc::new(c),

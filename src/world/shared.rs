@@ -47,6 +47,8 @@ pub(crate) struct ProcessState {
     pub crashing: bool,
     /// The process-memory key store (lost on restart).
     pub memory: BTreeMap<Scope, KeyRecord>,
+    /// `[key] local_cache`: completed records this process wrote or read (lost on restart).
+    pub local: BTreeMap<Scope, KeyRecord>,
     /// The rate limiter's bucket: (micro-tokens left, model time of the last refill); None:
     /// full.
     pub bucket: Option<(u64, u64)>,

@@ -351,3 +351,21 @@ fn a_429_stored_under_the_key_pins_every_retry() {
         m("program = [\"rate-limit\", \"insert-row\"]\n[limits]\nper_second = 0\n").unwrap_err();
     assert!(e.contains("m.toml:3:14") && e.contains("1..=1000000"), "{e}");
 }
+
+#[test]
+fn a_local_cache_answers_from_process_memory_until_a_restart() {
+    // The second request replays from the first's process memory, without the store.
+    let case09 = sim("sims/article/09-reply-lost-retry-same-order.toml");
+    let (r, events) = run_with(&case09, &model("powertools-local-cache"), 0);
+    assert!(r.checks.iter().all(|c| c.held), "{:?}", r.checks);
+    assert!(events.iter().any(|w| matches!(w, What::LocalCacheHit)));
+    let (_, events) = run_with(&case09, &model("powertools-approx"), 0);
+    assert!(events.iter().all(|w| !matches!(w, What::LocalCacheHit)));
+    let e = Model::parse(
+        Path::new("m.toml"),
+        "program = [\"claim\", \"insert-row\", \"save-response\"]\n[key]\nstore = \"memory\"\nlocal_cache = true\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("m.toml:3:9") && e.contains("local_cache"), "{e}");
+}

@@ -27,9 +27,27 @@ pub(crate) fn span(us: u64) -> Duration {
     Duration::from_millis(us)
 }
 
-/// Model time elapsed since `start` (µs).
-pub(crate) fn elapsed_us(start: Instant) -> u64 {
-    Instant::now().duration_since(start).as_millis() as u64
+/// A run's clock: madsim's time handle, read directly rather than through `Instant::now()`
+/// (madsim's `clock_gettime` override looks the runtime up and clones its handle on every
+/// call). Same readings: madsim's instants are its elapsed time over a fixed base.
+pub(crate) struct RunClock {
+    handle: madsim::time::TimeHandle,
+    /// madsim's elapsed time when the run started.
+    start: Duration,
+}
+
+impl RunClock {
+    /// The clock of the current runtime, starting now.
+    pub(crate) fn start() -> RunClock {
+        let handle = madsim::time::TimeHandle::current();
+        let start = handle.elapsed();
+        RunClock { handle, start }
+    }
+
+    /// Model time elapsed since the start (µs).
+    pub(crate) fn elapsed_us(&self) -> u64 {
+        (self.handle.elapsed() - self.start).as_millis() as u64
+    }
 }
 
 /// Wait `us` of model time; 0 is a zero-time scheduling point.

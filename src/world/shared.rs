@@ -114,6 +114,7 @@ pub(crate) struct World {
     pub db: Db,
     pub wait_budget_us: u64,
     pub start: clock::Instant,
+    pub clock: clock::RunClock,
     pub state: Mutex<State>,
     /// The node that runs everything but the server processes (clients, the receiver, the
     /// wire, the control tasks); it spawns restarts.
@@ -143,6 +144,7 @@ impl World {
             model,
             db,
             start: clock::now(),
+            clock: clock::RunClock::start(),
             state: Mutex::new(state),
             outside: Mutex::new(None),
             server_nodes: Mutex::new(vec![]),
@@ -156,7 +158,7 @@ impl World {
 
     /// Model time since the run started (µs).
     pub fn now_us(&self) -> u64 {
-        clock::elapsed_us(self.start)
+        self.clock.elapsed_us()
     }
 
     /// The database host's wall clock (µs), taken as correct: what the key collector reads.

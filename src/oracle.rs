@@ -39,10 +39,27 @@ fn is_failure_answer(a: &AttemptOutcome) -> bool {
 }
 
 /// Canonical JSON of a body (field order ignored), or the raw text if it is not JSON.
+/// Bodies are the sims' few strings and every run of a sweep judges the same ones: each is
+/// parsed once per worker thread (a pure memo, cleared when it grows past a bound).
 fn canonical(body: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(body)
-        .map(|v| v.to_string())
-        .unwrap_or_else(|_| body.to_string())
+    thread_local! {
+        static MEMO: std::cell::RefCell<BTreeMap<String, String>> =
+            const { std::cell::RefCell::new(BTreeMap::new()) };
+    }
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(c) = m.get(body) {
+            return c.clone();
+        }
+        let c = serde_json::from_str::<serde_json::Value>(body)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|_| body.to_string());
+        if m.len() >= 256 {
+            m.clear();
+        }
+        m.insert(body.to_string(), c.clone());
+        c
+    })
 }
 
 /// Everything the rules need about one intent.

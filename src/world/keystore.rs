@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::store::{self, RECORD_COLUMNS};
+use super::store;
 use crate::report::{KeyRecord, RecordState, Scope};
 
 /// A parameter for an optional integer column.
@@ -18,10 +18,12 @@ fn opt_i64(v: Option<u64>) -> Option<i64> {
 
 /// The record under `scope`, if any.
 pub(crate) fn sql_lookup(c: &Connection, s: &Scope) -> rusqlite::Result<Option<KeyRecord>> {
-    let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3"
+    let sql = concat!(
+        "SELECT ",
+        store::record_columns!(),
+        " FROM keys WHERE user = ?1 AND operation = ?2 AND key = ?3"
     );
-    c.prepare_cached(&sql)?
+    c.prepare_cached(sql)?
         .query_row(params![s.user, s.operation, s.key], |r| store::record_from_row(r, 0))
         .optional()
 }

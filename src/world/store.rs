@@ -338,11 +338,16 @@ pub fn is_constraint(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }
 
-/// The columns [`record_from_row`] reads, in its order.
-pub const RECORD_COLUMNS: &str =
-    "fingerprint, status, response, state, created_us, lease_until_us, token, intent";
+/// The columns [`record_from_row`] reads, in its order: a literal, so that the queries
+/// built on it are literals too (no formatting per statement).
+macro_rules! record_columns {
+    () => {
+        "fingerprint, status, response, state, created_us, lease_until_us, token, intent"
+    };
+}
+pub(crate) use record_columns;
 
-/// A [`KeyRecord`] from a row selected with [`RECORD_COLUMNS`] starting at column `at`.
+/// A [`KeyRecord`] from a row selected with [`record_columns!`] starting at column `at`.
 pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<KeyRecord> {
     let state: String = r.get(at + 3)?;
     let state = RecordState::parse(&state).ok_or_else(|| {
@@ -385,10 +390,12 @@ pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
 
 /// Every stored key with its record, in scope order.
 pub fn read_keys(conn: &Connection) -> rusqlite::Result<Vec<(Scope, KeyRecord)>> {
-    let sql = format!(
-        "SELECT user, operation, key, {RECORD_COLUMNS} FROM keys ORDER BY user, operation, key"
+    let sql = concat!(
+        "SELECT user, operation, key, ",
+        record_columns!(),
+        " FROM keys ORDER BY user, operation, key"
     );
-    let mut st = conn.prepare_cached(&sql)?;
+    let mut st = conn.prepare_cached(sql)?;
     let rows = st.query_map([], |r| {
         Ok((
             Scope { user: r.get(0)?, operation: r.get(1)?, key: r.get(2)? },

@@ -200,8 +200,9 @@ struct Pool {
     db: Db,
     observer: Connection,
     spare: Vec<Connection>,
-    /// The empty database's file, to put back before each run (rollback journal only).
-    image: Option<Vec<u8>>,
+    /// The VFS keeps the empty database's file, to put back before each run (rollback
+    /// journal only).
+    image: bool,
 }
 
 thread_local! {
@@ -216,9 +217,7 @@ pub fn fresh_run_database(journal: Journal) -> rusqlite::Result<Db> {
         let mut pools = p.borrow_mut();
         if let Some(i) = pools.iter().position(|p| p.db.journal == journal) {
             // The empty database's bytes put back: a memcpy, no statement.
-            if let Some(image) = &pools[i].image
-                && vfs::restore(&pools[i].db.name, image)
-            {
+            if pools[i].image && vfs::restore(&pools[i].db.name) {
                 return Ok(pools[i].db.clone());
             }
             // Otherwise one transaction for the deletes: one journal, one lock cycle.
@@ -242,7 +241,7 @@ pub fn fresh_run_database(journal: Journal) -> rusqlite::Result<Db> {
             pools.remove(i);
         }
         let (name, observer) = new_database(journal)?;
-        let image = if journal == Journal::Rollback { vfs::file_bytes(&name) } else { None };
+        let image = journal == Journal::Rollback && vfs::snapshot(&name);
         let db = Db { name, journal };
         pools.push(Pool { db: db.clone(), observer, spare: Vec::new(), image });
         Ok(db)
@@ -716,27 +715,49 @@ mod tests {
     }
 
     /// Putting the empty database's bytes back empties it for every connection, whose page
-    /// caches see the new change counter; rowids start at 1 again. Refused under a lock.
+    /// caches see the new change counter; rowids start at 1 again. Refused under a lock. The
+    /// bytes are the image's but for the change counter, run after run.
     #[test]
     fn restoring_the_empty_image_resets_every_connection() {
         let (name, keep) = new_database(Journal::Rollback).unwrap();
         let image = vfs::file_bytes(&name).unwrap();
+        assert!(vfs::snapshot(&name));
         let a = open(&name, Journal::Rollback).unwrap();
         let insert = "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec) \
                       VALUES ('u','o','i',1,'x',0,0)";
+        let is_image = || {
+            let now = vfs::file_bytes(&name).unwrap();
+            now.len() == image.len()
+                && now[..24] == image[..24]
+                && now[28..92] == image[28..92]
+                && now[96..] == image[96..]
+        };
         for _ in 0..3 {
             a.execute(insert, []).unwrap();
         }
         assert_eq!(count_rows(&keep).unwrap(), 3);
         a.execute_batch("BEGIN IMMEDIATE").unwrap();
-        assert!(!vfs::restore(&name, &image), "refused while a connection holds a lock");
+        assert!(!vfs::restore(&name), "refused while a connection holds a lock");
         a.execute_batch("COMMIT").unwrap();
-        assert!(vfs::restore(&name, &image));
+        assert!(vfs::restore(&name));
+        assert!(is_image());
         assert_eq!(count_rows(&keep).unwrap(), 0);
         assert_eq!(count_rows(&a).unwrap(), 0);
         a.execute(insert, []).unwrap();
         assert_eq!(a.last_insert_rowid(), 1);
         assert_eq!(count_rows(&keep).unwrap(), 1);
+        // Enough rows to grow the file past the image, then back again.
+        let big = "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec) \
+                   VALUES ('u','o',hex(zeroblob(1500)),1,'x',0,0)";
+        for _ in 0..20 {
+            a.execute(big, []).unwrap();
+        }
+        assert!(vfs::file_bytes(&name).unwrap().len() > image.len());
+        assert!(vfs::restore(&name));
+        assert!(is_image());
+        assert_eq!(count_rows(&a).unwrap(), 0);
+        a.execute(insert, []).unwrap();
+        assert_eq!(a.last_insert_rowid(), 1);
     }
 }
 

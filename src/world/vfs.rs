@@ -50,6 +50,30 @@ struct Inode {
     /// Connections holding SHARED or more.
     shared: c_int,
     shm: Option<Shm>,
+    /// The bytes [`snapshot`] kept, for [`restore`].
+    image: Option<Vec<u8>>,
+    /// Chunks of [`CHUNK`] bytes written since the data last equalled the image (one bit
+    /// each): every other chunk still holds the image's bytes, up to the file's length.
+    dirty: Vec<u64>,
+}
+
+/// The granularity of [`Inode::dirty`].
+const CHUNK: usize = 4096;
+
+impl Inode {
+    /// Note that bytes `from..to` may differ from the image now.
+    fn touch(&mut self, from: usize, to: usize) {
+        if self.image.is_none() || from >= to {
+            return;
+        }
+        for c in from / CHUNK..=(to - 1) / CHUNK {
+            let (w, b) = (c / 64, c % 64);
+            if w >= self.dirty.len() {
+                self.dirty.resize(w + 1, 0);
+            }
+            self.dirty[w] |= 1 << b;
+        }
+    }
 }
 
 type Shared = Arc<Mutex<Inode>>;
@@ -94,26 +118,57 @@ pub fn file_bytes(name: &str) -> Option<Vec<u8>> {
     registry().get(name).map(|i| lock(i).data.clone())
 }
 
-/// Put `image` (a database file taken with [`file_bytes`]) back as the content of database
-/// `name`, with a new file change counter (header bytes 24..28, and 92..96 that vouches for
-/// the header's page count): every connection compares those bytes when it next takes a
-/// SHARED lock and drops its page cache, as after another process's write. Refused (false)
-/// while any connection holds a lock or its journal is not empty, or for a WAL database.
-pub fn restore(name: &str, image: &[u8]) -> bool {
+/// Keep the current bytes of file `name` as its image, for [`restore`]. False if there is no
+/// such file.
+pub fn snapshot(name: &str) -> bool {
+    let files = registry();
+    let Some(inode) = files.get(name) else { return false };
+    let mut i = lock(inode);
+    i.image = Some(i.data.clone());
+    i.dirty.clear();
+    true
+}
+
+/// Put the image [`snapshot`] kept back as the content of database `name`, with a new file
+/// change counter (header bytes 24..28, and 92..96 that vouches for the header's page count):
+/// every connection compares those bytes when it next takes a SHARED lock and drops its page
+/// cache, as after another process's write. Only the chunks written since are copied back.
+/// Refused (false) while any connection holds a lock or its journal is not empty, for a WAL
+/// database, or without an image.
+pub fn restore(name: &str) -> bool {
     let files = registry();
     let journal_empty =
         files.get(&format!("{name}-journal")).is_none_or(|j| lock(j).data.is_empty());
     let Some(inode) = files.get(name) else { return false };
-    let mut i = lock(inode);
+    let mut guard = lock(inode);
+    let i = &mut *guard;
+    let Some(image) = i.image.as_deref() else { return false };
     if !journal_empty || i.level != NONE || i.shared != 0 || i.shm.is_some() || image.len() < 100 {
         return false;
     }
     let counter = i.data.get(24..28).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
     let next = counter.wrapping_add(1).to_be_bytes();
-    i.data.clear();
-    i.data.extend_from_slice(image);
+    // Up to the shorter length, only written chunks differ from the image; past it, the
+    // image's tail (or nothing).
+    let n = image.len();
+    i.data.truncate(n);
+    let kept = i.data.len();
+    for (w, bits) in i.dirty.iter().enumerate() {
+        let mut bits = *bits;
+        while bits != 0 {
+            let c = w * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let (from, to) = (c * CHUNK, ((c + 1) * CHUNK).min(kept));
+            if from < to {
+                i.data[from..to].copy_from_slice(&image[from..to]);
+            }
+        }
+    }
+    i.data.extend_from_slice(&image[kept..]);
+    i.dirty.clear();
     i.data[24..28].copy_from_slice(&next);
     i.data[92..96].copy_from_slice(&next);
+    i.touch(24, 96);
     true
 }
 
@@ -173,11 +228,17 @@ static IO_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
 };
 
 unsafe fn name_of(z: *const c_char) -> Option<String> {
+    unsafe { name_ref(z) }.map(|n| n.into_owned())
+}
+
+/// The name without a copy (SQLite asks whether the journal exists at every read
+/// transaction).
+unsafe fn name_ref<'a>(z: *const c_char) -> Option<std::borrow::Cow<'a, str>> {
     if z.is_null() {
-        None
-    } else {
-        Some(unsafe { CStr::from_ptr(z) }.to_string_lossy().into_owned())
+        return None;
     }
+    let c = unsafe { CStr::from_ptr(z) };
+    Some(c.to_str().map_or_else(|_| c.to_string_lossy(), std::borrow::Cow::Borrowed))
 }
 
 unsafe extern "C" fn x_open(
@@ -229,8 +290,8 @@ unsafe extern "C" fn x_delete(
     z_name: *const c_char,
     _sync_dir: c_int,
 ) -> c_int {
-    if let Some(n) = unsafe { name_of(z_name) } {
-        registry().remove(&n);
+    if let Some(n) = unsafe { name_ref(z_name) } {
+        registry().remove(n.as_ref());
     }
     ffi::SQLITE_OK
 }
@@ -241,7 +302,7 @@ unsafe extern "C" fn x_access(
     flags: c_int,
     out: *mut c_int,
 ) -> c_int {
-    let exists = unsafe { name_of(z_name) }.and_then(|n| registry().get(&n).cloned());
+    let exists = unsafe { name_ref(z_name) }.and_then(|n| registry().get(n.as_ref()).cloned());
     let answer = match exists {
         None => false,
         // As unixAccess: EXISTS means a file with content (an empty journal is not hot).
@@ -355,16 +416,35 @@ unsafe extern "C" fn x_write(
     offset: ffi::sqlite3_int64,
 ) -> c_int {
     let h = unsafe { handle(file) };
-    let mut inode = lock(&h.inode);
+    let mut guard = lock(&h.inode);
+    let inode = &mut *guard;
     let (amt, offset) = (amt as usize, offset as usize);
     let end = offset + amt;
-    if inode.data.len() < end {
-        inode.data.resize(end, 0);
-    }
     let src = unsafe { std::slice::from_raw_parts(buf as *const u8, amt) };
-    inode.data[offset..end].copy_from_slice(src);
+    let len = inode.data.len();
+    inode.touch(offset.min(len), end);
+    if end <= len {
+        inode.data[offset..end].copy_from_slice(src);
+        return ffi::SQLITE_OK;
+    }
+    // Growing: room for a whole journal at once (a journal starts empty at every write
+    // transaction), a hole before `offset` reads as zeros, and no byte is written twice.
+    if end > inode.data.capacity() {
+        inode.data.reserve(end.max(GROW) - len);
+    }
+    if offset >= len {
+        inode.data.resize(offset, 0);
+        inode.data.extend_from_slice(src);
+    } else {
+        let (over, rest) = src.split_at(len - offset);
+        inode.data[offset..].copy_from_slice(over);
+        inode.data.extend_from_slice(rest);
+    }
     ffi::SQLITE_OK
 }
+
+/// The least a growing file reserves (bytes).
+const GROW: usize = 64 * 1024;
 
 unsafe extern "C" fn x_truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_int64) -> c_int {
     let h = unsafe { handle(file) };

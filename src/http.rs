@@ -203,9 +203,25 @@ pub fn status_name(rank: i64) -> &'static str {
     usize::try_from(rank - 1).ok().and_then(|i| STATUSES.get(i)).copied().unwrap_or("?")
 }
 
-/// SHA-256 in lowercase hex.
+/// SHA-256 in lowercase hex. A sweep hashes the same few inputs (its sims' orders) run after
+/// run: each is hashed once per thread (a pure memo, emptied when it grows past a bound).
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+    thread_local! {
+        static MEMO: std::cell::RefCell<std::collections::BTreeMap<Vec<u8>, String>> =
+            const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
+    }
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(h) = m.get(bytes) {
+            return h.clone();
+        }
+        let h = hex::encode(Sha256::digest(bytes));
+        if m.len() >= 256 {
+            m.clear();
+        }
+        m.insert(bytes.to_vec(), h.clone());
+        h
+    })
 }
 
 /// Route, authenticate and validate a request: the fixed front half of every variant.

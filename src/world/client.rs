@@ -21,7 +21,7 @@ pub(crate) async fn run_request(world: Arc<World>, req: usize) {
     }
     let mut copies = Vec::new();
     for copy in 0..spec.copies {
-        copies.push(madsim::task::spawn(run_copy(world.clone(), req, copy)));
+        copies.push(madsim::task::spawn(Box::pin(run_copy(world.clone(), req, copy))));
     }
     for c in copies {
         let _ = c.await;

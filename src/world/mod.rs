@@ -223,7 +223,7 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         outside.spawn(control::partition(world.clone(), p));
     }
     let clients: Vec<_> = (0..world.sim.requests.len())
-        .map(|i| outside.spawn(client::run_request(world.clone(), i)))
+        .map(|i| outside.spawn(Box::pin(client::run_request(world.clone(), i))))
         .collect();
 
     let limit = world.sim.world.time_limit_us;

@@ -59,7 +59,8 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         for env in net::accept(&world, idx).await {
             let g = InFlightGuard::new(world.clone(), idx, env.reply_tag, env.who);
             let (shared, pool) = (shared.clone(), pool.clone());
-            madsim::task::spawn_local(handle(world.clone(), idx, shared, pool, env, g));
+            // Boxed: the handler's state is large, and a spawn moves its future several times.
+            madsim::task::spawn_local(Box::pin(handle(world.clone(), idx, shared, pool, env, g)));
         }
     }
 }

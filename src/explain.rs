@@ -19,7 +19,16 @@ use crate::sweep;
 use crate::units::show_ms;
 
 /// Where `explain` looks for a failure when no sim is given, in order.
-const SEARCH: [&str; 5] = ["teaching", "article", "faults", "catalogue", "dependencies"];
+const SEARCH: [&str; 8] = [
+    "teaching",
+    "article",
+    "faults",
+    "catalogue",
+    "dependencies",
+    "business",
+    "clients",
+    "updates",
+];
 /// Seeds tried per sim when searching.
 const SEARCH_SEEDS: u64 = 200;
 
@@ -385,7 +394,15 @@ fn story(f: &Failure, model: &Model) -> String {
     }
     let rows = f.report.rows.iter().filter(|r| r.intent == v.intent).count();
     let effects = f.report.effects.get(&v.intent).copied().unwrap_or(0);
-    let _ = writeln!(s, "\nIn the end: {rows} row(s) and {effects} effect(s) for the intent.");
+    let writes = f.report.writes.iter().filter(|w| w.intent == v.intent).count();
+    if writes > 0 || !f.report.writes.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nIn the end: {writes} document write(s) and {effects} effect(s) for the intent."
+        );
+    } else {
+        let _ = writeln!(s, "\nIn the end: {rows} row(s) and {effects} effect(s) for the intent.");
+    }
     s
 }
 

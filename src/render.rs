@@ -91,6 +91,24 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
         r.keys,
         r.effects_total
     );
+    if !r.writes.is_empty() {
+        // Document writes, in version order per document: `doc-1 v2 (alice), v3 (bob)`.
+        let mut line = String::new();
+        for (i, w) in r.writes.iter().enumerate() {
+            let same = i > 0 && r.writes[i - 1].doc == w.doc;
+            let sep = if i == 0 {
+                ""
+            } else if same {
+                ", "
+            } else {
+                "; "
+            };
+            let doc = if same { String::new() } else { format!("{} ", w.doc) };
+            let _ =
+                write!(line, "{sep}{doc}v{} ({})", w.version, crate::text::printable(&w.intent));
+        }
+        let _ = writeln!(o, "document writes: {line}");
+    }
     let _ = writeln!(o, "\nchecks:");
     for c in &r.checks {
         if c.held {

@@ -194,7 +194,7 @@ pub struct Observation {
 }
 
 /// One write to a document: the version it made and the intent that made it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DocWriteRecord {
     pub doc: String,
     pub version: i64,
@@ -399,6 +399,9 @@ pub struct RunReport {
     pub model: String,
     pub requests: Vec<RequestReport>,
     pub rows: Vec<RowRecord>,
+    /// Document writes (`update-doc`), by document and version; absent for other models.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<DocWriteRecord>,
     pub keys: u64,
     pub keys_in_progress: u64,
     /// External effects delivered to the receiver, per intent.

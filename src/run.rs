@@ -60,6 +60,7 @@ pub fn run(
         trace_hash: format!("{:016x}", obs.trace_hash),
         bounds_hit: obs.bounds_hit,
         rows: obs.rows,
+        writes: obs.writes,
         requests: obs.requests,
     };
     Ok(RunOutput { report, history: sim_out.history })

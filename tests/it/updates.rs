@@ -231,3 +231,28 @@ fn versions_stamped_with_a_slow_client_clock_drop_the_later_save() {
     let e = inline_sim("[[request]]\nid = \"a\"\nclock_skew_ms = 1e12\n").unwrap_err();
     assert!(e.contains("s.toml:3:17") && e.contains("clock_skew_ms"), "{e}");
 }
+
+#[test]
+fn reports_and_explanations_speak_of_document_writes() {
+    // `explain` searches sims/updates too, and counts the intent's document writes.
+    let e = idemsim::explain::explain(&model("update-last-write"), None, None).unwrap();
+    assert!(e.failed, "{}", e.text);
+    assert!(e.text.contains("In the end: 1 document write(s)"), "{}", e.text);
+    // `run` prints the writes in version order; `--json` carries them (and omits them for
+    // models without documents).
+    let s = sim(STALE_RETRY);
+    let m = model("update-last-write");
+    let out = run::run(&s, &m, 0, RunOptions { keep_history: true }).unwrap();
+    let text = idemsim::render::run_text(&s, &m, &out, "replay");
+    assert!(text.contains("document writes: doc-1 v2 (alice), v3 (bob), v4 (alice)"), "{text}");
+    let json = serde_json::to_value(&out.report).unwrap();
+    assert_eq!(json["writes"].as_array().map(Vec::len), Some(3));
+    let orders = run::run(
+        &sim("sims/article/01-same-key-same-content.toml"),
+        &model("transactional"),
+        0,
+        RunOptions::default(),
+    )
+    .unwrap();
+    assert!(serde_json::to_value(&orders.report).unwrap().get("writes").is_none());
+}

@@ -242,14 +242,7 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
     let tenant = req.header(TENANT_HEADER).filter(|t| !t.is_empty()).map(str::to_string);
     if operation == "doc.delete" {
         // DELETE /api/docs/<id>, with an optional `If-Match`; the body is not read.
-        let doc = &req.path[DOCS_PREFIX.len()..];
-        if !plain_id(doc) {
-            return Err(Response::error(404, "not found"));
-        }
-        let if_match = match req.header(IF_MATCH_HEADER) {
-            None => None,
-            Some(h) => Some(parse_etag(h).ok_or_else(|| Response::error(400, "invalid If-Match"))?),
-        };
+        let (doc, if_match) = (document(req)?, if_match(req)?);
         let client_time = None;
         return Ok(Order {
             operation,
@@ -289,20 +282,14 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
     if operation == "doc.update" {
         // A document update: PUT /api/docs/<id> with {"value": 0..=1000000}, and an optional
         // `If-Match: "<version>"`. The value is kept in `qty`, the document's id in `item`.
-        let doc = &req.path[DOCS_PREFIX.len()..];
-        if !plain_id(doc) {
-            return Err(Response::error(404, "not found"));
-        }
+        let doc = document(req)?;
         let invalid = || Response::error(400, "invalid document");
         let obj = value.as_object().filter(|o| o.len() == 1).ok_or_else(invalid)?;
         let v = obj.get("value").and_then(|v| v.as_i64()).ok_or_else(invalid)?;
         if !(0..=1_000_000).contains(&v) {
             return Err(invalid());
         }
-        let if_match = match req.header(IF_MATCH_HEADER) {
-            None => None,
-            Some(h) => Some(parse_etag(h).ok_or_else(|| Response::error(400, "invalid If-Match"))?),
-        };
+        let if_match = if_match(req)?;
         let client_time = match req.header(CLIENT_TIME_HEADER) {
             None => None,
             Some(h) => Some(
@@ -357,6 +344,23 @@ pub fn is_uuid(k: &str) -> bool {
             8 | 13 | 18 | 23 => *c == b'-',
             _ => c.is_ascii_hexdigit(),
         })
+}
+
+/// The document a `/api/docs/<id>` request names (404 for a malformed id).
+fn document(req: &Request) -> Result<&str, Response> {
+    let doc = &req.path[DOCS_PREFIX.len()..];
+    if !plain_id(doc) {
+        return Err(Response::error(404, "not found"));
+    }
+    Ok(doc)
+}
+
+/// A request's `If-Match` version, if sent (400 for a malformed one).
+fn if_match(req: &Request) -> Result<Option<i64>, Response> {
+    match req.header(IF_MATCH_HEADER) {
+        None => Ok(None),
+        Some(h) => parse_etag(h).map(Some).ok_or_else(|| Response::error(400, "invalid If-Match")),
+    }
 }
 
 /// A resource id: 1–64 ASCII letters, digits, `-` or `_` (no JSON escaping needed).

@@ -48,6 +48,12 @@ pub(crate) enum Failure {
     RateLimited,
 }
 
+/// The answer to a duplicate while the key's original is still in progress (409, 425, 202).
+fn in_flight(status: u16) -> Response {
+    Response::error(status, "request with this Idempotency-Key in progress")
+        .meaning(Reason::InFlight)
+}
+
 /// One waiter for a free event loop, drawn from the seed, taken out of the waiters.
 fn pick_waiter(p: &mut super::shared::ProcessState) -> Option<std::task::Waker> {
     if p.loop_waiters.is_empty() {
@@ -1084,10 +1090,7 @@ impl Exec {
             self.run.sql(Stmt::Claim, |c| keystore::sql_retake_failed(c, &s, me, lease)).await?;
         if !took {
             self.event(What::AlreadyClaimed);
-            return Ok(Flow::Finish(
-                Response::error(409, "request with this Idempotency-Key in progress")
-                    .meaning(Reason::InFlight),
-            ));
+            return Ok(Flow::Finish(in_flight(409)));
         }
         self.claimed = true;
         self.event(What::RetookFailed);
@@ -1217,10 +1220,7 @@ impl Exec {
             match kp.in_flight {
                 InFlight::Status(s) => {
                     self.event(What::InFlight { status: s });
-                    return Ok(Flow::Finish(
-                        Response::error(s, "request with this Idempotency-Key in progress")
-                            .meaning(Reason::InFlight),
-                    ));
+                    return Ok(Flow::Finish(in_flight(s)));
                 }
                 InFlight::Proceed => {
                     self.event(What::InFlightIgnored);
@@ -1229,10 +1229,7 @@ impl Exec {
                 InFlight::Wait => match self.wait_for_original().await? {
                     Some(done) => rec = done,
                     None => {
-                        return Ok(Flow::Finish(
-                            Response::error(409, "request with this Idempotency-Key in progress")
-                                .meaning(Reason::InFlight),
-                        ));
+                        return Ok(Flow::Finish(in_flight(409)));
                     }
                 },
             }

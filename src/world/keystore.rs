@@ -41,36 +41,37 @@ pub(crate) fn sql_insert(
     rec: &KeyRecord,
     claim: bool,
 ) -> rusqlite::Result<bool> {
-    c.prepare_cached(
-        "INSERT INTO keys(user, operation, key, fingerprint, status, response, state, created_us,
-                          lease_until_us, token, intent)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?
-    .execute(params![
-        s.user,
-        s.operation,
-        s.key,
-        rec.fingerprint,
-        rec.status,
-        rec.response,
-        rec.state.as_str(),
-        rec.created_us as i64,
-        opt_i64(rec.lease_until_us),
-        opt_i64(rec.token),
-        rec.intent
-    ])
-    .map(|_| true)
-    .or_else(|e| if claim && store::is_constraint(&e) { Ok(false) } else { Err(e) })
+    write_record(c, false, s, rec)
+        .map(|_| true)
+        .or_else(|e| if claim && store::is_constraint(&e) { Ok(false) } else { Err(e) })
 }
 
 /// `claim_conflict = "overwrite"`: `INSERT OR REPLACE` the record (no conflict, ever).
 pub(crate) fn sql_replace(c: &Connection, s: &Scope, rec: &KeyRecord) -> rusqlite::Result<bool> {
-    c.prepare_cached(
-        "INSERT OR REPLACE INTO keys(user, operation, key, fingerprint, status, response, state,
-                                     created_us, lease_until_us, token, intent)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?
-    .execute(params![
+    write_record(c, true, s, rec).map(|_| true)
+}
+
+/// The INSERT of a whole record, with `$verb` (`INSERT` or `INSERT OR REPLACE`).
+macro_rules! insert_record {
+    ($verb:literal) => {
+        concat!(
+            $verb,
+            " INTO keys(user, operation, key, fingerprint, status, response, state, created_us,
+                        lease_until_us, token, intent)
+              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        )
+    };
+}
+
+/// Write `rec` under `s` into the keys table: a plain INSERT, or one that replaces a record.
+fn write_record(
+    c: &Connection,
+    replace: bool,
+    s: &Scope,
+    rec: &KeyRecord,
+) -> rusqlite::Result<usize> {
+    let sql = if replace { insert_record!("INSERT OR REPLACE") } else { insert_record!("INSERT") };
+    c.prepare_cached(sql)?.execute(params![
         s.user,
         s.operation,
         s.key,
@@ -83,7 +84,6 @@ pub(crate) fn sql_replace(c: &Connection, s: &Scope, rec: &KeyRecord) -> rusqlit
         opt_i64(rec.token),
         rec.intent
     ])
-    .map(|_| true)
 }
 
 pub(crate) fn map_insert(

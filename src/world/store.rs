@@ -572,22 +572,13 @@ pub fn update_doc(
     if_match: Option<i64>,
 ) -> rusqlite::Result<DocWrite> {
     use rusqlite::OptionalExtension;
-    let written: Option<i64> = match if_match {
-        None => c
-            .prepare_cached(
-                "UPDATE docs SET value = ?2, version = version + 1, intent = ?3 \
-                 WHERE id = ?1 AND deleted = 0 RETURNING version",
-            )?
-            .query_row(params![doc, value, intent], |r| r.get(0))
-            .optional()?,
-        Some(v) => c
-            .prepare_cached(
-                "UPDATE docs SET value = ?2, version = version + 1, intent = ?3 \
-                 WHERE id = ?1 AND deleted = 0 AND version = ?4 RETURNING version",
-            )?
-            .query_row(params![doc, value, intent, v], |r| r.get(0))
-            .optional()?,
-    };
+    let written: Option<i64> = c
+        .prepare_cached(
+            "UPDATE docs SET value = ?2, version = version + 1, intent = ?3 \
+             WHERE id = ?1 AND deleted = 0 AND (?4 IS NULL OR version = ?4) RETURNING version",
+        )?
+        .query_row(params![doc, value, intent, if_match], |r| r.get(0))
+        .optional()?;
     if let Some(v) = written {
         return Ok(DocWrite::Updated(v));
     }

@@ -97,11 +97,33 @@ fn pieces(c: &mut Criterion) {
             b.iter(|| bench::database_reset(journal).unwrap())
         });
     }
+    // The SQLite floor of a run: its statements alone, no executor, no model code.
+    for (name, copies) in [("race", 2), ("case-11", 20)] {
+        g.bench_function(format!("sql-of-a-{name}-run-transactional"), |b| {
+            b.iter(|| assert_eq!(bench::sql_of_keyed_run(copies).unwrap(), 1))
+        });
+    }
     let st = bench::Statement::new(Journal::Rollback).unwrap();
     g.bench_function("statement-key-lookup", |b| b.iter(|| st.lookup()));
     // Per message: the runtime around a batch of 1,000 is divided out.
     let (s, m) = (sim(RACE), model("transactional"));
     g.throughput(Throughput::Elements(1));
+    g.bench_function("statement-wait", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut left = iters;
+            let mut seed = 0;
+            while left > 0 {
+                let n = left.min(1000);
+                seed += 1;
+                let t = Instant::now();
+                assert_eq!(bench::statement_waits(seed, n), n);
+                total += t.elapsed();
+                left -= n;
+            }
+            total
+        })
+    });
     g.bench_function("message", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;

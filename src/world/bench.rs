@@ -24,6 +24,25 @@ pub fn runtime_setup(seed: u64) {
     });
 }
 
+/// `n` statement waits on one node: what `Runner::sql` does before every statement reaches
+/// SQLite (a yield to the event loop, then the statement's latency as a model-time sleep, here
+/// 10 µs), without the statement. Returns the waits done.
+pub fn statement_waits(seed: u64, n: u64) -> u64 {
+    let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    rt.block_on(async move {
+        let node = Handle::current().create_node().name("outside").build();
+        node.spawn(async move {
+            for _ in 0..n {
+                clock::yield_now().await;
+                clock::sleep_us(10).await;
+            }
+            n
+        })
+        .await
+        .unwrap_or(0)
+    })
+}
+
 /// The empty database for the next run on this thread (what every run does first).
 pub fn database_reset(journal: Journal) -> Result<(), RunError> {
     store::fresh_run_database(journal).map(|_| ()).map_err(RunError::from)
@@ -82,4 +101,65 @@ pub fn messages(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, n: u64) -> Result
         Handle::current().kill(node.id());
         got
     }))
+}
+
+/// The SQL of one `transactional` run of `copies` requests with one key (the race: 2; case 11:
+/// 20), without the simulated world: the database reset; the first request's
+/// `BEGIN IMMEDIATE`, key lookup (a miss), row insert, stored response and `COMMIT`; every
+/// other request's `BEGIN IMMEDIATE`, lookup (a hit) and `COMMIT`, on the process's one
+/// shared connection; the observer's final reads of rows and keys. The same store functions
+/// on the same VFS as a run: what SQLite alone costs such a run, whatever the executor and the
+/// model code around it cost. Returns the rows read (1).
+pub fn sql_of_keyed_run(copies: u32) -> Result<usize, RunError> {
+    use crate::http::Order;
+    use crate::report::{KeyRecord, RecordState};
+    let db = store::fresh_run_database(Journal::Rollback)?;
+    let order = Order {
+        operation: "create-order",
+        user: "u1".into(),
+        item: "book".into(),
+        qty: 1,
+        tenant: None,
+        if_match: None,
+        client_time: None,
+    };
+    let scope = Scope { user: "u1".into(), operation: "create-order".into(), key: "k1".into() };
+    let record = KeyRecord {
+        fingerprint: "f".repeat(64),
+        status: Some(201),
+        response: Some(order.created_body(1)),
+        state: RecordState::Done,
+        created_us: 900,
+        lease_until_us: None,
+        token: Some(1),
+        intent: "click".into(),
+    };
+    let conn = store::checkout(&db)?;
+    for copy in 0..copies {
+        store::exec_cached(&conn, "BEGIN IMMEDIATE")?;
+        let found = keystore::sql_lookup(&conn, &scope)?;
+        assert_eq!(found.is_some(), copy > 0);
+        if found.is_none() {
+            store::insert_row(&conn, &order, "click", 900, 1, None, true)?;
+            keystore::sql_insert(&conn, &scope, &record, false)?;
+        }
+        store::exec_cached(&conn, "COMMIT")?;
+    }
+    drop(conn);
+    let rows = store::with_observer(&db, store::read_rows)?;
+    store::with_observer(&db, store::read_keys)?;
+    Ok(rows.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_of_a_run_leaves_one_row_each_time() {
+        // Each call starts from the reset database: one row, however many copies and calls.
+        for copies in [2, 20, 2] {
+            assert_eq!(sql_of_keyed_run(copies).unwrap(), 1);
+        }
+    }
 }

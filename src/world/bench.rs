@@ -103,52 +103,106 @@ pub fn messages(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, n: u64) -> Result
     }))
 }
 
+/// Which VFS [`SqlFloor`] runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloorVfs {
+    /// idemsim's in-memory VFS, as every run (the pool's database, reset by the chunk copy).
+    Idemsim,
+    /// SQLite's own `memdb` VFS (journal in memory), emptied by DELETEs: a yardstick for what
+    /// idemsim's VFS adds.
+    Memdb,
+}
+
 /// The SQL of one `transactional` run of `copies` requests with one key (the race: 2; case 11:
-/// 20), without the simulated world: the database reset; the first request's
-/// `BEGIN IMMEDIATE`, key lookup (a miss), row insert, stored response and `COMMIT`; every
-/// other request's `BEGIN IMMEDIATE`, lookup (a hit) and `COMMIT`, on the process's one
-/// shared connection; the observer's final reads of rows and keys. The same store functions
-/// on the same VFS as a run: what SQLite alone costs such a run, whatever the executor and the
-/// model code around it cost. Returns the rows read (1).
-pub fn sql_of_keyed_run(copies: u32) -> Result<usize, RunError> {
-    use crate::http::Order;
-    use crate::report::{KeyRecord, RecordState};
-    let db = store::fresh_run_database(Journal::Rollback)?;
-    let order = Order {
-        operation: "create-order",
-        user: "u1".into(),
-        item: "book".into(),
-        qty: 1,
-        tenant: None,
-        if_match: None,
-        client_time: None,
-    };
-    let scope = Scope { user: "u1".into(), operation: "create-order".into(), key: "k1".into() };
-    let record = KeyRecord {
-        fingerprint: "f".repeat(64),
-        status: Some(201),
-        response: Some(order.created_body(1)),
-        state: RecordState::Done,
-        created_us: 900,
-        lease_until_us: None,
-        token: Some(1),
-        intent: "click".into(),
-    };
-    let conn = store::checkout(&db)?;
-    for copy in 0..copies {
-        store::exec_cached(&conn, "BEGIN IMMEDIATE")?;
-        let found = keystore::sql_lookup(&conn, &scope)?;
-        assert_eq!(found.is_some(), copy > 0);
-        if found.is_none() {
-            store::insert_row(&conn, &order, "click", 900, 1, None, true)?;
-            keystore::sql_insert(&conn, &scope, &record, false)?;
-        }
-        store::exec_cached(&conn, "COMMIT")?;
+/// 20), without the simulated world: the first request's `BEGIN IMMEDIATE`, key lookup (a
+/// miss), row insert, stored response and `COMMIT`; every other request's `BEGIN IMMEDIATE`,
+/// lookup (a hit) and `COMMIT`, on the process's one shared connection; the observer's final
+/// reads of rows and keys. The same store functions as a run: what SQLite alone costs such a
+/// run, whatever the executor and the model code around it cost.
+pub struct SqlFloor {
+    vfs: FloorVfs,
+    db: store::Db,
+    /// `Memdb`: the server's connection and the observer's.
+    memdb: Option<(rusqlite::Connection, rusqlite::Connection)>,
+}
+
+impl SqlFloor {
+    pub fn new(vfs: FloorVfs) -> Result<SqlFloor, RunError> {
+        let db = store::fresh_run_database(Journal::Rollback)?;
+        let memdb = match vfs {
+            FloorVfs::Idemsim => None,
+            FloorVfs::Memdb => {
+                use rusqlite::{Connection, OpenFlags};
+                let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+                let name = format!("file:/floor-{}?vfs=memdb", db.name.trim_start_matches('/'));
+                let observer = Connection::open_with_flags(&name, flags)?;
+                observer.execute_batch(store::SCHEMA)?;
+                Some((Connection::open_with_flags(&name, flags)?, observer))
+            }
+        };
+        Ok(SqlFloor { vfs, db, memdb })
     }
-    drop(conn);
-    let rows = store::with_observer(&db, store::read_rows)?;
-    store::with_observer(&db, store::read_keys)?;
-    Ok(rows.len())
+
+    /// The empty database, as before every run.
+    pub fn reset(&mut self) -> Result<(), RunError> {
+        match &self.memdb {
+            None => self.db = store::fresh_run_database(Journal::Rollback)?,
+            Some((_, o)) => o.execute_batch("DELETE FROM rows; DELETE FROM keys;")?,
+        }
+        Ok(())
+    }
+
+    /// The statements of one run. Returns the rows and keys the observer read (1 and 1).
+    pub fn run(&self, copies: u32) -> Result<(usize, usize), RunError> {
+        match (&self.memdb, self.vfs) {
+            (Some((conn, observer)), _) => Ok(Self::statements(conn, observer, copies)?),
+            (None, _) => {
+                let conn = store::checkout(&self.db)?;
+                Ok(store::with_observer(&self.db, |o| Self::statements(&conn, o, copies))?)
+            }
+        }
+    }
+
+    fn statements(
+        conn: &rusqlite::Connection,
+        observer: &rusqlite::Connection,
+        copies: u32,
+    ) -> rusqlite::Result<(usize, usize)> {
+        use crate::http::Order;
+        use crate::report::{KeyRecord, RecordState};
+        let order = Order {
+            operation: "create-order",
+            user: "u1".into(),
+            item: "book".into(),
+            qty: 1,
+            tenant: None,
+            if_match: None,
+            client_time: None,
+        };
+        let scope = Scope { user: "u1".into(), operation: "create-order".into(), key: "k1".into() };
+        let record = KeyRecord {
+            fingerprint: "f".repeat(64),
+            status: Some(201),
+            response: Some(order.created_body(1)),
+            state: RecordState::Done,
+            created_us: 900,
+            lease_until_us: None,
+            token: Some(1),
+            intent: "click".into(),
+        };
+        for _ in 0..copies {
+            store::exec_cached(conn, "BEGIN IMMEDIATE")?;
+            if keystore::sql_lookup(conn, &scope)?.is_none() {
+                store::insert_row(conn, &order, "click", 900, 1, None, true)?;
+                keystore::sql_insert(conn, &scope, &record, false)?;
+            }
+            store::exec_cached(conn, "COMMIT")?;
+        }
+        Ok((store::read_rows(observer)?.len(), store::read_keys(observer)?.len()))
+    }
 }
 
 #[cfg(test)]
@@ -156,10 +210,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sql_of_a_run_leaves_one_row_each_time() {
-        // Each call starts from the reset database: one row, however many copies and calls.
-        for copies in [2, 20, 2] {
-            assert_eq!(sql_of_keyed_run(copies).unwrap(), 1);
+    fn sql_of_a_run_leaves_one_row_and_one_key_on_either_vfs() {
+        for vfs in [FloorVfs::Idemsim, FloorVfs::Memdb] {
+            let mut floor = SqlFloor::new(vfs).unwrap();
+            // Each run starts from the reset database: one row, however many copies and runs.
+            for copies in [2, 20, 2] {
+                floor.reset().unwrap();
+                assert_eq!(floor.run(copies).unwrap(), (1, 1), "{vfs:?}");
+            }
+            // Without the reset the first request hits the stored key: still one row.
+            assert_eq!(floor.run(2).unwrap(), (1, 1), "{vfs:?}");
         }
     }
 }

@@ -120,7 +120,6 @@ pub enum FloorVfs {
 /// reads of rows and keys. The same store functions as a run: what SQLite alone costs such a
 /// run, whatever the executor and the model code around it cost.
 pub struct SqlFloor {
-    vfs: FloorVfs,
     db: store::Db,
     /// `Memdb`: the server's connection and the observer's.
     memdb: Option<(rusqlite::Connection, rusqlite::Connection)>,
@@ -143,7 +142,7 @@ impl SqlFloor {
                 Some((Connection::open_with_flags(&name, flags)?, observer))
             }
         };
-        Ok(SqlFloor { vfs, db, memdb })
+        Ok(SqlFloor { db, memdb })
     }
 
     /// The empty database, as before every run.
@@ -157,9 +156,9 @@ impl SqlFloor {
 
     /// The statements of one run. Returns the rows and keys the observer read (1 and 1).
     pub fn run(&self, copies: u32) -> Result<(usize, usize), RunError> {
-        match (&self.memdb, self.vfs) {
-            (Some((conn, observer)), _) => Ok(Self::statements(conn, observer, copies)?),
-            (None, _) => {
+        match &self.memdb {
+            Some((conn, observer)) => Ok(Self::statements(conn, observer, copies)?),
+            None => {
                 let conn = store::checkout(&self.db)?;
                 Ok(store::with_observer(&self.db, |o| Self::statements(&conn, o, copies))?)
             }

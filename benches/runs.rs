@@ -119,43 +119,35 @@ fn pieces(c: &mut Criterion) {
     }
     let st = bench::Statement::new(Journal::Rollback).unwrap();
     g.bench_function("statement-key-lookup", |b| b.iter(|| st.lookup()));
-    // Per message: the runtime around a batch of 1,000 is divided out.
+    // Per wait and per message: one runtime per batch of 1,000, its cost spread over the batch.
     let (s, m) = (sim(RACE), model("transactional"));
     g.throughput(Throughput::Elements(1));
     g.bench_function("statement-wait", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            let mut left = iters;
-            let mut seed = 0;
-            while left > 0 {
-                let n = left.min(1000);
-                seed += 1;
-                let t = Instant::now();
-                assert_eq!(bench::statement_waits(seed, n), n);
-                total += t.elapsed();
-                left -= n;
-            }
-            total
-        })
+        b.iter_custom(|iters| in_batches(iters, bench::statement_waits))
     });
     g.bench_function("message", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            let mut left = iters;
-            let mut seed = 0;
-            while left > 0 {
-                let n = left.min(1000);
-                seed += 1;
-                let t = Instant::now();
-                let got = bench::messages(&s, &m, seed, n).unwrap();
-                total += t.elapsed();
-                assert_eq!(got, n);
-                left -= n;
-            }
-            total
+            in_batches(iters, |seed, n| bench::messages(&s, &m, seed, n).unwrap())
         })
     });
     g.finish();
+}
+
+/// `iters` items done in batches of at most 1,000 by `batch(seed, n)`, each batch on a fresh
+/// runtime with its own seed; the time of all batches (each must report `n` items done).
+fn in_batches(iters: u64, mut batch: impl FnMut(u64, u64) -> u64) -> Duration {
+    let mut total = Duration::ZERO;
+    let (mut left, mut seed) = (iters, 0);
+    while left > 0 {
+        let n = left.min(1000);
+        seed += 1;
+        let t = Instant::now();
+        let done = batch(seed, n);
+        total += t.elapsed();
+        assert_eq!(done, n);
+        left -= n;
+    }
+    total
 }
 
 criterion_group!(benches, race, case_11, sweep_1000, pieces);

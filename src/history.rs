@@ -11,7 +11,7 @@ use std::hash::{Hash, Hasher};
 use crate::units::show_ms;
 
 /// Where an event happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Node {
     /// The client node of request `i` (sim order).
     Client(u32),
@@ -487,6 +487,19 @@ pub enum What {
         status: &'static str,
         applied: bool,
     },
+    // (Variants added after this line keep the discriminants, and so the trace hashes, of
+    // runs that never emit them.)
+    /// An injected `stall`: the whole process stops for `us` (none of its tasks runs).
+    ProcessStalled {
+        us: u64,
+    },
+    /// The stalled process runs again.
+    ProcessResumed,
+    /// `on_failed_save = "keep"`: the save of the outcome failed; the claim is left as it is.
+    ClaimKept,
+    /// `on_error = ["rollback-any"]`: the error path's ROLLBACK ended a transaction another
+    /// request of the process began on the shared connection.
+    RollbackOthers,
 }
 
 /// One event. `t_us` is simulated time since the run started, in microseconds.
@@ -709,6 +722,14 @@ impl Legend {
             }
             What::StatusApplied { resource, status, applied: false } => {
                 write!(s, "apply-status: {resource} already past {status} (ignored)")
+            }
+            What::ProcessStalled { us } => {
+                write!(s, "process stalls {} ms (none of its tasks runs)", show_ms(*us))
+            }
+            What::ProcessResumed => write!(s, "process runs again"),
+            What::ClaimKept => write!(s, "the save failed: claim left in progress"),
+            What::RollbackOthers => {
+                write!(s, "ROLLBACK (of the transaction another request began on this connection)")
             }
             What::Declined { intent } => write!(
                 s,

@@ -206,8 +206,12 @@ pub enum StoreOutcomes {
     /// Errors (5xx) after a claim are recorded too and replayed (Stripe v1).
     All,
     /// A business refusal from a dependency (a charge declined: 402) is recorded as the key's
-    /// final answer; other failures are not (Brandur's atomic phases).
+    /// final answer; other failures are not.
     Refusals,
+    /// Any failure of the dependency call is recorded as the key's final answer: a decline as
+    /// 402, a provider error or a call never answered as 503 (not a promise that a retry is
+    /// safe); other failures are not (Brandur's atomic phases, rocket-rides-atomic api.rb).
+    Dependency,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,6 +269,17 @@ pub struct KeyPolicy {
     /// The completer leaves claims older than this alone (the provider's idempotency window:
     /// past it, finishing could charge again). None: no horizon.
     pub completer_horizon_us: Option<u64>,
+    /// `completer_min_age_ms`: the completer leaves claims younger than this alone
+    /// (rocket-rides-atomic's completer: created over 300 s ago).
+    pub completer_min_age_us: Option<u64>,
+    /// `on_store_error`: what the design answers when its key store (a cache) fails or cannot
+    /// be reached. 500 (the default): an unhandled error, nothing promised; 503: the design
+    /// deliberately fails closed and tells the client it is safe to retry.
+    pub on_store_error: u16,
+    /// `on_failed_save = "keep"`: a save of the outcome that fails leaves the claim as it is
+    /// (Powertools raises and deletes nothing); `"clean-up"` (the default): the `on_error`
+    /// clean-up runs as for any error after the claim.
+    pub keep_on_failed_save: bool,
     /// Completion checks the claim's owner token: a stale owner's save is rejected.
     pub fencing: bool,
     pub replay: Replay,
@@ -350,8 +365,12 @@ pub struct Driver {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnError {
-    /// Roll back an open transaction.
+    /// Roll back the transaction this request began, if it is still open.
     pub rollback: bool,
+    /// `rollback-any`: the error path runs `ROLLBACK` whatever transaction the connection has
+    /// open (a `catch { ROLLBACK }` that does not check it began one): on a shared connection
+    /// it ends another request's transaction.
+    pub rollback_any: bool,
     /// Delete this request's own in-progress claim, so a retry can run again.
     pub release_claim: bool,
     /// Release this request's own claim's lock (its lease ends now) and keep the record and
@@ -557,6 +576,9 @@ struct KeyFile {
     lease_ms: Option<Spanned<toml::Value>>,
     completer_every_ms: Option<Spanned<f64>>,
     completer_horizon_ms: Option<Spanned<f64>>,
+    completer_min_age_ms: Option<Spanned<f64>>,
+    on_store_error: Option<Spanned<u16>>,
+    on_failed_save: Option<Spanned<String>>,
     #[serde(default)]
     fencing: bool,
     replay: Option<Spanned<toml::Value>>,
@@ -691,6 +713,7 @@ impl Model {
             _ => {}
         }
         check_structure(file, &program, f.program.span(), f.key.is_some())?;
+        check_points(file, &program)?;
         let on_error = parse_on_error(file, &f.on_error)?;
         let retry_tx = on_error.retry_transaction;
         let mut key = f.key.as_ref().map(|k| parse_key(file, k)).transpose()?;
@@ -770,6 +793,7 @@ impl Model {
                     ("success", StoreOutcomes::Success),
                     ("all", StoreOutcomes::All),
                     ("refusals", StoreOutcomes::Refusals),
+                    ("dependency", StoreOutcomes::Dependency),
                 ],
             )?
             .unwrap_or(StoreOutcomes::Success);
@@ -1119,9 +1143,115 @@ fn check_structure(
     Ok(())
 }
 
+/// The named points a sim can inject at, each defined by what has happened when it fires.
+/// A model places each where its program makes the definition true; the loader checks it.
+pub const POINTS: &[(&str, &str)] = &[
+    (
+        "before-commit",
+        "the business write is done; the transaction that holds it (if any) has not committed \
+         and the outcome is not saved",
+    ),
+    (
+        "before-effect",
+        "the business write is committed; no effect step has run yet (in a design without one, \
+         the sim's fallback effect at @after-commit is still to come)",
+    ),
+    (
+        "after-effect",
+        "every effect step has run and the business write is done; the outcome is not saved \
+         yet (only in a design with an effect step)",
+    ),
+    (
+        "after-commit",
+        "the business write, the saved outcome and every effect are done and committed; only \
+         the reply is left",
+    ),
+];
+
+/// Each defined point (`POINTS`) sits where its definition holds.
+fn check_points(file: Source, program: &[SpannedStep]) -> Result<(), InputError> {
+    // Where each fact becomes true: the index of the step after which it holds.
+    let mut open: Option<usize> = None;
+    let (mut write, mut write_committed) = (None, None);
+    let (mut save, mut save_committed) = (None, None);
+    let mut pending_write = false;
+    let mut pending_save = false;
+    for (i, (step, _)) in program.iter().enumerate() {
+        match step {
+            Step::Begin => open = Some(i),
+            Step::Commit => {
+                open = None;
+                if pending_write {
+                    write_committed = Some(i);
+                    pending_write = false;
+                }
+                if pending_save {
+                    save_committed = Some(i);
+                    pending_save = false;
+                }
+            }
+            s if s.is_write() => {
+                write = Some(i);
+                if open.is_some() { pending_write = true } else { write_committed = Some(i) }
+            }
+            Step::SaveResponse => {
+                save = Some(i);
+                if open.is_some() { pending_save = true } else { save_committed = Some(i) }
+            }
+            _ => {}
+        }
+    }
+    let effects: Vec<usize> = program
+        .iter()
+        .enumerate()
+        .filter(|(_, (s, _))| *s == Step::Effect)
+        .map(|(i, _)| i)
+        .collect();
+    let after = |fact: Option<usize>, i: usize| fact.is_none_or(|f| f < i);
+    let before = |fact: Option<usize>, i: usize| fact.is_none_or(|f| f > i);
+    let mut open_at = false;
+    for (i, (step, span)) in program.iter().enumerate() {
+        match step {
+            Step::Begin => open_at = true,
+            Step::Commit => open_at = false,
+            _ => {}
+        }
+        let Step::Point(p) = step else { continue };
+        let Some((_, meaning)) = POINTS.iter().find(|(n, _)| n == p) else { continue };
+        let wrote = write.is_some_and(|w| w < i);
+        let holds = match p.as_str() {
+            // An autocommit write commits by itself: only the save is still to come.
+            "before-commit" => {
+                wrote && (write_committed == write || before(write_committed, i)) && before(save, i)
+            }
+            "before-effect" => wrote && after(write_committed, i) && effects.iter().all(|&e| e > i),
+            "after-effect" => {
+                !effects.is_empty() && wrote && effects.iter().all(|&e| e < i) && before(save, i)
+            }
+            "after-commit" => {
+                wrote
+                    && !open_at
+                    && after(write_committed, i)
+                    && after(save_committed, i)
+                    && save_committed.is_some() == save.is_some()
+                    && effects.iter().all(|&e| e < i)
+            }
+            _ => true,
+        };
+        if !holds {
+            return Err(file.err(
+                span.clone(),
+                format!("@{p} is where {meaning}; it does not hold at this place in the program"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, InputError> {
     let mut on_error = OnError {
         rollback: false,
+        rollback_any: false,
         release_claim: false,
         unlock: false,
         retry_transaction: false,
@@ -1131,6 +1261,7 @@ fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, Inp
     for e in list {
         match e.get_ref().as_str() {
             "rollback" => on_error.rollback = true,
+            "rollback-any" => on_error.rollback_any = true,
             "release-claim" => on_error.release_claim = true,
             "unlock" => on_error.unlock = true,
             "retry-transaction" => on_error.retry_transaction = true,
@@ -1140,8 +1271,8 @@ fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, Inp
                 return Err(file.err(
                     e.span(),
                     format!(
-                        "unknown on_error action `{other}`; expected rollback, release-claim, \
-                         release-key, unlock, mark-failed or retry-transaction"
+                        "unknown on_error action `{other}`; expected rollback, rollback-any, \
+                         release-claim, release-key, unlock, mark-failed or retry-transaction"
                     ),
                 ));
             }
@@ -1390,7 +1521,42 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
             v.clone()
         }
     };
+    let on_store_error = match &k.on_store_error {
+        None => 500,
+        Some(v) if [500, 502, 503].contains(v.get_ref()) => *v.get_ref(),
+        Some(v) => {
+            return Err(file.err(
+                v.span(),
+                "key.on_store_error: expected 500 (an unhandled error), 502 or 503 (fail closed, \
+                 safe to retry)",
+            ));
+        }
+    };
+    let keep_on_failed_save = match &k.on_failed_save {
+        None => false,
+        Some(v) => match v.get_ref().as_str() {
+            "clean-up" => false,
+            "keep" => true,
+            _ => {
+                return Err(file.err(
+                    v.span(),
+                    "key.on_failed_save: expected \"clean-up\" (run on_error) or \"keep\" (leave \
+                     the claim as it is)",
+                ));
+            }
+        },
+    };
+    if (k.on_store_error.is_some() || k.on_failed_save.is_some()) && store == KeyStore::Memory {
+        let span = k.on_store_error.as_ref().map(|v| v.span());
+        return Err(file.err(
+            span.or(k.on_failed_save.as_ref().map(|v| v.span())).unwrap_or(0..0),
+            "key.on_store_error and key.on_failed_save are for a store that can fail (\"sqlite\" \
+             or \"cache\"); process memory cannot",
+        ));
+    }
     Ok(KeyPolicy {
+        on_store_error,
+        keep_on_failed_save,
         store,
         store_latency_us,
         store_timeout_us: file.ms("key.store_timeout_ms", &k.store_timeout_ms, 1_000_000, 1)?,
@@ -1400,6 +1566,11 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
             .completer_every_ms
             .is_some()
             .then(|| file.ms("key.completer_every_ms", &k.completer_every_ms, 0, 1))
+            .transpose()?,
+        completer_min_age_us: k
+            .completer_min_age_ms
+            .is_some()
+            .then(|| file.ms("key.completer_min_age_ms", &k.completer_min_age_ms, 0, 1))
             .transpose()?,
         completer_horizon_us: k
             .completer_horizon_ms

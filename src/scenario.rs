@@ -190,8 +190,12 @@ pub enum InjectAction {
     DropReply,
     /// The server process crashes here; it restarts after `restart_us`.
     Crash { restart_us: u64 },
-    /// The request stalls here for `us` (a slow downstream): an await, the process runs on.
+    /// The request waits here for `us` on something asynchronous (a slow downstream call):
+    /// an await; the process's event loop serves its other requests meanwhile.
     Pause { us: u64 },
+    /// The whole process stops here for `us` (a stop-the-world GC pause, a VM or container
+    /// frozen, SIGSTOP): none of its tasks runs, whatever its driver; messages to it queue.
+    Stall { us: u64 },
     /// The process's clock jumps by `us` (may be negative): an NTP step, a VM resumed.
     ClockJump { us: i64 },
 }
@@ -204,6 +208,7 @@ impl InjectAction {
             InjectAction::DropReply => "drop-reply",
             InjectAction::Crash { .. } => "crash",
             InjectAction::Pause { .. } => "pause",
+            InjectAction::Stall { .. } => "stall",
             InjectAction::ClockJump { .. } => "clock-jump",
         }
     }
@@ -531,6 +536,8 @@ struct WorldFile {
 struct RequestFile {
     id: Spanned<String>,
     intents: Option<Spanned<u32>>,
+    same_body: Option<Spanned<bool>>,
+    gap_ms: Option<Spanned<f64>>,
     timeout_ms: Option<Spanned<f64>>,
     intent: Option<String>,
     user: Option<String>,
@@ -598,6 +605,7 @@ struct InjectFile {
     rate: Option<Spanned<f64>>,
     restart_ms: Option<Spanned<f64>>,
     pause_ms: Option<Spanned<f64>>,
+    stall_ms: Option<Spanned<f64>>,
     jump_ms: Option<Spanned<f64>>,
     fallback: Option<bool>,
 }
@@ -907,7 +915,8 @@ fn parse_requests(
     let mut expanded: Expanded = Vec::new();
     let (mut copies, mut attempts) = (0u64, 0u64);
     for r in &f.requests {
-        let (spec, intents) = parse_request(file, r, names, world)?;
+        let (spec, how) = parse_request(file, r, names, world)?;
+        let intents = how.n;
         // The bounds that keep a run's memory in check, refused at the request that passes
         // them, before anything is expanded.
         if requests.len() + intents as usize > MAX_REQUESTS {
@@ -941,7 +950,7 @@ fn parse_requests(
         }
         if intents > 1 {
             expanded.push((spec.id.clone(), format!("{}-{intents}", spec.id)));
-            requests.extend(expand_intents(&spec, intents));
+            requests.extend(expand_intents(&spec, &how));
         } else {
             requests.push(spec);
         }
@@ -961,13 +970,21 @@ fn parse_requests(
     Ok((requests, expanded))
 }
 
-/// One `[[request]]` as written, and its number of intents (before expansion).
+/// How a request's `intents = N` expands: N, whether every intent sends the body as written
+/// (`same_body`), and the wait before each intent after the first (`gap_ms`, µs).
+struct Intents {
+    n: u32,
+    same_body: bool,
+    gap_us: u64,
+}
+
+/// One `[[request]]` as written, and how its intents expand.
 fn parse_request(
     file: Source,
     r: &RequestFile,
     names: &Names,
     world: &WorldSpec,
-) -> Result<(RequestSpec, u32), InputError> {
+) -> Result<(RequestSpec, Intents), InputError> {
     let processes = world.processes;
     let copies = match &r.copies {
         None => 1,
@@ -1005,6 +1022,23 @@ fn parse_request(
         Some(n) if (1..=1000).contains(n.get_ref()) => *n.get_ref(),
         Some(n) => return Err(file.err(n.span(), "intents: expected 1..=1000")),
     };
+    let gap_us = file.ms("gap_ms", &r.gap_ms, 0, 0)?;
+    let body = r.body.clone().unwrap_or_else(default_body);
+    let same_body = r.same_body.as_ref().is_some_and(|b| *b.get_ref());
+    if let Some(n) = &r.intents
+        && intents > 1
+        && !same_body
+        && intent_body(&body, 1).is_none()
+    {
+        return Err(file.err(
+            n.span(),
+            format!(
+                "intents = {intents}: each intent sends its own order, and this body is not an \
+                 order whose qty can be varied ({{\"item\":…,\"qty\":1..=10}}); set \
+                 same_body = true to send it to every intent"
+            ),
+        ));
+    }
     let id = r.id.get_ref().clone();
     let spec = RequestSpec {
         group: id.clone(),
@@ -1041,7 +1075,7 @@ fn parse_request(
         method: r.method.clone().unwrap_or_else(|| "POST".into()),
         path: r.path.clone().unwrap_or_else(|| "/api/orders".into()),
         key: r.key.clone(),
-        body: r.body.clone().unwrap_or_else(default_body),
+        body,
         copies,
         spread_us: file.ms_range(
             "spread_ms",
@@ -1057,7 +1091,7 @@ fn parse_request(
         policy,
         expect,
     };
-    Ok((spec, intents))
+    Ok((spec, Intents { n: intents, same_body, gap_us }))
 }
 
 /// A `retry` table.
@@ -1147,22 +1181,47 @@ fn parse_request_expect(
     })
 }
 
-/// `intents = N`: N logical operations one after the other, each with its own intent id and
-/// key. Others' `after = "<id>"` waits for the last one.
-fn expand_intents(base: &RequestSpec, intents: u32) -> Vec<RequestSpec> {
-    (1..=intents)
+/// `intents = N`: N logical operations one after the other, each with its own intent id, key
+/// and order (unless `same_body`), each `gap_ms` after the previous one has finished. Others'
+/// `after = "<id>"` waits for the last one.
+fn expand_intents(base: &RequestSpec, how: &Intents) -> Vec<RequestSpec> {
+    (1..=how.n)
         .map(|n| {
             let mut q = base.clone();
             q.id = format!("{}-{n}", base.id);
             q.intent = format!("{}-{n}", base.intent);
             q.key = base.key.as_ref().map(|k| format!("{k}-{n}"));
+            if !how.same_body
+                && let Some(b) = intent_body(&base.body, n)
+            {
+                q.body = b;
+            }
             if n > 1 {
                 q.after = vec![format!("{}-{}", base.id, n - 1)];
-                q.delay_us = 0;
+                q.delay_us = how.gap_us;
             }
             q
         })
         .collect()
+}
+
+/// The order intent `n` (1-based) of an `intents = N` request sends: the body as written for
+/// the first, then the next orders after it in a fixed cycle of the 30 valid ones (`qty` 1..=10
+/// of each catalogue item, qty first), so N intents send N different orders for N <= 30 and a
+/// payload-derived key or dedupe cannot merge them. None when the body is not an order
+/// (`{"item": <catalogue item>, "qty": 1..=10}`, nothing else).
+pub fn intent_body(body: &str, n: u32) -> Option<String> {
+    use crate::http::CATALOGUE;
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let o = v.as_object().filter(|o| o.len() == 2)?;
+    let item = CATALOGUE.iter().position(|c| o.get("item").and_then(|i| i.as_str()) == Some(*c))?;
+    let qty = o.get("qty").and_then(|q| q.as_i64()).filter(|q| (1..=10).contains(q))?;
+    if n <= 1 {
+        return Some(body.to_string());
+    }
+    let cycle = CATALOGUE.len() * 10;
+    let k = (item * 10 + (qty as usize - 1) + (n as usize - 1)) % cycle;
+    Some(format!(r#"{{"item":"{}","qty":{}}}"#, CATALOGUE[k / 10], k % 10 + 1))
 }
 
 /// Point `after` and expectation references at the last of an expanded request.
@@ -1341,6 +1400,7 @@ fn parse_injects(file: Source, f: &SimFile) -> Result<Vec<Inject>, InputError> {
                 restart_us: file.ms("restart_ms", &i.restart_ms, 100_000, 0)?,
             },
             "pause" => InjectAction::Pause { us: file.ms("pause_ms", &i.pause_ms, 1_000_000, 0)? },
+            "stall" => InjectAction::Stall { us: file.ms("stall_ms", &i.stall_ms, 1_000_000, 0)? },
             "clock-jump" => match &i.jump_ms {
                 Some(j) => InjectAction::ClockJump { us: file.signed_ms("jump_ms", j)? },
                 None => return Err(file.err(i.action.span(), "clock-jump needs `jump_ms`")),
@@ -1350,7 +1410,7 @@ fn parse_injects(file: Source, f: &SimFile) -> Result<Vec<Inject>, InputError> {
                     i.action.span(),
                     format!(
                         "unknown inject action `{other}`; expected fail, effect, drop-reply, \
-                         crash, pause or clock-jump"
+                         crash, pause, stall or clock-jump"
                     ),
                 ));
             }
@@ -1360,6 +1420,7 @@ fn parse_injects(file: Source, f: &SimFile) -> Result<Vec<Inject>, InputError> {
             (i.fallback.is_some(), "fallback", "effect"),
             (i.jump_ms.is_some(), "jump_ms", "clock-jump"),
             (i.pause_ms.is_some(), "pause_ms", "pause"),
+            (i.stall_ms.is_some(), "stall_ms", "stall"),
             (i.restart_ms.is_some(), "restart_ms", "crash"),
         ] {
             if set && action.name() != of {
@@ -1511,6 +1572,40 @@ mod tests {
     fn unknown_after_is_located() {
         let e = parse("[[request]]\nid = \"a\"\nafter = \"b\"\n").unwrap_err();
         assert_eq!(e.to_string(), "s.toml:3:9: after: unknown request or action `b`");
+    }
+
+    #[test]
+    fn intents_send_different_orders_unless_same_body() {
+        let s = parse("[[request]]\nid = \"o\"\nintents = 3\n").unwrap();
+        let bodies: Vec<&str> = s.requests.iter().map(|q| q.body.as_str()).collect();
+        assert_eq!(
+            bodies,
+            [
+                r#"{"item":"test-item","qty":2}"#,
+                r#"{"item":"test-item","qty":3}"#,
+                r#"{"item":"test-item","qty":4}"#
+            ]
+        );
+        let s =
+            parse("[[request]]\nid = \"o\"\nintents = 3\nsame_body = true\ngap_ms = 5\n").unwrap();
+        assert!(s.requests.iter().all(|q| q.body == default_body()));
+        let delays: Vec<u64> = s.requests.iter().map(|q| q.delay_us).collect();
+        assert_eq!(delays, [0, 5000, 5000]);
+        // The first keeps its text as written; the cycle runs through every item.
+        let body = r#"{ "qty": 10, "item": "other-item" }"#;
+        assert_eq!(intent_body(body, 1).as_deref(), Some(body));
+        assert_eq!(intent_body(body, 2).as_deref(), Some(r#"{"item":"test-item","qty":1}"#));
+        let all: BTreeSet<String> = (1..=30).map(|n| intent_body(body, n).unwrap()).collect();
+        assert_eq!(all.len(), 30);
+    }
+
+    #[test]
+    fn intents_of_a_body_that_is_no_order_need_same_body() {
+        let e = parse("[[request]]\nid = \"o\"\nintents = 2\nbody = \"nope\"\n").unwrap_err();
+        assert!(e.to_string().starts_with("s.toml:3:11: intents = 2: each intent sends"), "{e}");
+        parse("[[request]]\nid = \"o\"\nintents = 2\nbody = \"nope\"\nsame_body = true\n").unwrap();
+        let e = parse("[[request]]\nid = \"o\"\nsame_body = 1\n").unwrap_err();
+        assert!(e.to_string().starts_with("s.toml:3:13: "), "{e}");
     }
 
     #[test]

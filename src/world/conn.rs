@@ -33,9 +33,14 @@ impl Conn {
         }
     }
 
-    /// Note that a transaction begins now (see [`Conn::wrote_since_begin`]).
-    pub fn mark_begin(&self) {
-        self.pooled().mark_begin();
+    /// Note that execution `owner` begins a transaction now (see [`Conn::wrote_since_begin`]).
+    pub fn mark_begin(&self, owner: u64) {
+        self.pooled().mark_begin(owner);
+    }
+
+    /// Is a transaction open on the connection, begun by execution `id`?
+    pub fn tx_owned_by(&self, id: u64) -> bool {
+        self.pooled().tx_owned_by(id)
     }
 
     /// Has the connection written since its transaction began (so that its COMMIT syncs the

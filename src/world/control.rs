@@ -172,6 +172,28 @@ pub(crate) async fn partition(world: Arc<World>, p: Partition) {
 
 /// Kill server process `idx` now; it restarts after `restart_us`. Never returns: the caller is
 /// one of the process's tasks and is dropped with it.
+/// Stop process `idx` for `us` of model time (an injected `stall`): madsim parks every task of
+/// its node, so nothing it runs (requests, relay, completer, accept loop) moves until the
+/// outside node resumes it; messages sent to it wait in its inbox. The caller is parked at
+/// its next scheduling point and continues after the stall.
+pub(crate) async fn stall_process(world: &Arc<World>, idx: usize, us: u64) {
+    let id = world.server_nodes.lock().unwrap()[idx];
+    let node = Node::Server(idx as u32);
+    world.emit(node, None, What::ProcessStalled { us });
+    let outside = world.outside.lock().unwrap().clone().expect("outside node");
+    let w = world.clone();
+    outside.spawn(async move {
+        clock::sleep_us(us).await;
+        // A process that crashed meanwhile has been restarted or is down: nothing to resume.
+        if w.lock().processes[idx].up {
+            Handle::current().resume(id);
+            w.emit(node, None, What::ProcessResumed);
+        }
+    });
+    Handle::current().pause(id);
+    clock::yield_now().await;
+}
+
 pub(crate) async fn crash_process(world: &Arc<World>, idx: usize, restart_us: u64) {
     let (already, serving) = {
         let mut st = world.lock();

@@ -286,13 +286,21 @@ impl Runner {
             }
             let r = self.run_waiting(stmt, &f).await;
             if stmt == Stmt::Begin && r.is_ok() {
-                self.conn.mark_begin();
+                self.conn.mark_begin(self.id);
             }
             return r;
         }
         self.run_waiting(stmt, &|c| store::exec_cached(c, "BEGIN IMMEDIATE")).await?;
-        self.conn.mark_begin();
+        self.conn.mark_begin(self.id);
         let r = self.run_waiting(stmt, &f).await;
+        // An autocommit statement is one statement: if its implicit transaction was ended
+        // meanwhile (a design's unconditional ROLLBACK on the shared connection), what it wrote
+        // is gone and another transaction may be open now, which is not this one's to end.
+        if !self.conn.tx_owned_by(self.id) {
+            let error = "cannot commit - no transaction is active".to_string();
+            self.event(What::SqlError { stmt, error: error.clone() });
+            return Err(Failure::Error(Why::Sql(error)));
+        }
         let committed = match r {
             Ok(_) => {
                 if self.conn.wrote_since_begin() {
@@ -306,7 +314,7 @@ impl Runner {
             }
             Err(_) => Ok(()),
         };
-        if !self.conn.is_autocommit() {
+        if self.conn.tx_owned_by(self.id) {
             let _ = store::exec_cached(&self.conn, "ROLLBACK");
         }
         committed.and(r)
@@ -318,7 +326,7 @@ impl Runner {
         let committed = chance(0.5);
         let end = if committed { "COMMIT" } else { "ROLLBACK" };
         let _ = self.run_waiting(stmt, &|c| store::exec_cached(c, end)).await;
-        if !self.conn.is_autocommit() {
+        if self.conn.tx_owned_by(self.id) {
             let _ = store::exec_cached(&self.conn, "ROLLBACK");
         }
         self.event(What::CommitLost { committed });
@@ -476,6 +484,9 @@ impl Runner {
                 InjectAction::Effect { .. } => self.effect(intent, dedupe()).await?,
                 InjectAction::DropReply => drop_reply = true,
                 InjectAction::Pause { us } => self.wait(clock::sleep_us(*us)).await,
+                InjectAction::Stall { us } => {
+                    control::stall_process(&self.world, self.idx, *us).await
+                }
                 InjectAction::ClockJump { us } => {
                     self.world.lock().processes[self.idx].clock_offset_us += us;
                 }
@@ -523,6 +534,8 @@ pub(crate) struct Exec {
     pub resume_at: Option<usize>,
     /// The step index of the `begin` of the transaction now open (for `retry-transaction`).
     pub tx_begin_at: Option<usize>,
+    /// The save of this execution's outcome under its claim failed (the store did not answer).
+    pub save_failed: bool,
     /// Transactions run again so far.
     pub tx_retries: u32,
     /// The record found on read had expired and the model answers 410 (`on_expired = 410`).
@@ -549,6 +562,7 @@ impl Exec {
             clashed: false,
             resume_at: None,
             tx_begin_at: None,
+            save_failed: false,
             tx_retries: 0,
             expired: false,
             admitted_us: 0,
@@ -558,6 +572,14 @@ impl Exec {
 
     fn event(&self, what: What) {
         self.run.event(what);
+    }
+
+    /// Is a transaction this execution began still open on its connection? Only the
+    /// execution that began a transaction commits or rolls it back: on a connection shared by
+    /// a process's requests another request's transaction is not this one's to end (its
+    /// statements may still land inside it, which is the shared connection's hazard).
+    fn in_tx(&self) -> bool {
+        self.run.conn.tx_owned_by(self.run.id)
     }
 
     fn world(&self) -> &World {
@@ -591,7 +613,11 @@ impl Exec {
             return resp;
         }
         self.order = Some(order);
-        self.run_program(0).await
+        let resp = self.run_program(0).await;
+        // The last step boundary: the work is done, the reply not yet written (a process
+        // that dies here leaves a committed outcome its client never hears of).
+        self.run.maybe_crash(|| CrashSite::BeforeStep("reply".into())).await;
+        resp
     }
 
     /// Run the model's program from step `at` to its end (or an early finish, or a failure).
@@ -612,20 +638,24 @@ impl Exec {
             {
                 return self.killed_at_deadline();
             }
-            self.run.maybe_crash(|| CrashSite::BeforeStep(step.name())).await;
+            // A named point is a place in the program, not a step: no crash site of its own.
+            if !matches!(step, Step::Point(_)) {
+                self.run.maybe_crash(|| CrashSite::BeforeStep(step.name())).await;
+            }
             if model.driver.awaits == Awaits::EveryStatement && self.runs_sql(step) {
                 self.run.driver_latency().await;
             }
             match self.step(step).await {
                 Ok(Flow::Next) => {
                     // A takeover inside a transaction resumes once that transaction committed.
-                    if self.resume_at.is_some() && self.run.conn.is_autocommit() {
+                    if self.resume_at.is_some() && !self.in_tx() {
                         at = self.resume_at.take().expect("checked");
                     }
                 }
                 Ok(Flow::Finish(resp)) => {
-                    if !self.run.conn.is_autocommit() {
-                        // A lookup hit inside a transaction: commit the (read-only) transaction.
+                    if self.in_tx() {
+                        // A lookup hit inside its own transaction: commit the (read-only)
+                        // transaction.
                         let commit =
                             self.run.sql(Stmt::CommitReadOnly, |c| store::exec_cached(c, "COMMIT"));
                         if let Err(f) = commit.await {
@@ -654,7 +684,7 @@ impl Exec {
     /// No error path runs: its claim stays as it is; the database rolls back what the dead
     /// connection had open; the caller (an API gateway) answers 502.
     fn killed_at_deadline(&mut self) -> Response {
-        if !self.run.conn.is_autocommit() {
+        if self.in_tx() {
             let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
         }
         self.event(What::DeadlineKilled);
@@ -1008,7 +1038,7 @@ impl Exec {
     /// Roll the transaction back and forget what it did, as the retry loop of a driver or ORM
     /// does; what it did outside the database (an effect) stays done. The `begin` to run again.
     fn retry_transaction(&mut self, failed_before: usize) -> usize {
-        if !self.run.conn.is_autocommit() {
+        if self.in_tx() {
             let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
         }
         self.tx_retries += 1;
@@ -1282,7 +1312,9 @@ impl Exec {
             return Ok(());
         }
         if self.claimed {
-            if self.key_complete(status, body).await? == 0 {
+            let done = self.key_complete(status, body).await;
+            self.save_failed = done.is_err();
+            if done? == 0 {
                 let fencing = self.key_policy().fencing;
                 self.event(What::SaveRefused { fencing });
                 return Err(Failure::Error(Why::SaveRefused { fencing }));
@@ -1319,14 +1351,28 @@ impl Exec {
         {
             self.completed = false;
         }
-        if model.on_error.rollback && !self.run.conn.is_autocommit() {
+        let mine = self.in_tx();
+        if model.on_error.rollback && mine {
             let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
             self.event(What::Rollback);
+        } else if model.on_error.rollback_any && !self.run.conn.is_autocommit() {
+            // The design's own unconditional ROLLBACK: whoever began the transaction.
+            let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
+            self.event(if mine { What::Rollback } else { What::RollbackOthers });
         }
         let declined = matches!(f, Failure::Declined);
+        let provider_failed =
+            matches!(f, Failure::Error(Why::ProviderError | Why::EffectUnacknowledged));
         let resp = match f {
             Failure::Busy => {
                 Response::error(503, "database busy, safe to retry").meaning(Reason::SafeToRetry)
+            }
+            // The design answers a failed dependency call with a final 503 of its own.
+            Failure::Error(why)
+                if provider_failed && model.store_outcomes == StoreOutcomes::Dependency =>
+            {
+                self.event(What::Failed { why: why.to_string() });
+                Response::error(503, "error from payment processor")
             }
             Failure::Error(why) => {
                 self.event(What::Failed { why: why.to_string() });
@@ -1342,14 +1388,29 @@ impl Exec {
                 r.headers.push(("Retry-After".into(), "1".into()));
                 r
             }
-            Failure::StoreUnavailable => {
-                Response::error(503, "key store unavailable, safe to retry")
-                    .meaning(Reason::SafeToRetry)
-            }
+            Failure::StoreUnavailable => match self.key.as_ref().map(|_| self.key_policy()) {
+                // The design fails closed on purpose: nothing was done, retry.
+                Some(kp) if kp.on_store_error == 503 => {
+                    Response::error(503, "key store unavailable, safe to retry")
+                        .meaning(Reason::SafeToRetry)
+                }
+                Some(kp) => {
+                    self.event(What::Failed { why: "the key store failed".into() });
+                    Response::error(kp.on_store_error, "internal error")
+                }
+                None => Response::error(500, "internal error"),
+            },
         };
+        // A save of the outcome that failed, in a design that then leaves its claim alone.
+        let keep = self.save_failed && model.key.as_ref().is_some_and(|k| k.keep_on_failed_save);
+        if keep {
+            self.event(What::ClaimKept);
+            return resp;
+        }
         let store = match model.store_outcomes {
             StoreOutcomes::All => true,
             StoreOutcomes::Refusals => declined,
+            StoreOutcomes::Dependency => declined || provider_failed,
             StoreOutcomes::Success => false,
         };
         if store && self.claimed && !self.completed {

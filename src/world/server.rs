@@ -50,7 +50,16 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         },
     };
     if world.model.program.contains(&Step::Outbox) {
-        madsim::task::spawn_local(relay_main(world.clone(), idx, shared.clone()));
+        // The relay has a connection of its own: it reads committed rows only, never the
+        // open transaction of a request on the process's connection.
+        let relay = match store::checkout(&world.db) {
+            Ok(c) => Rc::new(c),
+            Err(e) => {
+                world.emit(node, None, What::CannotOpenDatabase { error: e.to_string() });
+                return;
+            }
+        };
+        madsim::task::spawn_local(relay_main(world.clone(), idx, relay));
     }
     if let Some(every) = world.model.completer_every_us() {
         madsim::task::spawn_local(completer_main(world.clone(), idx, shared.clone(), every));
@@ -160,9 +169,16 @@ async fn handle(
 /// the mark (random `faults.crash` at its step boundaries, or an injection at
 /// `@relay-after-send`) makes the next relay pass deliver the row again: the receiver must
 /// deduplicate (by the row: `effects.dedupe = "row"`).
+///
+/// Each relay starts at its own phase, drawn from the seed within its first period: the
+/// processes' relays are started by their own processes' timers, not in lockstep.
 async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
+    let every = world.model.relay_every_us;
+    let phase = if every > 1 { madsim::rand::thread_rng().gen_range(1..=every) } else { every };
+    let mut wait = phase;
     loop {
-        clock::sleep_us(world.model.relay_every_us).await;
+        clock::sleep_us(wait).await;
+        wait = every;
         if !world.spend() {
             return;
         }
@@ -199,6 +215,7 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
 /// older than `completer_horizon_ms` are left alone (named once). Each pass is a step of work.
 async fn completer_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>, every_us: u64) {
     let horizon = world.model.key.as_ref().and_then(|k| k.completer_horizon_us);
+    let min_age = world.model.key.as_ref().and_then(|k| k.completer_min_age_us);
     let mut past_horizon: Vec<crate::report::Scope> = Vec::new();
     loop {
         clock::sleep_us(every_us).await;
@@ -222,6 +239,10 @@ async fn completer_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>, every_u
                     );
                     past_horizon.push(a.scope);
                 }
+                continue;
+            }
+            // Too young: the completer waits until the claim is old enough to call abandoned.
+            if min_age.is_some_and(|m| a.created_us.saturating_add(m) > now) {
                 continue;
             }
             let run =

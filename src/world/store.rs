@@ -267,12 +267,21 @@ pub struct Pooled {
     db: Db,
     /// `total_changes` when the connection's current transaction began.
     begin_changes: Cell<u64>,
+    /// The execution whose BEGIN (explicit, or the implicit one of an autocommit write) last
+    /// opened a transaction on this connection: the owner of the open transaction, if any.
+    owner: Cell<Option<u64>>,
 }
 
 impl Pooled {
-    /// Note that a transaction begins now.
-    pub fn mark_begin(&self) {
+    /// Note that a transaction begins now, opened by execution `owner`.
+    pub fn mark_begin(&self, owner: u64) {
         self.begin_changes.set(self.total_changes());
+        self.owner.set(Some(owner));
+    }
+
+    /// Is a transaction open on this connection, and did execution `id` open it?
+    pub fn tx_owned_by(&self, id: u64) -> bool {
+        !self.is_autocommit() && self.owner.get() == Some(id)
     }
 
     /// Has the connection changed rows since [`Pooled::mark_begin`]?
@@ -317,7 +326,12 @@ pub fn checkout(db: &Db) -> rusqlite::Result<Pooled> {
         Some(c) => c,
         None => open(&db.name, db.journal)?,
     };
-    Ok(Pooled { conn: Some(conn), db: db.clone(), begin_changes: Cell::new(0) })
+    Ok(Pooled {
+        conn: Some(conn),
+        db: db.clone(),
+        begin_changes: Cell::new(0),
+        owner: Cell::new(None),
+    })
 }
 
 /// `SQLITE_BUSY_SNAPSHOT`: a WAL read transaction whose snapshot is stale tried to write.

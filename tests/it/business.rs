@@ -163,8 +163,10 @@ fn inline(src: &str) -> Result<Model, String> {
 
 #[test]
 fn recovery_points_resume_instead_of_starting_again() {
-    // The same phases; an error deletes the key (approx) or unlocks it (recovery points).
-    let s = "sims/faults/partition.toml";
+    // The same phases; an error deletes the key (approx) or unlocks it (recovery points). A
+    // COMMIT whose connection is lost is such an error (a failed charge is not: the source
+    // stores its 503 and finishes the key, store_outcomes = "dependency").
+    let s = "sims/dependencies/commit-lost.toml";
     let (dup_approx, _) = cell(s, "brandur-atomic-phases-approx", 0..60, V::DuplicateRow);
     let (dup_resume, _) = cell(s, "brandur-atomic-phases", 0..60, V::DuplicateRow);
     assert!(dup_approx > 10, "{dup_approx}");
@@ -194,7 +196,7 @@ fn the_completer_finishes_abandoned_claims_within_its_horizon() {
     // With a horizon shorter than the lock, it leaves them alone and says so.
     let src = std::fs::read_to_string(super::root().join("models/brandur-atomic-phases.toml"))
         .unwrap()
-        .replace("completer_horizon_ms = 86400000", "completer_horizon_ms = 1000");
+        .replacen("[key]\n", "[key]\ncompleter_horizon_ms = 1000\n", 1);
     let m = Arc::new(Model::parse(Path::new("short-horizon.toml"), &src).unwrap());
     let out = run::run(&sim(s), &m, 1, RunOptions { keep_history: true }).unwrap();
     let events: Vec<What> = out.history.unwrap().events.into_iter().map(|e| e.what).collect();
@@ -260,8 +262,8 @@ fn a_retry_loop_runs_the_effect_inside_it_again() {
     let retries = events.iter().filter(|w| matches!(w, What::TransactionRetried { .. })).count();
     let effects: u64 = r.effects.values().sum();
     assert!(retries >= 1 && effects == 2 + retries as u64, "{retries} retries, {effects} effects");
-    // Without the loop the loser answers 503 and its client (no retry here) is left unfinished.
-    assert_eq!(cell(s, "transactional-deferred", 0..30, V::UnfinishedIntent).0, 30);
+    // Without the loop the loser answers 503 and its client's retry gets the order.
+    assert_eq!(cell(s, "transactional-deferred", 0..30, V::UnfinishedIntent).0, 0);
     // The bound: transaction_retries caps the loop; only with retry-transaction.
     let e = Model::parse(
         Path::new("m.toml"),

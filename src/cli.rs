@@ -476,7 +476,7 @@ fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
     let jobs = merged.timing.jobs.max(1);
     if let ([sim], [model], [cell]) = (sims.as_slice(), models.as_slice(), cells.as_slice()) {
         if args.json {
-            println!("{}", serde_json::to_string_pretty(cell)?);
+            println!("{}", serde_json::to_string_pretty(&render::cell_json(cell))?);
         } else {
             print!("{}", render::sweep_text(sim, model, cell, jobs));
         }
@@ -725,7 +725,7 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     }
     let speed = report_speed(&cells, started, jobs);
     if args.json {
-        let mut v = serde_json::to_value(cell)?;
+        let mut v = render::cell_json(cell);
         v["speed"] = serde_json::to_value(&speed)?;
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -853,7 +853,10 @@ fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     if args.mermaid {
         print!("{}", out.history.as_ref().map(|h| h.mermaid()).unwrap_or_default());
     } else if args.json {
-        println!("{}", serde_json::to_string_pretty(r)?);
+        let mut v = serde_json::to_value(r)?;
+        let verdict = r.verdict();
+        (v["safe"], v["as_specified"]) = (verdict.safe.into(), verdict.as_specified.into());
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let sim_path = catalog::display_path(&sim.path);
         let replay = catalog::replay_command(&sim_path, &catalog::cli_name(&model), args.seed);

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::http::Reason;
 use crate::model::Model;
 use crate::report::{
-    AttemptOutcome, EffectRecord, Observation, RecordState, RowRecord, Scope, Violation,
+    AttemptOutcome, Collected, EffectRecord, Observation, RecordState, RowRecord, Scope, Violation,
     ViolationKind,
 };
 use crate::scenario::{InjectAction, RequestSpec, Sim};
@@ -106,22 +106,42 @@ impl<'a> IntentView<'a> {
 
 /// Is a second execution at `to_us` of an intent first executed at `from_us` explained by
 /// documented expiry: did the key expire after the model's documented retention? Only when
-/// the model has a retention, a key of the intent was collected in between, and the second
-/// execution came at least one retention after the first. A key that vanished earlier (wiped
-/// by an operator, evicted from a cache before its TTL, lost in a cache restart) is no policy.
+/// the model has a retention; a *completed* record of the intent was collected in between
+/// (a claim in progress whose TTL ran out held no outcome to keep); a retry (an attempt sent
+/// after the first execution) sent that same key (a fresh key is no expiry: no retention could
+/// have stopped it); and the second execution came at least one retention after the first.
+/// A key that vanished earlier (wiped by an operator, evicted from a cache before its TTL,
+/// lost in a cache restart) is no policy.
 fn expired_by_policy(
     obs: &Observation,
     model: &Model,
+    sent: &[(&str, f64)],
     intent: &str,
-    from_us: f64,
-    to_us: f64,
+    (from_us, to_us): (f64, f64),
 ) -> bool {
     let Some(retention) = model.key.as_ref().and_then(|k| k.retention_us) else { return false };
-    let collected = obs
-        .collected
-        .iter()
-        .any(|(i, t)| i == intent && (*t as f64) >= from_us && (*t as f64) <= to_us);
-    collected && to_us - from_us >= retention as f64
+    let by_policy = |c: &Collected| {
+        let at = c.at_us as f64;
+        c.intent == intent
+            && c.done
+            && at >= from_us
+            && at <= to_us
+            && sent.iter().any(|(k, t)| *k == c.key && *t > from_us)
+    };
+    to_us - from_us >= retention as f64 && obs.collected.iter().any(by_policy)
+}
+
+/// The (key, µs sent) of every attempt of an intent that sent a key.
+fn keys_sent<'a>(sim: &Sim, obs: &'a Observation, intent: &str) -> Vec<(&'a str, f64)> {
+    let mut out = Vec::new();
+    for (qi, _) in sim.requests.iter().enumerate().filter(|(_, q)| q.intent == intent) {
+        for a in obs.requests[qi].copies.iter().flatten() {
+            if let Some(k) = &a.key {
+                out.push((k.as_str(), a.sent_ms * 1000.0));
+            }
+        }
+    }
+    out
 }
 
 /// Every violation of the run, grouped by kind in report order.
@@ -132,17 +152,21 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
     let bounded = !obs.bounds_hit.is_empty();
     for intent in sim.intents() {
         let v = IntentView::new(sim, obs, intent);
-        duplicates(obs, model, &v, &mut out);
+        duplicates(sim, obs, model, &v, &mut out);
         replies(&v, &rows_by_id, &mut out);
         // One name per fact: a client told its applied intent failed is a phantom success,
         // not also an unacknowledged effect or an unfinished intent.
-        let phantom = answers_against_state(obs, &v, bounded, &mut out);
+        let phantom = answers_against_state(obs, model, &v, bounded, &mut out);
         effects_against_acks(&v, expected, bounded, phantom, &mut out);
         if !phantom {
             liveness(&v, bounded, &mut out);
         }
     }
-    key_consistency(sim, model, obs, &mut out);
+    // Replay equality and the fingerprint are promises of a design that reads the key; one
+    // that reads none (a business key alone) makes neither.
+    if model.key.is_some() {
+        key_consistency(sim, model, obs, &mut out);
+    }
     stuck_keys(model, obs, &mut out);
     stuck_outbox(obs, &mut out);
     if model.program.contains(&crate::model::Step::ApplyStatus) {
@@ -156,12 +180,20 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
 }
 
 /// At most one row and one effect per intent (unless the key was collected in between).
-fn duplicates(obs: &Observation, model: &Model, v: &IntentView, out: &mut Vec<Violation>) {
+fn duplicates(
+    sim: &Sim,
+    obs: &Observation,
+    model: &Model,
+    v: &IntentView,
+    out: &mut Vec<Violation>,
+) {
+    let sent = keys_sent(sim, obs, v.intent);
+    let permitted = |from: f64, to: f64| expired_by_policy(obs, model, &sent, v.intent, (from, to));
     let rows: Vec<&RowRecord> = obs.rows.iter().filter(|x| x.intent == v.intent).collect();
     if rows.len() > 1 {
         let first = rows[0].created_us as f64;
         for extra in &rows[1..] {
-            let permitted = expired_by_policy(obs, model, v.intent, first, extra.created_us as f64);
+            let permitted = permitted(first, extra.created_us as f64);
             out.push(Violation {
                 permitted,
                 ..v.violation(
@@ -174,7 +206,7 @@ fn duplicates(obs: &Observation, model: &Model, v: &IntentView, out: &mut Vec<Vi
     if v.effects.len() > 1 {
         let first = v.effects[0].at_us as f64;
         for e in &v.effects[1..] {
-            let permitted = expired_by_policy(obs, model, v.intent, first, e.at_us as f64);
+            let permitted = permitted(first, e.at_us as f64);
             out.push(Violation {
                 permitted,
                 ..v.violation(
@@ -222,11 +254,17 @@ fn replies(v: &IntentView, rows_by_id: &BTreeMap<i64, &RowRecord>, out: &mut Vec
 /// success.
 fn answers_against_state(
     obs: &Observation,
+    model: &Model,
     v: &IntentView,
     bounded: bool,
     out: &mut Vec<Violation>,
 ) -> bool {
-    let applied_rows = obs.rows.iter().filter(|r| r.intent == v.intent).count();
+    // A row counts as applied once its work is done: for a design that marks an inbox row
+    // processed (`mark-processed`), only a processed row; an unprocessed one is an event
+    // received and not acted on, and a 500 about it is the truth.
+    let marks = model.program.contains(&crate::model::Step::MarkProcessed);
+    let applied_rows =
+        obs.rows.iter().filter(|r| r.intent == v.intent && (!marks || r.processed)).count();
     let writes = obs.writes.iter().filter(|w| w.intent == v.intent).count();
     let applied = applied_rows > 0 || writes > 0 || !v.effects.is_empty();
     // The answers the client got at the end of its attempt chains; a chain that ended with no
@@ -294,13 +332,14 @@ fn effects_against_acks(
     }
 }
 
-/// Some attempt chain of the intent (a request's copy, after its retries) ended with a final
-/// outcome: the client then knows what happened.
+/// Some attempt of the intent (in any request's copy, after its retries) got a final outcome:
+/// the client then knows what happened, whatever a later attempt of that chain met (a
+/// transport failure after a final 409 "already exists" takes nothing back).
 fn liveness(v: &IntentView, bounded: bool, out: &mut Vec<Violation>) {
     if v.finished
         && !bounded
         && !v.finals.is_empty()
-        && !v.finals.iter().any(|a| is_final(a))
+        && !v.attempts.iter().any(|(_, a)| is_final(a))
         && let Some(a) = v.finals.iter().max_by(|a, b| a.done_ms.total_cmp(&b.done_ms))
     {
         let last = a.status.map(|s| s.to_string()).unwrap_or_else(|| a.outcome.name().into());
@@ -343,8 +382,10 @@ fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Vi
                     .map_or(a.sent_ms * 1000.0, |r| r.created_us as f64)
             };
             let (a, b) = (made(first.1), made(other.1));
-            let permitted = expired_by_policy(obs, model, first.0, a.min(b), a.max(b))
-                || expired_by_policy(obs, model, other.0, a.min(b), a.max(b));
+            let window = (a.min(b), a.max(b));
+            let permitted = [first.0, other.0]
+                .iter()
+                .any(|i| expired_by_policy(obs, model, &keys_sent(sim, obs, i), i, window));
             out.push(Violation {
                 name: if permitted { V::ExpiredReplayMismatch } else { V::ReplayMismatch },
                 intent: other.0.to_string(),
@@ -373,12 +414,14 @@ fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Vi
 /// A key left in progress at quiescence blocks its retries, unless a lease lets another
 /// request take it over once it expires.
 fn stuck_keys(model: &Model, obs: &Observation, out: &mut Vec<Violation>) {
-    // An expired lease can be taken over, and a model that proceeds past an in-progress
-    // record is never blocked by one.
-    let harmless = model
-        .key
-        .as_ref()
-        .is_some_and(|k| k.lease_us.is_some() || k.in_flight == crate::model::InFlight::Proceed);
+    // An expired lease can be taken over, a claim in a TTL cache frees itself when its TTL
+    // runs out (as a lease does), and a model that proceeds past an in-progress record is
+    // never blocked by one.
+    let harmless = model.key.as_ref().is_some_and(|k| {
+        k.lease_us.is_some()
+            || (k.store == crate::model::KeyStore::Cache && k.retention_us.is_some())
+            || k.in_flight == crate::model::InFlight::Proceed
+    });
     if harmless {
         return;
     }

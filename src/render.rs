@@ -133,23 +133,23 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
         "\n{} events, trace hash {}, ended at {:.3} ms simulated",
         r.events, r.trace_hash, r.end_ms
     );
-    if r.passed() {
-        let hard = r.violations.iter().filter(|v| !v.permitted).count();
-        let permitted = r.violations.len() - hard;
-        let verdict = match (hard, permitted) {
-            (0, 0) => "PASS · no violation".to_string(),
-            (h, 0) => format!("PASS · {h} violation(s) found by the oracle"),
-            (0, p) => format!("PASS · {p} policy-permitted violation(s)"),
-            (h, p) => {
-                format!("PASS · {h} violation(s) and {p} policy-permitted found by the oracle")
-            }
-        };
-        let _ = writeln!(o, "{verdict}");
-        if hard > 0 {
-            let _ = writeln!(o, "replay with: {replay}");
+    // The two verdicts: as specified (PASS/FAIL: the sim's expectations) and safe (the
+    // oracle: no violation that is not policy-permitted, no bound hit).
+    let hard = r.violations.iter().filter(|v| !v.permitted).count();
+    let permitted = r.violations.len() - hard;
+    let spec = if r.passed() { "PASS (as specified)" } else { "FAIL (not as specified)" };
+    let safety = match (hard, permitted, r.bounds_hit.is_empty()) {
+        (_, _, false) => "NOT safe: cut short by a bound".to_string(),
+        (0, 0, true) => "safe: no violation".to_string(),
+        (0, p, true) => format!("safe: {p} policy-permitted violation(s)"),
+        (h, 0, true) => format!("NOT safe: {h} violation(s) found by the oracle"),
+        (h, p, true) => {
+            format!("NOT safe: {h} violation(s) and {p} policy-permitted found by the oracle")
         }
-    } else {
-        let _ = writeln!(o, "FAIL: replay with: {replay}");
+    };
+    let _ = writeln!(o, "{spec} · {safety}");
+    if hard > 0 || !r.passed() {
+        let _ = writeln!(o, "replay with: {replay}");
     }
     o
 }
@@ -189,6 +189,19 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         "\n{runs} runs · seeds with a violation: {} ({p:.1}%, 95% CI {lo:.1}%–{hi:.1}%) · bounds hit: {} · ambiguous intents: {}",
         c.violating_seeds, c.bounded_runs, c.ambiguous_intents
     );
+    if let Some(v) = c.verdict() {
+        let (safe, spec) = v.words();
+        let why_spec = if c.passed {
+            "every expectation held".to_string()
+        } else {
+            format!("expectations failed on {} of {runs} seeds", c.failed_seeds)
+        };
+        let _ = writeln!(
+            out,
+            "verdict: {safe} ({} violating seeds, {} cut short by a bound) · {spec} ({why_spec})",
+            c.violating_seeds, c.bounded_runs
+        );
+    }
     if c.violations.is_empty() {
         let _ = writeln!(out, "\nno violations on any seed");
     } else {
@@ -242,7 +255,10 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     out
 }
 
-/// Models as rows, cases as columns (numbered by the sims' leading digits), ✓/✗ per cell.
+/// Models as rows, cases as columns (numbered by the sims' leading digits): ✓/✗ whether the
+/// case's expectations held on every seed; for a case whose expectations describe a reference
+/// design's limitation (`limitation`), = (behaves like that design) or ≠ (does not), which is
+/// neither a pass nor a failure and is not counted in `passed`. A legend follows the rows.
 pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
     let mut out = String::new();
     let width = models.iter().map(|m| m.name.len()).max().unwrap_or(5) + 2;
@@ -260,20 +276,22 @@ pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -
         }
         let _ = write!(out, "{:<width$}", m.name);
         let (mut passed, mut applicable) = (0, 0);
-        for si in 0..sims.len() {
+        for (si, s) in sims.iter().enumerate() {
             let c = sweep::cell(cells, models.len(), si, mi);
-            passed += (c.passed && c.applicable) as usize;
-            applicable += c.applicable as usize;
-            let mark = if !c.applicable {
-                "·"
-            } else if c.passed {
-                "✓"
-            } else {
-                "✗"
+            let limitation = s.limitation.is_some();
+            passed += (c.passed && c.applicable && !limitation) as usize;
+            applicable += (c.applicable && !limitation) as usize;
+            let mark = match (c.applicable, limitation, c.passed) {
+                (false, _, _) => "·",
+                (true, true, true) => "=",
+                (true, true, false) => "≠",
+                (true, false, true) => "✓",
+                (true, false, false) => "✗",
             };
             let _ = write!(out, "{mark:>3}");
         }
-        let na = sims.len() - applicable;
+        let limits = sims.iter().filter(|s| s.limitation.is_some()).count();
+        let na = sims.len() - limits - applicable;
         let _ = write!(out, "   {passed}/{applicable}");
         if na > 0 {
             let _ = write!(out, " ({na} n/a)");
@@ -281,6 +299,23 @@ pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -
         out.push('\n');
     }
     out.push_str(&not_shown(models, &shown));
+    out.push_str(
+        "✓ the case's expectations held on every seed (as specified), ✗ not; · n/a. Safety (the \
+         oracle's violations) is in the lines below and in the catalogue tables.\n",
+    );
+    let limits: Vec<&str> = sims
+        .iter()
+        .filter(|s| s.limitation.is_some())
+        .map(|s| s.name.split('-').next().unwrap_or(""))
+        .collect();
+    if !limits.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}: the expectations describe a limitation of the article's variants: = behaves \
+             like them, ≠ does not (neither pass nor fail; not counted in `passed`).",
+            limits.join(", ")
+        );
+    }
     out
 }
 
@@ -316,9 +351,8 @@ fn short(name: &str) -> &str {
     }
 }
 
-/// Models × sims as Markdown: `✓` when no violation was found on any seed, else each
-/// violation (short name) with the share of seeds it occurred on; policy-permitted ones in
-/// italics.
+/// Models × sims as Markdown: `✓` when the cell is safe and as specified on every seed, else
+/// its marks (`cell_marks`); policy-permitted violations in italics.
 pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
     let mut out = interrupted_note(cells);
     out.push_str("| design |");
@@ -338,17 +372,9 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
         let _ = write!(out, "| **{}** |", m.name);
         for si in 0..sims.len() {
             let c = sweep::cell(cells, models.len(), si, mi);
-            let parts: Vec<String> = c
-                .violations_in_order()
-                .iter()
-                .map(|(n, v)| {
-                    let pct = (100.0 * v.seeds as f64 / c.runs.max(1) as f64).round();
-                    if v.permitted {
-                        format!("*{} {pct}%*", short(n))
-                    } else {
-                        format!("{} {pct}%", short(n))
-                    }
-                })
+            let parts: Vec<String> = cell_marks(c)
+                .into_iter()
+                .map(|(m, permitted)| if permitted { format!("*{m}*") } else { m })
                 .collect();
             let text = if !c.applicable {
                 "n/a".to_string()
@@ -365,6 +391,7 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
     if !note.is_empty() {
         let _ = write!(out, "\n{note}");
     }
+    let _ = writeln!(out, "\n{SURVIVAL_LEGEND}");
     out
 }
 
@@ -417,6 +444,10 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
         let _ = write!(out, "{:<colw$}", format!("{}/{}", t.passed, t.total));
     }
     out.push('\n');
+    out.push_str(
+        "pass: the case's expectations held on every seed (as specified); FAIL k/n: they failed \
+         on k of n seeds. Whether a design is safe is the oracle's verdict, below.\n",
+    );
     out.push_str(&na_lines(cells));
     out.push_str(&violation_lines(cells));
     let failing: Vec<&Cell> = cells.iter().filter(|c| !c.passed).collect();
@@ -494,23 +525,52 @@ fn violation_lines(cells: &[Cell]) -> String {
 }
 
 pub fn matrix_json(models: &[Arc<Model>], cells: &[Cell]) -> String {
-    // An `n/a` cell ran nothing: it neither passed nor failed.
-    let json: Vec<serde_json::Value> = cells
-        .iter()
-        .map(|c| {
-            let mut v = serde_json::to_value(c).expect("serialisable");
-            if !c.applicable {
-                v["passed"] = serde_json::Value::Null;
-            }
-            v
-        })
-        .collect();
+    let json: Vec<serde_json::Value> = cells.iter().map(cell_json).collect();
     let v = serde_json::json!({
         "cells": json,
         "totals": sweep::totals(models, cells),
     });
     serde_json::to_string_pretty(&v).expect("serialisable")
 }
+
+/// One cell as JSON: its aggregate and its two verdicts (`safe`, `as_specified`; `null`
+/// with `passed` for an `n/a` cell, which ran nothing and neither passed nor failed).
+pub fn cell_json(c: &Cell) -> serde_json::Value {
+    let mut v = serde_json::to_value(c).expect("serialisable");
+    let verdict = c.verdict();
+    v["safe"] = verdict.map_or(serde_json::Value::Null, |x| x.safe.into());
+    v["as_specified"] = verdict.map_or(serde_json::Value::Null, |x| x.as_specified.into());
+    if !c.applicable {
+        v["passed"] = serde_json::Value::Null;
+    }
+    v
+}
+
+/// The marks of one cell in the catalogue tables (Markdown, HTML): each violation with the
+/// share of seeds it occurred on (`permitted`: policy-permitted), runs cut short by a bound,
+/// and failed expectations; empty when the cell is safe and as specified.
+fn cell_marks(c: &Cell) -> Vec<(String, bool)> {
+    let share = |k: u64| (100.0 * k as f64 / c.runs.max(1) as f64).round();
+    let mut out: Vec<(String, bool)> = c
+        .violations_in_order()
+        .iter()
+        .map(|(n, v)| (format!("{} {}%", short(n), share(v.seeds)), v.permitted))
+        .collect();
+    if c.bounded_runs > 0 {
+        out.push((format!("bound {}%", share(c.bounded_runs)), false));
+    }
+    if !c.passed {
+        out.push((format!("spec ✗ {}%", share(c.failed_seeds)), false));
+    }
+    out
+}
+
+/// The legend printed beside the catalogue tables.
+pub const SURVIVAL_LEGEND: &str = "✓: safe (no violation that is not policy-permitted, no run \
+     cut short by a bound) and as specified (the sim's expectations held) on every seed. \
+     Otherwise each violation with the share of seeds it occurred on (*italics*: \
+     policy-permitted), `bound N%`: runs cut short by a time or step bound, `spec ✗ N%`: seeds on \
+     which the sim's expectations failed. n/a: the sim does not apply to the model.";
 
 /// One run as a self-contained HTML page: verdict, diagram, attempts, trace, replay.
 pub fn run_html(
@@ -594,7 +654,7 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
             let mut td = String::new();
             if !c.applicable {
                 td.push_str("<span class=\"na\">n/a</span>");
-            } else if c.violations.is_empty() && c.passed {
+            } else if c.verdict().is_some_and(|v| v.safe && v.as_specified) {
                 td.push_str("<span class=\"ok\">✓</span>");
             }
             for (n, v) in c.violations_in_order() {
@@ -608,8 +668,13 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
                     if v.permitted { "*" } else { "" }
                 );
             }
+            if c.bounded_runs > 0 {
+                let pct = 100.0 * c.bounded_runs as f64 / c.runs.max(1) as f64;
+                let _ = write!(td, "<div>bound {pct:.0}%</div>");
+            }
             if !c.passed && c.applicable {
-                td.push_str("<div>expectations FAIL</div>");
+                let pct = 100.0 * c.failed_seeds as f64 / c.runs.max(1) as f64;
+                let _ = write!(td, "<div>spec ✗ {pct:.0}%</div>");
             }
             let seed = c
                 .violations
@@ -645,10 +710,10 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
     let mut sections = vec![(
         String::new(),
         format!(
-            "{}<p>Each cell: the violations the oracle found, with the share of seeds (bars; \
-             * policy-permitted), ✓ none, n/a the sim injects at a point the model lacks. \
-             Failing cells link to their first failing seed's diagram.</p>{t}",
-            esc(interrupted_note(cells).trim())
+            "{}<p>{} Bars: the share of seeds; * policy-permitted. Failing cells link to \
+             their first failing seed's diagram.</p>{t}",
+            esc(interrupted_note(cells).trim()),
+            esc(&SURVIVAL_LEGEND.replace('*', ""))
         ),
     )];
     if figs.len() == MAX_DIAGRAMS {

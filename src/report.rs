@@ -93,6 +93,48 @@ impl RequestReport {
     }
 }
 
+/// The two verdicts of a run or a cell, computed in one place and rendered by every format
+/// (text, Markdown, HTML, JSON, snapshots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// No violation that is not policy-permitted, and no run cut short by a bound.
+    pub safe: bool,
+    /// The sim's expectations held (on every seed), and no run was cut short by a bound.
+    pub as_specified: bool,
+}
+
+impl Verdict {
+    /// "safe" / "NOT safe" and "as specified" / "NOT as specified", for text.
+    pub fn words(self) -> (&'static str, &'static str) {
+        (
+            if self.safe { "safe" } else { "NOT safe" },
+            if self.as_specified { "as specified" } else { "NOT as specified" },
+        )
+    }
+}
+
+/// A key record that disappeared: whose intent, under which client key, whether it held a
+/// completed outcome (not a claim in progress), and when (µs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Collected {
+    pub intent: String,
+    pub key: String,
+    pub done: bool,
+    pub at_us: u64,
+}
+
+impl Collected {
+    /// The record `r` under scope `s`, gone at `at_us`.
+    pub fn of(s: &Scope, r: &KeyRecord, at_us: u64) -> Collected {
+        Collected {
+            intent: r.intent.clone(),
+            key: s.key.clone(),
+            done: r.state == RecordState::Done,
+            at_us,
+        }
+    }
+}
+
 /// A business row as the judges see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RowRecord {
@@ -105,6 +147,10 @@ pub struct RowRecord {
     pub created_us: i64,
     /// The server execution that inserted it (instrumentation).
     pub exec: i64,
+    /// `mark-processed` ran for it (an inbox row whose event was handled). Only meaningful
+    /// for a model with a `mark-processed` step; false otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub processed: bool,
 }
 
 /// Where a key record lives: (user, operation, key), unscoped fields stored as "".
@@ -175,8 +221,9 @@ pub struct Observation {
     pub effect_log: Vec<EffectRecord>,
     /// Deliveries the receiver got, before deduplication.
     pub deliveries: u64,
-    /// (intent, µs) of every key deleted by the collector, an expiry or a delete-keys action.
-    pub collected: Vec<(String, u64)>,
+    /// Every key record deleted by the collector, an expiry, a cache's TTL, eviction or
+    /// restart, or a delete-keys action.
+    pub collected: Vec<Collected>,
     /// Limits hit (simulated time, steps).
     pub bounds_hit: Vec<String>,
     /// The intent of every outbox message still unsent at the end, in id order.
@@ -437,6 +484,14 @@ impl RunReport {
 
     pub fn passed(&self) -> bool {
         self.checks.iter().all(|c| c.held) && self.bounds_hit.is_empty()
+    }
+
+    /// Safe (no violation that is not policy-permitted, no bound hit) and as specified.
+    pub fn verdict(&self) -> Verdict {
+        Verdict {
+            safe: self.bounds_hit.is_empty() && self.violations.iter().all(|v| v.permitted),
+            as_specified: self.passed(),
+        }
     }
 
     /// Count of final statuses (`transport-failure` for no reply), over all attempts.

@@ -273,6 +273,9 @@ pub struct Sim {
     pub injects: Vec<Inject>,
     pub faults: Faults,
     pub expect: Expect,
+    /// `limitation`: the expectations describe what a reference design does *not* do (the
+    /// article's cases 14-16): holding them means "behaves like that design", not "passes".
+    pub limitation: Option<String>,
 }
 
 /// A window in which a server process is cut off from the network.
@@ -449,6 +452,7 @@ pub const MAX_STEPS: u64 = 10_000_000;
 #[serde(deny_unknown_fields)]
 struct SimFile {
     description: Option<String>,
+    limitation: Option<String>,
     seeds: Option<Spanned<String>>,
     #[serde(default)]
     world: WorldFile,
@@ -667,6 +671,7 @@ impl Sim {
             name: crate::text::printable(&stem),
             path: path.to_path_buf(),
             description: crate::text::printable(&f.description.unwrap_or_default()),
+            limitation: f.limitation.as_deref().map(crate::text::printable),
             seeds,
             world,
             requests,

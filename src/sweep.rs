@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog;
 use crate::model::Model;
-use crate::report::{Check, RunReport, ViolationKind};
+use crate::report::{Check, RunReport, Verdict, ViolationKind};
 
 use crate::run::{self, RunError, RunOptions};
 use crate::scenario::Sim;
@@ -189,6 +189,16 @@ impl Cell {
     }
 
     /// The command that replays this cell's first failure.
+    /// The cell's two verdicts (None when the sim does not apply): safe on every seed (no
+    /// violation that is not policy-permitted, no run cut short by a bound) and as specified
+    /// (the sim's expectations held on every seed).
+    pub fn verdict(&self) -> Option<Verdict> {
+        self.applicable.then_some(Verdict {
+            safe: self.violating_seeds == 0 && self.bounded_runs == 0,
+            as_specified: self.passed,
+        })
+    }
+
     pub fn replay_command(&self) -> Option<String> {
         self.first_failed_seed.map(|s| catalog::replay_command(&self.sim_path, &self.model_cli, s))
     }

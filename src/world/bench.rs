@@ -195,7 +195,8 @@ impl SqlFloor {
         for _ in 0..copies {
             store::exec_cached(conn, "BEGIN IMMEDIATE")?;
             if keystore::sql_lookup(conn, &scope)?.is_none() {
-                store::insert_row(conn, &order, "click", 900, 1, None, true)?;
+                let row = store::NewRow { id: 1, intent: "click", now_us: 900, exec: 1 };
+                store::insert_row(conn, &order, &row, None, true)?;
                 keystore::sql_insert(conn, &scope, &record, false)?;
             }
             store::exec_cached(conn, "COMMIT")?;

@@ -12,6 +12,7 @@ use super::net::{Dest, Msg};
 use super::shared::World;
 use super::{clock, store};
 use crate::history::{Node, What};
+use crate::report::Collected;
 use crate::scenario::{ActionKind, CrashSignal, Partition};
 
 /// How long the harness's own connections (the observer, actions, the collector) wait between
@@ -93,10 +94,12 @@ pub(crate) async fn run_action(world: Arc<World>, i: usize, kind: ActionKind) {
 /// retrying while the database is locked, so that every collected key is known to the
 /// oracle), the TTL cache and every process's memory.
 async fn delete_keys(world: &World, action: u32, conn: &Connection) {
-    let deleted = retry_busy(100_000, || keystore::sql_collect(conn, None)).await.map(|intents| {
-        let now = world.now_us();
-        let n = intents.len();
-        world.lock().collected.extend(intents.into_iter().map(|i| (i, now)));
+    let deleted = retry_busy(100_000, || keystore::sql_collect(conn, None)).await.map(|gone| {
+        let at_us = world.now_us();
+        let n = gone.len();
+        let gone =
+            gone.into_iter().map(|(intent, key, done)| Collected { intent, key, done, at_us });
+        world.lock().collected.extend(gone);
         n
     });
     match deleted {
@@ -110,19 +113,19 @@ async fn delete_keys(world: &World, action: u32, conn: &Connection) {
             {
                 let mut st = world.lock();
                 let st = &mut *st;
-                let mut wiped: Vec<String> = st
+                let mut wiped: Vec<Collected> = st
                     .cache
-                    .values()
-                    .filter(|r| ttl.is_none_or(|t| r.created_us.saturating_add(t) > now))
-                    .map(|r| r.intent.clone())
+                    .iter()
+                    .filter(|(_, r)| ttl.is_none_or(|t| r.created_us.saturating_add(t) > now))
+                    .map(|(s, r)| Collected::of(s, r, now))
                     .collect();
                 st.cache.clear();
                 for p in &mut st.processes {
-                    wiped.extend(p.memory.values().map(|r| r.intent.clone()));
+                    wiped.extend(p.memory.iter().map(|(s, r)| Collected::of(s, r, now)));
                     p.memory.clear();
                 }
                 n += wiped.len();
-                st.collected.extend(wiped.into_iter().map(|i| (i, now)));
+                st.collected.extend(wiped);
             }
             world.emit(Node::Control, None, What::KeysDeleted { action, n });
         }
@@ -147,11 +150,11 @@ pub(crate) async fn collector(world: Arc<World>, every_us: u64, retention_us: u6
         // Keys carry the writing process's wall clock; the collector reads the database's.
         let cutoff = world.db_clock_us().saturating_sub(retention_us);
         match keystore::sql_collect(&conn, Some(cutoff)) {
-            Ok(intents) if !intents.is_empty() => {
-                world.emit(Node::Control, None, What::Collected { n: intents.len(), retention_us });
+            Ok(gone) if !gone.is_empty() => {
+                world.emit(Node::Control, None, What::Collected { n: gone.len(), retention_us });
                 let mut st = world.lock();
-                for i in intents {
-                    st.collected.push((i, now));
+                for (intent, key, done) in gone {
+                    st.collected.push(Collected { intent, key, done, at_us: now });
                 }
             }
             _ => {} // nothing expired, or the database is busy: try at the next tick

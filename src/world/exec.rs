@@ -29,6 +29,7 @@ use crate::model::{
     Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, KeyPolicy, KeyStore, OnClash,
     Replay, Step, StoreOutcomes, VersionCheck,
 };
+use crate::report::Collected;
 use crate::report::{KeyRecord, RecordState, Scope};
 use crate::scenario::InjectAction;
 
@@ -824,10 +825,12 @@ impl Exec {
                     .as_ref()
                     .and_then(|r| r.natural(&o.principal(), o.operation, &o.item, key));
                 let constraint = rows.as_ref().is_none_or(|r| r.constraint);
+                let id = self.world().next_row_id();
+                let new = store::NewRow { id, intent: &intent, now_us: now, exec };
                 let done = self
                     .run
                     .sql(Stmt::InsertRow, |c| {
-                        store::insert_row(c, &o, &intent, now, exec, natural.as_deref(), constraint)
+                        store::insert_row(c, &o, &new, natural.as_deref(), constraint)
                     })
                     .await?;
                 match done {
@@ -1482,7 +1485,7 @@ impl Exec {
             let mut st = self.world().lock();
             let st = &mut *st;
             if restart {
-                st.collected.extend(st.cache.values().map(|r| (r.intent.clone(), now)));
+                st.collected.extend(st.cache.iter().map(|(s, r)| Collected::of(s, r, now)));
                 st.cache.clear();
             }
             if let Some(ttl) = kp.retention_us {
@@ -1490,7 +1493,7 @@ impl Exec {
             }
             let evicted = if evict { st.cache.remove(scope) } else { None };
             if let Some(r) = &evicted {
-                st.collected.push((r.intent.clone(), now));
+                st.collected.push(Collected::of(scope, r, now));
             }
             (f(&mut st.cache), evicted.is_some())
         };
@@ -1573,7 +1576,7 @@ impl Exec {
             self.run.sql(Stmt::Lookup, |c| keystore::sql_delete_expired(c, &s, created)).await?;
         if n > 0 {
             let now = self.world().now_us();
-            self.world().lock().collected.push((r.intent.clone(), now));
+            self.world().lock().collected.push(Collected::of(&s, r, now));
             self.event(What::KeyExpired { intent: r.intent.clone() });
         }
         Ok(None)

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::store;
-use crate::report::{KeyRecord, RecordState, Scope};
+use crate::report::{Collected, KeyRecord, RecordState, Scope};
 
 /// A parameter for an optional integer column.
 fn opt_i64(v: Option<u64>) -> Option<i64> {
@@ -358,33 +358,37 @@ pub(crate) fn map_release(m: &mut BTreeMap<Scope, KeyRecord>, s: &Scope, me: u64
 }
 
 /// Delete the stored keys created at or before `cutoff_us` (all of them: None) in one
-/// transaction; returns their intents, so that the oracle knows every collected key.
-pub(crate) fn sql_collect(c: &Connection, cutoff_us: Option<u64>) -> rusqlite::Result<Vec<String>> {
+/// transaction; returns each one's (intent, key, done), so that the oracle knows every
+/// collected key.
+pub(crate) fn sql_collect(
+    c: &Connection,
+    cutoff_us: Option<u64>,
+) -> rusqlite::Result<Vec<(String, String, bool)>> {
     let cutoff = cutoff_us.map_or(i64::MAX, |c| c as i64);
     let tx = c.unchecked_transaction()?;
-    let intents = tx
+    let gone = tx
         .prepare_cached(
-            "SELECT intent FROM keys WHERE created_us <= ?1 ORDER BY user, operation, key",
+            "SELECT intent, key, state = 'done' FROM keys WHERE created_us <= ?1
+             ORDER BY user, operation, key",
         )?
-        .query_map([cutoff], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
+        .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<Vec<(String, String, bool)>>>()?;
     tx.execute("DELETE FROM keys WHERE created_us <= ?1", [cutoff])?;
     tx.commit()?;
-    Ok(intents)
+    Ok(gone)
 }
 
-/// Drop the records of a TTL map that expired at `now_us`, appending (intent, now) of each
-/// to `collected`.
+/// Drop the records of a TTL map that expired at `now_us`, appending each to `collected`.
 pub(crate) fn map_expire(
     m: &mut BTreeMap<Scope, KeyRecord>,
     ttl_us: u64,
     now_us: u64,
-    collected: &mut Vec<(String, u64)>,
+    collected: &mut Vec<Collected>,
 ) {
-    m.retain(|_, r| {
+    m.retain(|s, r| {
         let live = r.created_us + ttl_us > now_us;
         if !live {
-            collected.push((r.intent.clone(), now_us));
+            collected.push(Collected::of(s, r, now_us));
         }
         live
     });
@@ -475,10 +479,11 @@ mod tests {
             sql_insert(&c, &scope(k), &r, false).unwrap();
             map_insert(&mut m, &scope(k), r, false);
         }
-        assert_eq!(sql_collect(&c, Some(10)).unwrap(), vec!["i".to_string()]);
+        assert_eq!(sql_collect(&c, Some(10)).unwrap(), vec![("i".into(), "a".into(), true)]);
         let mut collected = vec![];
         map_expire(&mut m, 20, 30, &mut collected);
-        assert_eq!(collected, vec![("i".to_string(), 30)]);
+        let a = Collected { intent: "i".into(), key: "a".into(), done: true, at_us: 30 };
+        assert_eq!(collected, vec![a]);
         assert_eq!(m.len(), 1);
         assert_eq!(sql_collect(&c, None).unwrap().len(), 1);
     }

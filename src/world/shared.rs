@@ -88,10 +88,14 @@ pub(crate) struct State {
     pub actions_running: u32,
     pub bounds_hit: Vec<String>,
     pub next_tag: u64,
+    /// The last row id handed out: rows get the engine's ids, never reused (SQLite would
+    /// reuse the rowid of a rolled-back insert, and the oracle would mistake one row for
+    /// another).
+    pub last_row_id: i64,
     /// (intent, µs) of every effect the receiver counted (after dedupe), in order.
     pub effect_log: Vec<EffectRecord>,
     /// (intent, µs) of every key deleted by the collector, expiry or a delete-keys action.
-    pub collected: Vec<(String, u64)>,
+    pub collected: Vec<crate::report::Collected>,
     /// The TTL cache key store, shared by all processes.
     pub cache: BTreeMap<Scope, KeyRecord>,
     /// Every delivery the effect receiver got (before deduplication).
@@ -241,6 +245,13 @@ impl World {
         if !st.bounds_hit.contains(&what) {
             st.bounds_hit.push(what);
         }
+    }
+
+    /// A row id no row of this run has had.
+    pub fn next_row_id(&self) -> i64 {
+        let mut st = self.lock();
+        st.last_row_id += 1;
+        st.last_row_id
     }
 
     pub fn next_tag(&self) -> u64 {

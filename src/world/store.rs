@@ -384,7 +384,8 @@ pub fn record_from_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<KeyReco
 
 pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
     let mut st = conn.prepare_cached(
-        "SELECT id, user, operation, item, qty, intent, created_us, exec FROM rows ORDER BY id",
+        "SELECT id, user, operation, item, qty, intent, created_us, exec, processed_us IS NOT NULL
+         FROM rows ORDER BY id",
     )?;
     let rows = st.query_map([], |r| {
         Ok(RowRecord {
@@ -396,6 +397,7 @@ pub fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<RowRecord>> {
             intent: r.get(5)?,
             created_us: r.get(6)?,
             exec: r.get(7)?,
+            processed: r.get(8)?,
         })
     })?;
     rows.collect()
@@ -429,34 +431,41 @@ pub enum RowInsert {
 
 /// Insert the business row of a validated order, with its business key (`natural`, None:
 /// no uniqueness); a clash on that key reads the row that holds it.
+/// A row to insert: its id (the engine's, never reused in a run), its intent, when, by whom.
+pub struct NewRow<'a> {
+    pub id: i64,
+    pub intent: &'a str,
+    pub now_us: u64,
+    pub exec: u64,
+}
+
 pub fn insert_row(
     c: &Connection,
     o: &Order,
-    intent: &str,
-    now_us: u64,
-    exec: u64,
+    row: &NewRow,
     natural: Option<&str>,
     constraint: bool,
 ) -> rusqlite::Result<RowInsert> {
     let sql = if constraint {
-        "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec, natural)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+        "INSERT INTO rows(id, user, operation, item, qty, intent, created_us, exec, natural)
+         VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
     } else {
-        "INSERT INTO rows(user, operation, item, qty, intent, created_us, exec, natural_read)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+        "INSERT INTO rows(id, user, operation, item, qty, intent, created_us, exec, natural_read)
+         VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
     };
     let inserted = c.prepare_cached(sql)?.execute(params![
         o.principal(),
         o.operation,
         o.item,
         o.qty,
-        intent,
-        now_us as i64,
-        exec as i64,
-        natural
+        row.intent,
+        row.now_us as i64,
+        row.exec as i64,
+        natural,
+        row.id
     ]);
     match inserted {
-        Ok(_) => Ok(RowInsert::Inserted(c.last_insert_rowid())),
+        Ok(_) => Ok(RowInsert::Inserted(row.id)),
         Err(e) if natural.is_some() && is_constraint(&e) => c
             .prepare_cached(
                 "SELECT id, item, qty, processed_us IS NOT NULL FROM rows WHERE natural = ?1",

@@ -198,12 +198,15 @@ fn pass_counts_violations_and_fail_on_violation_fails() {
     let args = ["run", "14-collected-key-new-row", "--model", "transactional"];
     let (code, out, _) = idemsim(&args);
     assert_eq!(code, 0);
-    assert!(out.contains("PASS · 2 violation(s) found by the oracle"), "{out}");
+    assert!(
+        out.contains("PASS (as specified) · NOT safe: 2 violation(s) found by the oracle"),
+        "{out}"
+    );
     let (code, _, _) = idemsim(&[&args[..], &["--fail-on-violation"]].concat());
     assert_eq!(code, 1);
     let (code, out, _) = idemsim(&["run", "01-same-key-same-content", "--model", "transactional"]);
     assert_eq!(code, 0);
-    assert!(out.contains("PASS · no violation"), "{out}");
+    assert!(out.contains("PASS (as specified) · safe: no violation"), "{out}");
     let (code, _, _) = idemsim(&[
         "matrix",
         "--sims",

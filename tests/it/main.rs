@@ -12,6 +12,7 @@ mod fidelity;
 mod fuzz;
 mod hardening;
 mod keystates;
+mod oracle_rules;
 mod shard;
 mod sim_claims;
 mod tidy;
@@ -48,7 +49,7 @@ fn snapshot(name: &str, text: &str) {
 }
 
 fn cell_text(c: &Cell) -> String {
-    serde_json::to_string_pretty(c).unwrap()
+    serde_json::to_string_pretty(&idemsim::render::cell_json(c)).unwrap()
 }
 
 /// The reference experiment over a fixed seed range: every cell is a snapshot, and the table
@@ -210,7 +211,7 @@ fn cli_run_passing_and_failing() {
     let (code, out, _) =
         idemsim(&["run", "01-same-key-same-content", "--model", "transactional", "--seed", "3"]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.trim_end().ends_with("PASS · no violation"), "{out}");
+    assert!(out.trim_end().ends_with("PASS (as specified) · safe: no violation"), "{out}");
     let (code, out, _) = idemsim(&[
         "run",
         "sims/article/01-same-key-same-content.toml",

@@ -103,6 +103,14 @@ pub fn check(sim: &Sim, report: &Observation) -> Vec<Check> {
                 opt(r.keys_after),
             );
         }
+        if let Some(n) = e.responses_after {
+            push(
+                &mut out,
+                format!("stored responses after {}", spec.id),
+                n.to_string(),
+                opt(r.responses_after),
+            );
+        }
     }
     let x = &sim.expect;
     if let Some(n) = x.rows {

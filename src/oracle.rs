@@ -18,11 +18,15 @@ use crate::scenario::{InjectAction, RequestSpec, Sim};
 
 use ViolationKind as V;
 
-/// A final client-visible outcome: a success or a definitive client error (a 409 for a key
-/// reused with another payload is one; a 409 "in progress" is not).
+/// A final client-visible outcome: a success or a definitive refusal (a 409 for a key reused
+/// with another payload is one; a 409 "in progress" is not). The one rule both liveness
+/// (`unfinished-intent`) and `phantom-success` read: a 5xx is ambiguous (the write may have
+/// committed), a 429 or a 503 "safe to retry" says "try again", a 410 "key expired" says the
+/// server no longer knows; none of them is final, none tells the client it failed.
 fn is_final(a: &AttemptOutcome) -> bool {
     match a.status {
         Some(_) if a.is_success() => true,
+        Some(410) if a.reason == Some(Reason::Expired) => false,
         Some(s) if [400, 401, 402, 403, 404, 410, 412, 422, 428].contains(&s) => true,
         Some(_) if a.reason == Some(Reason::AlreadyDone) => true,
         Some(409) => matches!(a.reason, Some(Reason::Mismatch | Reason::Taken)),
@@ -30,12 +34,12 @@ fn is_final(a: &AttemptOutcome) -> bool {
     }
 }
 
-/// A reply that tells the client its request failed (4xx or 5xx); a 409 "still in progress"
-/// tells it to wait, an "already processed" that it was done, and a 410 "key expired" that
-/// the server no longer knows: none of them says it failed.
+/// A reply that tells the client its request failed: a final answer that is not a success (a
+/// definitive refusal: 409 "already exists", 402 declined, 422, 400 …). An "already
+/// processed" says it was done; everything that is not final (`is_final`) says nothing either
+/// way.
 fn is_failure_answer(a: &AttemptOutcome) -> bool {
-    a.status.is_some_and(|s| s >= 400)
-        && !matches!(a.reason, Some(Reason::InFlight | Reason::AlreadyDone | Reason::Expired))
+    is_final(a) && !a.is_success() && a.reason != Some(Reason::AlreadyDone)
 }
 
 /// Canonical JSON of a body (field order ignored), or the raw text if it is not JSON.

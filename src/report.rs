@@ -83,6 +83,7 @@ pub struct RequestReport {
     /// Rows and stored keys right after the request finished (when the sim asks).
     pub rows_after: Option<u64>,
     pub keys_after: Option<u64>,
+    pub responses_after: Option<u64>,
     pub finished: bool,
 }
 

@@ -98,6 +98,9 @@ pub struct RequestExpect {
     pub rows_after: Option<u64>,
     /// Stored keys right after this request finished.
     pub keys_after: Option<u64>,
+    /// Stored responses (key records holding a completed outcome, which a retry would be
+    /// answered with) right after this request finished; a claim or a failed record is none.
+    pub responses_after: Option<u64>,
 }
 
 impl RequestSpec {
@@ -121,7 +124,7 @@ impl RequestSpec {
 
 impl RequestExpect {
     pub fn needs_probe(&self) -> bool {
-        self.rows_after.is_some() || self.keys_after.is_some()
+        self.rows_after.is_some() || self.keys_after.is_some() || self.responses_after.is_some()
     }
 }
 
@@ -586,6 +589,7 @@ struct RequestExpectFile {
     same_id: Option<bool>,
     rows_after: Option<u64>,
     keys_after: Option<u64>,
+    responses_after: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -1183,6 +1187,7 @@ fn parse_request_expect(
         same_id: e.same_id,
         rows_after: e.rows_after,
         keys_after: e.keys_after,
+        responses_after: e.responses_after,
     })
 }
 

@@ -29,11 +29,12 @@ pub(crate) async fn run_request(world: Arc<World>, req: usize) {
     if spec.expect.needs_probe() {
         let req32 = req as u32;
         match control::probe(&world).await {
-            Some((rows, keys)) => {
+            Some((rows, keys, responses)) => {
                 world.emit(Node::Control, None, What::Probe { req: req32, rows, keys });
                 let mut st = world.lock();
                 st.outcomes[req].rows_after = Some(rows);
                 st.outcomes[req].keys_after = Some(keys);
+                st.outcomes[req].responses_after = Some(responses);
             }
             None => world.emit(Node::Control, None, What::ProbeGaveUp { req: req32 }),
         }

@@ -41,9 +41,11 @@ async fn wait_statement(conn: &Connection, sql: &str) -> bool {
 }
 
 /// Count rows and keys now, as the observer (retrying in simulated time while locked).
-pub(crate) async fn probe(world: &World) -> Option<(u64, u64)> {
+pub(crate) async fn probe(world: &World) -> Option<(u64, u64, u64)> {
     retry_busy(1000, || {
-        store::with_observer(&world.db, |c| Ok((store::count_rows(c)?, store::count_keys(c)?)))
+        store::with_observer(&world.db, |c| {
+            Ok((store::count_rows(c)?, store::count_keys(c)?, store::count_responses(c)?))
+        })
     })
     .await
     .ok()

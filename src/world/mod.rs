@@ -81,6 +81,7 @@ pub fn simulate(
             copies: vec![Vec::new(); r.copies as usize],
             rows_after: None,
             keys_after: None,
+            responses_after: None,
             finished: false,
         })
         .collect();

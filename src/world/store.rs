@@ -526,6 +526,14 @@ pub fn count_rows(conn: &Connection) -> rusqlite::Result<u64> {
 }
 
 /// Records in the `keys` table.
+/// Key records holding a completed outcome (a stored response a retry would be answered with).
+pub fn count_responses(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.query_row("SELECT COUNT(*) FROM keys WHERE state = 'done'", params![], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n as u64)
+}
+
 pub fn count_keys(conn: &Connection) -> rusqlite::Result<u64> {
     conn.query_row("SELECT COUNT(*) FROM keys", params![], |r| r.get::<_, i64>(0)).map(|n| n as u64)
 }

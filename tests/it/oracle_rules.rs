@@ -76,6 +76,7 @@ fn observation(attempts: Vec<AttemptOutcome>, rows: Vec<RowRecord>) -> Observati
             copies: vec![attempts],
             rows_after: None,
             keys_after: None,
+            responses_after: None,
             finished: true,
         }],
         rows,
@@ -120,12 +121,12 @@ fn a_final_answer_earlier_in_the_chain_finishes_the_intent() {
 }
 
 /// For a design that marks inbox rows processed, an unprocessed row is not applied: the
-/// truthful 500 about it is no phantom success; a processed one is.
+/// truthful refusal about it is no phantom success; a processed one is.
 #[test]
 fn an_unprocessed_inbox_row_is_not_applied() {
     let s = sim(ONE);
     let m = model("program = [\"insert-row\", \"effect\", \"mark-processed\"]\n");
-    let failed = vec![reply(500, "{}", "k1", 0.0)];
+    let failed = vec![reply(402, r#"{"error":"declined"}"#, "k1", 0.0)];
     let obs = observation(failed.clone(), vec![row(1, "order", 10)]);
     assert!(!names(&oracle::violations(&s, &m, &obs)).contains(&V::PhantomSuccess));
     let obs = observation(failed, vec![RowRecord { processed: true, ..row(1, "order", 10) }]);
@@ -264,4 +265,27 @@ fn every_format_renders_the_same_verdict() {
         }
     }
     assert!(checked > 2000 && unsafe_cells > 100 && unspecified > 100, "{checked}");
+}
+
+/// One rule of final answers for liveness and phantom-success alike: a 5xx (ambiguous), a 429
+/// (try again) and a 410 "key expired" (the server no longer knows) are not final and tell the
+/// client nothing, so an applied intent that ends on one is unfinished, not a phantom
+/// success; a definitive refusal (409 "already exists") is final and is one.
+#[test]
+fn only_a_definitive_refusal_is_a_failure_answer() {
+    let s = sim(ONE);
+    let applied = || vec![row(1, "order", 10)];
+    let ends_on = |a: AttemptOutcome| {
+        names(&oracle::violations(&s, &keyed(), &observation(vec![a], applied())))
+    };
+    let mut expired = reply(410, r#"{"error":"expired"}"#, "k1", 0.0);
+    expired.reason = Some(Reason::Expired);
+    for a in [reply(500, "{}", "k1", 0.0), reply(429, "{}", "k1", 0.0), expired] {
+        let v = ends_on(a.clone());
+        assert!(v.contains(&V::UnfinishedIntent) && !v.contains(&V::PhantomSuccess), "{a:?}");
+    }
+    let mut taken = reply(409, r#"{"error":"already exists"}"#, "k1", 0.0);
+    taken.reason = Some(Reason::Taken);
+    let v = ends_on(taken);
+    assert!(v.contains(&V::PhantomSuccess) && !v.contains(&V::UnfinishedIntent), "{v:?}");
 }

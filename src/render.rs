@@ -319,6 +319,32 @@ pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -
     out
 }
 
+/// The models ranked by safety: (index, cells safe on every seed, applicable cells), most safe
+/// cells first, then the fewest applicable (a design judged on fewer sims is not ahead of one
+/// judged on more), then the models' own order.
+fn ranked_by_safety(
+    sims: &[Arc<Sim>],
+    models: &[Arc<Model>],
+    cells: &[Cell],
+) -> Vec<(usize, (usize, usize))> {
+    let mut ranked: Vec<(usize, (usize, usize))> = (0..models.len())
+        .map(|mi| {
+            let verdicts =
+                (0..sims.len()).filter_map(|si| sweep::cell(cells, models.len(), si, mi).verdict());
+            let (mut safe, mut applicable) = (0, 0);
+            for v in verdicts {
+                safe += v.safe as usize;
+                applicable += 1;
+            }
+            (mi, (safe, applicable))
+        })
+        .collect();
+    ranked.sort_by_key(|&(mi, (safe, applicable))| {
+        (std::cmp::Reverse(safe), applicable.saturating_sub(safe), mi)
+    });
+    ranked
+}
+
 /// Which models have at least one applicable cell (the others are left out of the tables).
 fn applicable_models(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> Vec<bool> {
     (0..models.len())
@@ -355,21 +381,22 @@ fn short(name: &str) -> &str {
 /// its marks (`cell_marks`); policy-permitted violations in italics.
 pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
     let mut out = interrupted_note(cells);
-    out.push_str("| design |");
+    out.push_str("| design | safe in |");
     for s in sims {
         let _ = write!(out, " {} |", s.name);
     }
-    out.push_str("\n|---|");
+    out.push_str("\n|---|---|");
     for _ in sims {
         out.push_str("---|");
     }
     out.push('\n');
     let shown = applicable_models(sims, models, cells);
-    for (mi, m) in models.iter().enumerate() {
+    for (mi, (safe, applicable)) in ranked_by_safety(sims, models, cells) {
         if !shown[mi] {
             continue;
         }
-        let _ = write!(out, "| **{}** |", m.name);
+        let m = &models[mi];
+        let _ = write!(out, "| **{}** | {safe}/{applicable} |", m.name);
         for si in 0..sims.len() {
             let c = sweep::cell(cells, models.len(), si, mi);
             let parts: Vec<String> = cell_marks(c)
@@ -566,8 +593,10 @@ fn cell_marks(c: &Cell) -> Vec<(String, bool)> {
 }
 
 /// The legend printed beside the catalogue tables.
-pub const SURVIVAL_LEGEND: &str = "✓: safe (no violation that is not policy-permitted, no run \
-     cut short by a bound) and as specified (the sim's expectations held) on every seed. \
+pub const SURVIVAL_LEGEND: &str = "Designs ranked by safety: `safe in` counts the sims on \
+     which the design was safe on every seed. ✓: safe (no violation that is not \
+     policy-permitted, no run cut short by a bound) and as specified (the sim's expectations \
+     held) on every seed. \
      Otherwise each violation with the share of seeds it occurred on (*italics*: \
      policy-permitted), `bound N%`: runs cut short by a time or step bound, `spec ✗ N%`: seeds on \
      which the sim's expectations failed. n/a: the sim does not apply to the model.";
@@ -640,15 +669,16 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
     use crate::picture::{self, esc};
     /// At most this many diagrams in one page.
     const MAX_DIAGRAMS: usize = 60;
-    let mut t = String::from("<table><tr><th>design</th>");
+    let mut t = String::from("<table><tr><th>design</th><th>safe in</th>");
     for s in sims {
         let _ = write!(t, "<th>{}</th>", esc(&s.name));
     }
     t.push_str("</tr>\n");
     let mut figs: Vec<(String, String)> = Vec::new();
     let mut anchor = 0;
-    for (mi, m) in models.iter().enumerate() {
-        let _ = write!(t, "<tr><th>{}</th>", esc(&m.name));
+    for (mi, (safe, applicable)) in ranked_by_safety(sims, models, cells) {
+        let m = &models[mi];
+        let _ = write!(t, "<tr><th>{}</th><td>{safe}/{applicable}</td>", esc(&m.name));
         for (si, s) in sims.iter().enumerate() {
             let c = sweep::cell(cells, models.len(), si, mi);
             let mut td = String::new();

@@ -363,29 +363,46 @@ pub struct Driver {
     pub deadline_us: Option<u64>,
 }
 
+/// Which transaction the error path rolls back (`on_error`: one of `rollback`,
+/// `rollback-any`, or neither).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rollback {
+    /// Nothing is rolled back: an open transaction stays open.
+    None,
+    /// `rollback`: the transaction this request began, if it is still open.
+    Own,
+    /// `rollback-any`: whatever transaction the connection has open (a `catch { ROLLBACK }`
+    /// that does not check it began one): on a shared connection it ends another request's.
+    Any,
+}
+
+/// What the error path does with this request's claim, if it holds one it has not completed
+/// (`on_error`: at most one of these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimCleanup {
+    /// Leave it as it is (in progress).
+    Keep,
+    /// `release-claim`: delete this request's own in-progress claim, so a retry can run again.
+    Release,
+    /// `release-key`: delete the key's record by key alone, whoever owns it and whatever its
+    /// state (Powertools: `delete_item` by key; the TypeScript bug #5675): a request whose
+    /// claim was taken over deletes the new owner's record.
+    ReleaseKey,
+    /// `unlock`: end the claim's lease now and keep the record and its recovery point, so a
+    /// retry takes it over and resumes.
+    Unlock,
+    /// `mark-failed`: mark the claim `failed` and keep it (seed 002's key table): a retry with
+    /// the same payload takes it back and runs again; another payload is still a mismatch.
+    MarkFailed,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnError {
-    /// Roll back the transaction this request began, if it is still open.
-    pub rollback: bool,
-    /// `rollback-any`: the error path runs `ROLLBACK` whatever transaction the connection has
-    /// open (a `catch { ROLLBACK }` that does not check it began one): on a shared connection
-    /// it ends another request's transaction.
-    pub rollback_any: bool,
-    /// Delete this request's own in-progress claim, so a retry can run again.
-    pub release_claim: bool,
-    /// Release this request's own claim's lock (its lease ends now) and keep the record and
-    /// its recovery point, so a retry takes it over and resumes.
-    pub unlock: bool,
+    pub rollback: Rollback,
+    pub claim: ClaimCleanup,
     /// A busy database inside a transaction: roll back and run the transaction again from its
     /// `begin`, up to `transaction_retries` times (Firestore's and ORMs' retry loops).
     pub retry_transaction: bool,
-    /// Mark this request's own claim `failed` and keep it (seed 002's key table): a retry with
-    /// the same payload takes it back and runs again; another payload is still a mismatch.
-    pub mark_failed: bool,
-    /// Delete the key's record by key alone, whoever owns it and whatever its state (the
-    /// Powertools TypeScript bug #5675): a request whose claim was taken over deletes the new
-    /// owner's record.
-    pub release_key: bool,
 }
 
 /// A field of an order that a business key is made of.
@@ -758,7 +775,7 @@ impl Model {
                  point; the program has no `recovery-point:<name>` step",
             ));
         }
-        if on_error.mark_failed {
+        if on_error.claim == ClaimCleanup::MarkFailed {
             let span = f.on_error.iter().find(|e| e.get_ref() == "mark-failed").map(|e| e.span());
             let span = span.unwrap_or(f.program.span());
             let claims = program.iter().any(|(s, _)| *s == Step::Claim);
@@ -777,7 +794,7 @@ impl Model {
                 ));
             }
         }
-        if on_error.unlock && !resumable {
+        if on_error.claim == ClaimCleanup::Unlock && !resumable {
             let span = f.on_error.iter().find(|e| e.get_ref() == "unlock").map(|e| e.span());
             return Err(file.err(
                 span.unwrap_or(f.program.span()),
@@ -1168,77 +1185,98 @@ pub const POINTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Each defined point (`POINTS`) sits where its definition holds.
-fn check_points(file: Source, program: &[SpannedStep]) -> Result<(), InputError> {
-    // Where each fact becomes true: the index of the step after which it holds.
-    let mut open: Option<usize> = None;
-    let (mut write, mut write_committed) = (None, None);
-    let (mut save, mut save_committed) = (None, None);
-    let mut pending_write = false;
-    let mut pending_save = false;
-    for (i, (step, _)) in program.iter().enumerate() {
-        match step {
-            Step::Begin => open = Some(i),
-            Step::Commit => {
-                open = None;
-                if pending_write {
-                    write_committed = Some(i);
-                    pending_write = false;
+/// Where the facts the points are defined by become true in a program: the index of the
+/// step after which each holds (None: never).
+struct PointFacts {
+    write: Option<usize>,
+    /// The write is committed (its own index for an autocommit write).
+    write_committed: Option<usize>,
+    save: Option<usize>,
+    save_committed: Option<usize>,
+    effects: Vec<usize>,
+}
+
+impl PointFacts {
+    fn of(program: &[SpannedStep]) -> PointFacts {
+        let mut f = PointFacts {
+            write: None,
+            write_committed: None,
+            save: None,
+            save_committed: None,
+            effects: Vec::new(),
+        };
+        let (mut open, mut pending_write, mut pending_save) = (false, false, false);
+        for (i, (step, _)) in program.iter().enumerate() {
+            match step {
+                Step::Begin => open = true,
+                Step::Commit => {
+                    open = false;
+                    if std::mem::take(&mut pending_write) {
+                        f.write_committed = Some(i);
+                    }
+                    if std::mem::take(&mut pending_save) {
+                        f.save_committed = Some(i);
+                    }
                 }
-                if pending_save {
-                    save_committed = Some(i);
-                    pending_save = false;
+                s if s.is_write() => {
+                    f.write = Some(i);
+                    if open { pending_write = true } else { f.write_committed = Some(i) }
                 }
+                Step::SaveResponse => {
+                    f.save = Some(i);
+                    if open { pending_save = true } else { f.save_committed = Some(i) }
+                }
+                Step::Effect => f.effects.push(i),
+                _ => {}
             }
-            s if s.is_write() => {
-                write = Some(i);
-                if open.is_some() { pending_write = true } else { write_committed = Some(i) }
+        }
+        f
+    }
+
+    /// Does point `p`'s definition hold at step index `i` (`open`: inside a transaction)?
+    fn hold(&self, p: &str, i: usize, open: bool) -> bool {
+        let after = |fact: Option<usize>| fact.is_none_or(|f| f < i);
+        let before = |fact: Option<usize>| fact.is_none_or(|f| f > i);
+        let wrote = self.write.is_some_and(|w| w < i);
+        let effects_after = self.effects.iter().all(|&e| e > i);
+        let effects_before = self.effects.iter().all(|&e| e < i);
+        match p {
+            // An autocommit write commits by itself: only the save is still to come.
+            "before-commit" => {
+                wrote
+                    && (self.write_committed == self.write || before(self.write_committed))
+                    && before(self.save)
             }
-            Step::SaveResponse => {
-                save = Some(i);
-                if open.is_some() { pending_save = true } else { save_committed = Some(i) }
+            "before-effect" => wrote && after(self.write_committed) && effects_after,
+            "after-effect" => {
+                !self.effects.is_empty() && wrote && effects_before && before(self.save)
             }
-            _ => {}
+            "after-commit" => {
+                wrote
+                    && !open
+                    && after(self.write_committed)
+                    && after(self.save_committed)
+                    && self.save_committed.is_some() == self.save.is_some()
+                    && effects_before
+            }
+            _ => true,
         }
     }
-    let effects: Vec<usize> = program
-        .iter()
-        .enumerate()
-        .filter(|(_, (s, _))| *s == Step::Effect)
-        .map(|(i, _)| i)
-        .collect();
-    let after = |fact: Option<usize>, i: usize| fact.is_none_or(|f| f < i);
-    let before = |fact: Option<usize>, i: usize| fact.is_none_or(|f| f > i);
-    let mut open_at = false;
+}
+
+/// Each defined point (`POINTS`) sits where its definition holds.
+fn check_points(file: Source, program: &[SpannedStep]) -> Result<(), InputError> {
+    let facts = PointFacts::of(program);
+    let mut open = false;
     for (i, (step, span)) in program.iter().enumerate() {
         match step {
-            Step::Begin => open_at = true,
-            Step::Commit => open_at = false,
+            Step::Begin => open = true,
+            Step::Commit => open = false,
             _ => {}
         }
         let Step::Point(p) = step else { continue };
         let Some((_, meaning)) = POINTS.iter().find(|(n, _)| n == p) else { continue };
-        let wrote = write.is_some_and(|w| w < i);
-        let holds = match p.as_str() {
-            // An autocommit write commits by itself: only the save is still to come.
-            "before-commit" => {
-                wrote && (write_committed == write || before(write_committed, i)) && before(save, i)
-            }
-            "before-effect" => wrote && after(write_committed, i) && effects.iter().all(|&e| e > i),
-            "after-effect" => {
-                !effects.is_empty() && wrote && effects.iter().all(|&e| e < i) && before(save, i)
-            }
-            "after-commit" => {
-                wrote
-                    && !open_at
-                    && after(write_committed, i)
-                    && after(save_committed, i)
-                    && save_committed.is_some() == save.is_some()
-                    && effects.iter().all(|&e| e < i)
-            }
-            _ => true,
-        };
-        if !holds {
+        if !facts.hold(p, i, open) {
             return Err(file.err(
                 span.clone(),
                 format!("@{p} is where {meaning}; it does not hold at this place in the program"),
@@ -1249,24 +1287,20 @@ fn check_points(file: Source, program: &[SpannedStep]) -> Result<(), InputError>
 }
 
 fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, InputError> {
-    let mut on_error = OnError {
-        rollback: false,
-        rollback_any: false,
-        release_claim: false,
-        unlock: false,
-        retry_transaction: false,
-        mark_failed: false,
-        release_key: false,
-    };
+    let mut on_error =
+        OnError { rollback: Rollback::None, claim: ClaimCleanup::Keep, retry_transaction: false };
     for e in list {
-        match e.get_ref().as_str() {
-            "rollback" => on_error.rollback = true,
-            "rollback-any" => on_error.rollback_any = true,
-            "release-claim" => on_error.release_claim = true,
-            "unlock" => on_error.unlock = true,
-            "retry-transaction" => on_error.retry_transaction = true,
-            "mark-failed" => on_error.mark_failed = true,
-            "release-key" => on_error.release_key = true,
+        let (rollback, claim) = match e.get_ref().as_str() {
+            "rollback" => (Some(Rollback::Own), None),
+            "rollback-any" => (Some(Rollback::Any), None),
+            "release-claim" => (None, Some(ClaimCleanup::Release)),
+            "release-key" => (None, Some(ClaimCleanup::ReleaseKey)),
+            "unlock" => (None, Some(ClaimCleanup::Unlock)),
+            "mark-failed" => (None, Some(ClaimCleanup::MarkFailed)),
+            "retry-transaction" => {
+                on_error.retry_transaction = true;
+                (None, None)
+            }
             other => {
                 return Err(file.err(
                     e.span(),
@@ -1276,15 +1310,26 @@ fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, Inp
                     ),
                 ));
             }
+        };
+        if let Some(r) = rollback {
+            if on_error.rollback != Rollback::None {
+                return Err(file.err(
+                    e.span(),
+                    "on_error: `rollback` ends the request's own transaction, `rollback-any` \
+                     whatever is open; choose one",
+                ));
+            }
+            on_error.rollback = r;
         }
-        let claim_actions =
-            [on_error.release_claim, on_error.release_key, on_error.unlock, on_error.mark_failed];
-        if claim_actions.iter().filter(|x| **x).count() > 1 {
-            return Err(file.err(
-                e.span(),
-                "on_error: `release-claim` deletes the claim, `release-key` the key's record, \
-                 `unlock` keeps it for a takeover, `mark-failed` keeps it as failed; choose one",
-            ));
+        if let Some(c) = claim {
+            if on_error.claim != ClaimCleanup::Keep {
+                return Err(file.err(
+                    e.span(),
+                    "on_error: `release-claim` deletes the claim, `release-key` the key's record, \
+                     `unlock` keeps it for a takeover, `mark-failed` keeps it as failed; choose one",
+                ));
+            }
+            on_error.claim = c;
         }
     }
     Ok(on_error)

@@ -26,8 +26,8 @@ use super::{clock, control, store};
 use crate::history::{Actor, CrashSite, Node, Refusal, Stmt, What, save_refused};
 use crate::http::{self, Order, Reason, Response};
 use crate::model::{
-    Awaits, ClaimConflict, EffectDedupe, Fingerprint, InFlight, KeyPolicy, KeyStore, OnClash,
-    Replay, Step, StoreOutcomes, VersionCheck,
+    Awaits, ClaimCleanup, ClaimConflict, EffectDedupe, Fingerprint, InFlight, KeyPolicy, KeyStore,
+    OnClash, Replay, Rollback, Step, StoreOutcomes, VersionCheck,
 };
 use crate::report::Collected;
 use crate::report::{KeyRecord, RecordState, Scope};
@@ -1354,15 +1354,7 @@ impl Exec {
         {
             self.completed = false;
         }
-        let mine = self.in_tx();
-        if model.on_error.rollback && mine {
-            let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
-            self.event(What::Rollback);
-        } else if model.on_error.rollback_any && !self.run.conn.is_autocommit() {
-            // The design's own unconditional ROLLBACK: whoever began the transaction.
-            let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
-            self.event(if mine { What::Rollback } else { What::RollbackOthers });
-        }
+        self.roll_back_on_error();
         let declined = matches!(f, Failure::Declined);
         let provider_failed =
             matches!(f, Failure::Error(Why::ProviderError | Why::EffectUnacknowledged));
@@ -1416,31 +1408,67 @@ impl Exec {
             StoreOutcomes::Dependency => declined || provider_failed,
             StoreOutcomes::Success => false,
         };
-        if store && self.claimed && !self.completed {
+        self.clean_up_claim(store, &resp).await;
+        resp
+    }
+
+    /// The error path's ROLLBACK, as the model says: of this request's own transaction, or of
+    /// whatever transaction the connection has open (`rollback-any`).
+    fn roll_back_on_error(&mut self) {
+        let mine = self.in_tx();
+        match self.run.world.model.on_error.rollback {
+            Rollback::Own if mine => {
+                let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
+                self.event(What::Rollback);
+            }
+            // The design's own unconditional ROLLBACK: whoever began the transaction.
+            Rollback::Any if !self.run.conn.is_autocommit() => {
+                let _ = store::exec_cached(&self.run.conn, "ROLLBACK");
+                self.event(if mine { What::Rollback } else { What::RollbackOthers });
+            }
+            _ => {}
+        }
+    }
+
+    /// The error path's work on this request's claim, if it holds one it has not completed:
+    /// store the failure as the key's outcome (`store`), or the model's `on_error` clean-up
+    /// (release it, mark it failed, or unlock it for a takeover).
+    async fn clean_up_claim(&mut self, store: bool, resp: &Response) {
+        if !self.claimed || self.completed {
+            return;
+        }
+        if store {
             let _ = self.save(resp.status, &resp.body.clone()).await;
-        } else if (model.on_error.release_claim || model.on_error.release_key)
-            && self.claimed
-            && !self.completed
-            && let Ok(n) = self.key_release().await
-        {
-            if model.on_error.release_key {
-                self.event(What::KeyReleased { n });
-            } else {
-                self.event(What::ClaimReleased { n });
+            return;
+        }
+        let (s, me) = (self.scope(), self.run.id);
+        match self.run.world.model.on_error.claim {
+            ClaimCleanup::Keep => {}
+            ClaimCleanup::Release => {
+                if let Ok(n) = self.key_release().await {
+                    self.event(What::ClaimReleased { n });
+                }
             }
-        } else if model.on_error.mark_failed && self.claimed && !self.completed {
-            let (s, me) = (self.scope(), self.run.id);
-            let marked = self.run.sql(Stmt::MarkFailed, |c| keystore::sql_mark_failed(c, &s, me));
-            if let Ok(n) = marked.await {
-                self.event(What::MarkedFailed { n });
+            ClaimCleanup::ReleaseKey => {
+                if let Ok(n) = self.key_release().await {
+                    self.event(What::KeyReleased { n });
+                }
             }
-        } else if model.on_error.unlock && self.claimed && !self.completed {
-            let (s, me) = (self.scope(), self.run.id);
-            if let Ok(n) = self.run.sql(Stmt::Unlock, |c| keystore::sql_unlock(c, &s, me)).await {
-                self.event(What::ClaimUnlocked { n });
+            ClaimCleanup::MarkFailed => {
+                let marked =
+                    self.run.sql(Stmt::MarkFailed, |c| keystore::sql_mark_failed(c, &s, me)).await;
+                if let Ok(n) = marked {
+                    self.event(What::MarkedFailed { n });
+                }
+            }
+            ClaimCleanup::Unlock => {
+                let unlocked =
+                    self.run.sql(Stmt::Unlock, |c| keystore::sql_unlock(c, &s, me)).await;
+                if let Ok(n) = unlocked {
+                    self.event(What::ClaimUnlocked { n });
+                }
             }
         }
-        resp
     }
 
     // ---- key records, in the model's store ----
@@ -1660,7 +1688,7 @@ impl Exec {
     /// Delete this request's own in-progress claim (on error, so a retry can run).
     async fn key_release(&self) -> Result<usize, Failure> {
         let (me, s) = (self.run.id, self.scope());
-        let any = self.run.world.model.on_error.release_key;
+        let any = self.run.world.model.on_error.claim == ClaimCleanup::ReleaseKey;
         if self.store_kind() != KeyStore::Sqlite {
             return self
                 .on_map(&s, |m| {

@@ -5,7 +5,9 @@
 //! - only `src/world/clock.rs` uses madsim's time (model time runs on a scale over it);
 //! - the judges (`expect`, `oracle`) see only the sim, the model and the observation;
 //! - the top-level modules form no cycle;
-//! - `ARCHITECTURE.md` names every source file.
+//! - `ARCHITECTURE.md` names every source file;
+//! - no function passes 70 lines unless it is listed with its reason, and the list only
+//!   shrinks (`LONG_FUNCTIONS`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -199,4 +201,107 @@ fn architecture_md_names_every_source_file() {
         .filter(|rel| !arch.contains(&format!("`{rel}`")))
         .collect();
     assert!(missing.is_empty(), "ARCHITECTURE.md's code map lacks {missing:?}");
+}
+
+/// Functions over 70 lines (file under `src/`, name, its length now, why). The list only
+/// shrinks, as TigerBeetle's tidy ratchet: a function not listed may not pass 70 lines, a
+/// listed one may not grow past its length here, and one that has come back under 71 must
+/// leave the list. A flat `match` table (one arm per variant) may stay long.
+const LONG_FUNCTIONS: &[(&str, &str, usize, &str)] = &[
+    ("cli.rs", "merge_cmd", 102, "to split: parse and dispatch only (issue 21)"),
+    ("cli.rs", "shrink_cmd", 72, "to split (issue 21)"),
+    ("cli.rs", "sweep_cmd", 97, "to split (issue 21)"),
+    ("expect.rs", "check", 112, "one block per expectation kind; to split"),
+    ("explain.rs", "explain", 201, "compute the story, then print (issue 21)"),
+    ("explain.rs", "story", 94, "to split (issue 21)"),
+    ("explain.rs", "why_not_stopped", 134, "to split (issue 21)"),
+    ("fuzz.rs", "edit", 81, "flat match: one arm per mutation"),
+    ("history.rs", "write_what", 303, "flat match: one arm per event"),
+    ("http.rs", "admit", 105, "the fixed front half, in the order it checks; to split"),
+    ("model.rs", "check_structure", 72, "to split into named checks (issue 21)"),
+    ("model.rs", "parse", 258, "to split into named checks of at most 60 lines (issue 21)"),
+    ("model.rs", "parse_key", 283, "to split into named checks of at most 60 lines (issue 21)"),
+    ("picture.rs", "svg", 146, "to split (issue 21)"),
+    ("render.rs", "matrix_html", 90, "to split (issue 21)"),
+    ("render.rs", "matrix_table", 71, "to split (issue 21)"),
+    ("render.rs", "run_text", 140, "to split (issue 21)"),
+    ("render.rs", "sweep_text", 99, "to split (issue 21)"),
+    ("scenario.rs", "parse_faults", 89, "to split into named checks (issue 21)"),
+    ("scenario.rs", "parse_request", 114, "to split into named checks (issue 21)"),
+    ("shard.rs", "auto", 75, "one arm per engine's variables; to split"),
+    ("shrink.rs", "candidates", 143, "one block per shrinking pass; to split"),
+    ("shrink.rs", "shrink", 116, "to split (issue 21)"),
+    ("sweep.rs", "run_cells", 147, "to split (issue 21)"),
+    ("world/client.rs", "run_copy", 115, "to split (issue 21)"),
+    ("world/exec.rs", "step", 264, "one arm per step kind: to become a short dispatch (issue 21)"),
+    ("world/mod.rs", "simulate", 105, "to split (issue 21)"),
+    ("world/mod.rs", "supervise_nodes", 93, "to split (issue 21)"),
+    ("world/server.rs", "receiver_main", 81, "the provider: to its own file (issue 21)"),
+];
+
+/// Every function of `src/` with its length in lines, from its `fn` line to the `}` at its
+/// own indentation: (file under `src/`, name, lines).
+fn function_lengths() -> Vec<(String, String, usize)> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut out = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(src()).unwrap().to_string_lossy().replace('\\', "/");
+        let text = std::fs::read_to_string(&f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let indent = &l[..l.len() - l.trim_start().len()];
+            let mut rest = l.trim_start();
+            for prefix in ["pub(crate) ", "pub(super) ", "pub ", "async ", "const ", "unsafe "] {
+                rest = rest.strip_prefix(prefix).unwrap_or(rest);
+            }
+            let Some(sig) = rest.strip_prefix("fn ") else { continue };
+            if l.trim_end().ends_with(';') {
+                continue;
+            }
+            let name: String =
+                sig.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            let close = format!("{indent}}}");
+            let end = lines[i + 1..].iter().position(|x| x.trim_end() == close);
+            if let Some(end) = end {
+                out.push((rel.clone(), name, end + 2));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn long_functions_only_shrink() {
+    let all = function_lengths();
+    assert!(all.len() > 500, "the scan found the functions ({})", all.len());
+    // Two functions of one name in one file (a method and a free function) count as their
+    // longest.
+    let mut longest: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for (file, name, n) in all {
+        let e = longest.entry((file, name)).or_default();
+        *e = (*e).max(n);
+    }
+    let lengths: Vec<(String, String, usize)> =
+        longest.into_iter().map(|((f, m), n)| (f, m, n)).collect();
+    let mut problems = Vec::new();
+    for (file, name, n) in &lengths {
+        let listed = LONG_FUNCTIONS.iter().find(|(f, m, _, _)| f == file && m == name);
+        match listed {
+            None if *n > 70 => problems.push(format!("{file} {name}: {n} lines, not listed")),
+            Some((_, _, max, _)) if n > max => {
+                problems.push(format!("{file} {name}: {n} lines, grew past {max}"))
+            }
+            Some(_) if *n <= 70 => {
+                problems.push(format!("{file} {name}: {n} lines now, take it off the list"))
+            }
+            _ => {}
+        }
+    }
+    for (f, m, _, _) in LONG_FUNCTIONS {
+        if !lengths.iter().any(|(file, name, _)| file == f && name == m) {
+            problems.push(format!("{f} {m}: listed, not found"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

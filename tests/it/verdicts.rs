@@ -57,7 +57,10 @@ fn a_request_ends_only_the_transaction_it_began() {
         "sims/faults/double-submit.toml",
     ];
     let mut transactions = 0;
-    for m in shipped_models().iter().filter(|m| m.driver.pool == 0 && !m.on_error.rollback_any) {
+    for m in shipped_models()
+        .iter()
+        .filter(|m| m.driver.pool == 0 && m.on_error.rollback != model::Rollback::Any)
+    {
         for path in sims {
             let s = sim(path);
             if run::not_applicable(&s, m).is_some() {
@@ -295,4 +298,29 @@ fn points_sit_where_their_definitions_hold() {
     let s = sim("sims/catalogue/exception-after-effect.toml");
     assert!(run::not_applicable(&s, &model("transactional")).is_some());
     assert!(run::not_applicable(&s, &model("claim-first-release")).is_none());
+}
+
+/// The error path's exclusive choices are one each (`model::Rollback`, `model::ClaimCleanup`):
+/// a model that names two gets a located error at the second.
+#[test]
+fn exclusive_error_paths_are_one_choice() {
+    let two = |list: &str| {
+        inline_model(&format!(
+            "name = \"x\"\nprogram = [\"claim\", \"begin\", \"insert-row\", \"commit\"]\n\
+             on_error = [{list}]\n[key]\nlease_ms = 10\n"
+        ))
+        .unwrap_err()
+    };
+    let e = two("\"rollback\", \"rollback-any\"");
+    assert!(e.starts_with("inline-model.toml:3:25:") && e.contains("choose one"), "{e}");
+    let e = two("\"release-claim\", \"unlock\"");
+    assert!(e.starts_with("inline-model.toml:3:30:") && e.contains("choose one"), "{e}");
+    let m = inline_model(
+        "name = \"x\"\nprogram = [\"claim\", \"begin\", \"insert-row\", \"commit\"]\n\
+         on_error = [\"rollback-any\", \"release-key\", \"retry-transaction\"]\n[key]\n",
+    )
+    .unwrap();
+    assert_eq!(m.on_error.rollback, model::Rollback::Any);
+    assert_eq!(m.on_error.claim, model::ClaimCleanup::ReleaseKey);
+    assert!(m.on_error.retry_transaction);
 }

@@ -2,7 +2,7 @@
 //! (`sql_*`, transactional and shared by every process) and once for an in-memory map
 //! (`map_*`, the TTL cache and process memory, which differ only in round trips and expiry).
 //! Plain functions: no awaits, no simulated time of their own. The step interpreter
-//! (`exec.rs`) picks the store, waits out locks and pays the round trips.
+//! (`exec/keys.rs`) picks the store, waits out locks and pays the round trips.
 
 use std::collections::BTreeMap;
 

@@ -14,6 +14,7 @@ mod control;
 mod exec;
 mod keystore;
 mod net;
+mod runner;
 mod server;
 mod shared;
 mod store;

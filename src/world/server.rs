@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use super::clock;
 use super::conn::{Conn, Pool};
-use super::exec::{Exec, Failure, Runner};
+use super::exec::Exec;
 use super::keystore;
 use super::net::{self, Dest, Envelope, Msg};
+use super::runner::{Failure, Runner};
 use super::shared::{World, chance};
 use super::store::{self, Pooled};
 use crate::history::{Actor, CrashSite, Node, Stmt, What};

@@ -6,7 +6,7 @@
 //! collector) gets its own connections from the thread's pool, so locking between them is
 //! SQLite's own. No connection has a busy timeout: a busy handler only notes whether SQLite
 //! would wait, and the caller waits in *simulated* time on SQLite's own schedule (see
-//! `exec::Runner::sql`). Dropping a connection with an open transaction rolls it back, which
+//! `runner::Runner::sql`). Dropping a connection with an open transaction rolls it back, which
 //! is how a crashed process loses its work.
 //!
 //! The `intent` columns are the oracle's instrumentation (a correlation id the client sends in

@@ -233,7 +233,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize, &str)] = &[
     ("shrink.rs", "shrink", 116, "to split (issue 21)"),
     ("sweep.rs", "run_cells", 147, "to split (issue 21)"),
     ("world/client.rs", "run_copy", 115, "to split (issue 21)"),
-    ("world/exec.rs", "step", 264, "one arm per step kind: to become a short dispatch (issue 21)"),
     ("world/mod.rs", "simulate", 105, "to split (issue 21)"),
     ("world/mod.rs", "supervise_nodes", 93, "to split (issue 21)"),
     ("world/server.rs", "receiver_main", 81, "the provider: to its own file (issue 21)"),

@@ -1,0 +1,487 @@
+//! Whatever runs on a server process (a request's execution, the outbox relay, the
+//! completer): a [`Runner`] owns the process's event loop while it runs synchronously, runs SQL
+//! statements waiting out a locked database in simulated time, calls the effect receiver, fires
+//! the sim's injections at named points and crashes.
+//!
+//! Interleaving happens only at awaits: `await` steps, driver latency under
+//! `awaits = "every-statement"`, statement time (`statement_ms`), waiting out a locked
+//! database, cache round trips, effects and injected pauses. A synchronous rusqlite call runs
+//! to completion within one poll.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::Poll;
+
+use madsim::rand::Rng;
+use rusqlite::Connection;
+
+use crate::history::{Actor, CrashSite, Node, Stmt, What, save_refused};
+use crate::model::Awaits;
+use crate::scenario::InjectAction;
+use crate::world::conn::Conn;
+use crate::world::net::{Dest, EffectMsg, Mailbox, Msg};
+use crate::world::shared::{World, chance};
+use crate::world::{clock, control, store};
+
+/// Why a request failed.
+pub(crate) enum Failure {
+    /// The database stayed locked past the wait budget → 503.
+    Busy,
+    /// Anything else → 500.
+    Error(Why),
+    /// A run bound was hit → 500, and the bound is reported.
+    Bound,
+    /// The key store (a cache) could not be reached → 503.
+    StoreUnavailable,
+    /// The provider declined the call (a card declined) → 402, a business refusal.
+    Declined,
+    /// The rate limiter had no token → 429.
+    RateLimited,
+}
+
+/// One waiter for a free event loop, drawn from the seed, taken out of the waiters.
+fn pick_waiter(p: &mut super::shared::ProcessState) -> Option<std::task::Waker> {
+    if p.loop_waiters.is_empty() {
+        return None;
+    }
+    use madsim::rand::Rng;
+    let i = madsim::rand::thread_rng().gen_range(0..p.loop_waiters.len());
+    let id = *p.loop_waiters.keys().nth(i).expect("in range");
+    p.loop_waiters.remove(&id)
+}
+
+/// What went wrong, for the trace (`failed: …`).
+pub(crate) enum Why {
+    /// SQLite's own message.
+    Sql(String),
+    /// A `claim` lost with `claim_conflict = "error"`.
+    ClaimUnique,
+    Injected(String),
+    EffectUnacknowledged,
+    /// The effect provider answered an error.
+    ProviderError,
+    /// The connection was lost around COMMIT: the server cannot tell whether it committed.
+    CommitUnknown,
+    SaveRefused {
+        fencing: bool,
+    },
+    NoResponse,
+    SaveBeforeInsert,
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Why::Sql(e) => f.write_str(e),
+            Why::ClaimUnique => f.write_str("UNIQUE constraint failed: keys"),
+            Why::Injected(point) => write!(f, "injected failure at @{point}"),
+            Why::EffectUnacknowledged => f.write_str("effect not acknowledged"),
+            Why::ProviderError => f.write_str("the effect provider answered an error"),
+            Why::CommitUnknown => f.write_str("connection lost during COMMIT: outcome unknown"),
+            Why::SaveRefused { fencing } => write!(f, "save-response: {}", save_refused(*fencing)),
+            Why::NoResponse => f.write_str("program ended without a response"),
+            Why::SaveBeforeInsert => f.write_str("save-response before insert-row"),
+        }
+    }
+}
+
+/// A duration drawn uniformly from an inclusive range (µs); a fixed one draws nothing.
+pub(crate) fn draw((lo, hi): (u64, u64)) -> u64 {
+    if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
+}
+
+/// Something running on server process `idx`: a request's execution or the outbox relay.
+pub(crate) struct Runner {
+    /// Unique per execution (a duplicated request gets two): the event loop's holder and the
+    /// owner token of its claims.
+    pub id: u64,
+    pub world: Arc<World>,
+    pub idx: usize,
+    pub node: Node,
+    pub conn: Conn,
+    /// Who the trace names.
+    pub who: Actor,
+    /// The sim request this executes (None: the relay), for targeted injections.
+    pub req: Option<usize>,
+    /// A lost connection at `COMMIT` rolled the transaction back (ground truth the server does
+    /// not see; its conditional SQL would).
+    pub commit_rolled_back: std::cell::Cell<bool>,
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.release_loop();
+    }
+}
+
+impl Runner {
+    pub fn new(
+        world: Arc<World>,
+        idx: usize,
+        conn: Conn,
+        who: Actor,
+        req: Option<usize>,
+    ) -> Runner {
+        Runner {
+            id: world.next_tag(),
+            node: Node::Server(idx as u32),
+            world,
+            idx,
+            conn,
+            who,
+            req,
+            commit_rolled_back: std::cell::Cell::new(false),
+        }
+    }
+
+    pub fn event(&self, what: What) {
+        self.world.emit(self.node, Some(self.who), what);
+    }
+
+    /// A synchronous driver (`awaits = "explicit"`): code between awaits, statements and lock
+    /// waits included, runs on the process's event loop and keeps its other requests out.
+    fn sync_driver(&self) -> bool {
+        self.world.model.driver.awaits == Awaits::Explicit
+    }
+
+    /// Run on the process's event loop (synchronous driver): taken when an execution starts
+    /// and again after every await; other executions of the process wait for it.
+    pub async fn hold(&self) {
+        if self.sync_driver() {
+            self.acquire_loop().await;
+        }
+    }
+
+    /// An await: the event loop is free while `f` runs, and taken back after it.
+    pub async fn wait<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.release_loop();
+        let out = f.await;
+        self.hold().await;
+        out
+    }
+
+    /// Take the process's event loop (synchronous driver): other executions of this process
+    /// wait until it is released; other processes run.
+    async fn acquire_loop(&self) {
+        let (idx, me) = (self.idx, self.id);
+        // Leaves the waiters when dropped while waiting (its process crashed), handing the
+        // loop on if it had been woken to take it.
+        struct Waiting<'a>(&'a World, usize, u64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                let next = {
+                    let mut st = self.0.lock();
+                    let p = &mut st.processes[self.1];
+                    p.loop_waiters.remove(&self.2);
+                    if p.loop_holder.is_none() { pick_waiter(p) } else { None }
+                };
+                if let Some(w) = next {
+                    w.wake();
+                }
+            }
+        }
+        let _waiting = Waiting(&self.world, idx, me);
+        std::future::poll_fn(|cx| {
+            let mut st = self.world.lock();
+            let p = &mut st.processes[idx];
+            match p.loop_holder {
+                None => {
+                    p.loop_holder = Some(me);
+                    p.loop_waiters.remove(&me);
+                    Poll::Ready(())
+                }
+                Some(o) if o == me => Poll::Ready(()),
+                Some(_) => {
+                    p.loop_waiters.insert(me, cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    /// Give the event loop back (at an await) and wake one execution waiting for it, drawn
+    /// from the seed: which ready callback a loop runs next is not ours to know. Waking one,
+    /// not all, keeps a process with thousands of waiting requests linear.
+    pub fn release_loop(&self) {
+        let next = {
+            let mut st = self.world.lock();
+            let p = &mut st.processes[self.idx];
+            if p.loop_holder != Some(self.id) {
+                return;
+            }
+            p.loop_holder = None;
+            pick_waiter(p)
+        };
+        if let Some(w) = next {
+            w.wake();
+        }
+    }
+
+    /// The driver's latency at an await: the event loop is free meanwhile. A latency of 0 is
+    /// one event-loop turn (a scheduling point that takes no time).
+    pub async fn driver_latency(&self) {
+        let us = draw(self.world.model.driver.latency_us);
+        self.event(What::DriverAwait { us });
+        self.wait(clock::sleep_us(us)).await;
+    }
+
+    /// Run one SQL statement. With a synchronous driver the process's event loop is held.
+    /// First a scheduling point: statements of other processes (other OS processes in the
+    /// modelled system, running in parallel) may run before this one, even when every
+    /// statement takes no time. Then the statement's own time, then the statement, waiting out
+    /// a locked database in simulated time on SQLite's busy-handler schedule up to the budget.
+    /// A commit that made writes durable also takes the journal's sync time, while the write
+    /// lock is still held and before the writes are visible: the `COMMIT` of a transaction
+    /// that wrote, or an autocommit write (run as a transaction of its own when the driver has
+    /// a commit time, which is what SQLite does inside).
+    pub async fn sql<T>(
+        &self,
+        stmt: Stmt,
+        f: impl Fn(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, Failure> {
+        self.hold().await;
+        clock::yield_now().await;
+        let driver = &self.world.model.driver;
+        let took = draw(driver.statement_us);
+        if took > 0 {
+            clock::sleep_us(took).await;
+        }
+        let implicit = stmt.writes()
+            && self.conn.is_autocommit()
+            && (driver.commit_us.1 > 0 || self.world.sim.faults.commit_lost > 0.0);
+        let commit_lost = self.world.sim.faults.commit_lost;
+        if !implicit {
+            let commit = matches!(stmt, Stmt::Commit | Stmt::CommitReadOnly);
+            if commit && self.conn.wrote_since_begin() {
+                self.sync_journal().await;
+            }
+            // Only a commit that wrote is ambiguous when its connection is lost.
+            if commit && self.conn.wrote_since_begin() && chance(commit_lost) {
+                return Err(self.lose_connection_at_commit(stmt).await);
+            }
+            let r = self.run_waiting(stmt, &f).await;
+            if stmt == Stmt::Begin && r.is_ok() {
+                self.conn.mark_begin(self.id);
+            }
+            return r;
+        }
+        self.run_waiting(stmt, &|c| store::exec_cached(c, "BEGIN IMMEDIATE")).await?;
+        self.conn.mark_begin(self.id);
+        let r = self.run_waiting(stmt, &f).await;
+        // An autocommit statement is one statement: if its implicit transaction was ended
+        // meanwhile (a design's unconditional ROLLBACK on the shared connection), what it wrote
+        // is gone and another transaction may be open now, which is not this one's to end.
+        if !self.conn.tx_owned_by(self.id) {
+            let error = "cannot commit - no transaction is active".to_string();
+            self.event(What::SqlError { stmt, error: error.clone() });
+            return Err(Failure::Error(Why::Sql(error)));
+        }
+        let committed = match r {
+            Ok(_) => {
+                if self.conn.wrote_since_begin() {
+                    self.sync_journal().await;
+                }
+                if self.conn.wrote_since_begin() && chance(self.world.sim.faults.commit_lost) {
+                    Err(self.lose_connection_at_commit(stmt).await)
+                } else {
+                    self.run_waiting(stmt, &|c| store::exec_cached(c, "COMMIT")).await
+                }
+            }
+            Err(_) => Ok(()),
+        };
+        if self.conn.tx_owned_by(self.id) {
+            let _ = store::exec_cached(&self.conn, "ROLLBACK");
+        }
+        committed.and(r)
+    }
+
+    /// The `commit_lost` fault: the connection to the database is lost around COMMIT. The
+    /// commit happened or not (even odds, drawn from the seed); the server only sees an error.
+    async fn lose_connection_at_commit(&self, stmt: Stmt) -> Failure {
+        let committed = chance(0.5);
+        let end = if committed { "COMMIT" } else { "ROLLBACK" };
+        let _ = self.run_waiting(stmt, &|c| store::exec_cached(c, end)).await;
+        if self.conn.tx_owned_by(self.id) {
+            let _ = store::exec_cached(&self.conn, "ROLLBACK");
+        }
+        self.event(What::CommitLost { committed });
+        self.commit_rolled_back.set(!committed);
+        Failure::Error(Why::CommitUnknown)
+    }
+
+    /// The journal's sync at a commit that made writes durable (`driver.commit_ms`).
+    async fn sync_journal(&self) {
+        let us = draw(self.world.model.driver.commit_us);
+        if us > 0 {
+            clock::sleep_us(us).await;
+        }
+    }
+
+    /// Run `f`, waiting out a locked database where SQLite would wait.
+    async fn run_waiting<T>(
+        &self,
+        stmt: Stmt,
+        f: &impl Fn(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, Failure> {
+        let budget = self.world.wait_budget_us;
+        let mut waited = 0u64;
+        let mut retries = 0u32;
+        let mut said = false;
+        loop {
+            store::busy_reset();
+            match f(&self.conn) {
+                Ok(v) => return Ok(v),
+                Err(e) if store::is_busy(&e) => {
+                    if !store::busy_asked() {
+                        // SQLite returns BUSY without calling its busy handler: no timeout
+                        // helps (a transaction that has read cannot take the write lock).
+                        let snapshot = store::is_busy_snapshot(&e);
+                        self.event(What::LockedAtOnce { stmt, snapshot });
+                        return Err(Failure::Busy);
+                    }
+                    if !said {
+                        self.event(What::LockWait { stmt, budget_us: budget });
+                        said = true;
+                    }
+                    let Some(d) = store::default_busy_delay_us(retries, budget) else {
+                        self.event(What::StillLocked { stmt, waited_us: waited });
+                        return Err(Failure::Busy);
+                    };
+                    if !self.world.spend() {
+                        return Err(Failure::Bound);
+                    }
+                    clock::sleep_us(d).await;
+                    waited += d;
+                    retries += 1;
+                }
+                Err(e) => {
+                    let error = e.to_string();
+                    self.event(What::SqlError { stmt, error: error.clone() });
+                    return Err(Failure::Error(Why::Sql(error)));
+                }
+            }
+        }
+    }
+
+    /// Call the effect receiver for `intent` and wait for its acknowledgement.
+    pub async fn effect(&self, intent: &str, dedupe: Option<String>) -> Result<(), Failure> {
+        let mailbox = Mailbox::open(&self.world);
+        self.event(What::EffectCall { intent: intent.to_string() });
+        let msg = EffectMsg {
+            reply_tag: mailbox.tag,
+            process: self.idx,
+            intent: intent.to_string(),
+            from: self.who,
+            exec: self.id,
+            dedupe,
+        };
+        let faults = &self.world.sim.faults.effects;
+        if chance(faults.drop) {
+            self.event(What::EffectCallLost);
+        } else {
+            let duplicate = chance(faults.duplicate);
+            let copy = duplicate.then(|| msg.clone());
+            let after = self.world.effect_latency_us();
+            self.world.send(
+                Some(self.idx),
+                Dest::Receiver,
+                Some(self.who),
+                Msg::Effect(msg),
+                after,
+            );
+            if let Some(copy) = copy {
+                self.event(What::EffectCallDuplicated);
+                let after = self.world.effect_latency_us();
+                self.world.send(
+                    Some(self.idx),
+                    Dest::Receiver,
+                    Some(self.who),
+                    Msg::Effect(copy),
+                    after,
+                );
+            }
+        }
+        let wait = self.world.model.effect_timeout_us.unwrap_or(
+            // Long enough for a round trip at the provider's worst latency.
+            1_000_000 + 2 * self.world.sim.world.effect_latency_us.1,
+        );
+        match self.wait(clock::timeout_us(wait, mailbox.recv())).await {
+            Some(Msg::Ack { ok: true, .. }) => Ok(()),
+            Some(Msg::Ack { declined: true, .. }) => Err(Failure::Declined),
+            Some(_) => {
+                self.event(What::ProviderError);
+                Err(Failure::Error(Why::ProviderError))
+            }
+            None => {
+                self.event(What::EffectUnacknowledged);
+                Err(Failure::Error(Why::EffectUnacknowledged))
+            }
+        }
+    }
+
+    /// A named point: run the sim's injections for it, in file order. An injected effect is
+    /// for `intent`, deduplicated by `dedupe()`. A `fallback` effect (the operation's own call)
+    /// does not run in a model with effect steps, nor for a request that created nothing
+    /// (`created = false`: its row clashed with the business key). Returns whether the reply
+    /// must be dropped.
+    pub async fn point(
+        &self,
+        point: &str,
+        intent: &str,
+        created: bool,
+        dedupe: impl Fn() -> Option<String>,
+    ) -> Result<bool, Failure> {
+        let sim = self.world.sim.clone();
+        let req = self.req.map(|r| &sim.requests[r]);
+        let mut drop_reply = false;
+        for (i, inj) in sim.injects.iter().enumerate() {
+            // `request` names a request as written in the file: all its intents, copies, attempts.
+            let mine = match (&inj.request, req) {
+                (None, _) => true,
+                (Some(r), Some(q)) => *r == q.group || *r == q.id,
+                (Some(_), None) => false,
+            };
+            let skip = matches!(inj.action, InjectAction::Effect { fallback: true })
+                && (self.world.model.has_effects() || !created);
+            if inj.point != point || !mine || skip {
+                continue;
+            }
+            let spent = inj.times.is_some_and(|t| self.world.lock().inject_fired[i] >= t);
+            if spent || !chance(inj.rate) {
+                continue;
+            }
+            self.world.lock().inject_fired[i] += 1;
+            self.event(What::Injected { point: point.to_string(), action: inj.action.name() });
+            match &inj.action {
+                InjectAction::Fail => {
+                    return Err(Failure::Error(Why::Injected(point.to_string())));
+                }
+                InjectAction::Effect { .. } => self.effect(intent, dedupe()).await?,
+                InjectAction::DropReply => drop_reply = true,
+                InjectAction::Pause { us } => self.wait(clock::sleep_us(*us)).await,
+                InjectAction::Stall { us } => {
+                    control::stall_process(&self.world, self.idx, *us).await
+                }
+                InjectAction::ClockJump { us } => {
+                    self.world.lock().processes[self.idx].clock_offset_us += us;
+                }
+                InjectAction::Crash { restart_us } => self.crash(*restart_us).await,
+            }
+        }
+        Ok(drop_reply)
+    }
+
+    /// The random crash fault at a step boundary: with `faults.crash`'s probability, crash here.
+    pub async fn maybe_crash(&self, site: impl FnOnce() -> CrashSite) {
+        if chance(self.world.sim.faults.crash) {
+            self.event(What::CrashFault(site()));
+            self.crash(self.world.sim.faults.restart_us).await;
+        }
+    }
+
+    /// Kill this process now; the control node restarts it after `restart_us`.
+    pub async fn crash(&self, restart_us: u64) {
+        control::crash_process(&self.world, self.idx, restart_us).await
+    }
+}

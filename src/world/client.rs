@@ -6,7 +6,7 @@ use std::sync::Arc;
 use madsim::rand::Rng;
 
 use super::net::{self, Envelope, Mailbox, Msg};
-use super::shared::World;
+use super::shared::{World, draw};
 use super::{clock, control};
 use crate::history::{Actor, Node, What};
 use crate::http::{self, Request};
@@ -50,8 +50,7 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
     let node = Node::Client(req as u32);
     let (lo, hi) = spec.spread_us;
     if hi > 0 {
-        let us = if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) };
-        clock::sleep_us(us).await;
+        clock::sleep_us(draw((lo, hi))).await;
     }
     let first_sent = world.now_us();
     for attempt in 1..=policy.max_attempts {

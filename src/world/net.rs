@@ -16,7 +16,7 @@ use std::task::{Poll, Waker};
 use madsim::rand::Rng;
 
 use super::clock;
-use super::shared::{World, chance};
+use super::shared::{World, chance, draw};
 use crate::history::{Actor, Node, What};
 use crate::http::{Request, Response};
 use crate::scenario::CrashSignal;
@@ -146,14 +146,12 @@ pub(crate) struct Wire {
 impl World {
     /// A latency drawn from the world's range (µs).
     pub fn latency_us(&self) -> u64 {
-        let (lo, hi) = self.sim.world.latency_us;
-        if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
+        draw(self.sim.world.latency_us)
     }
 
     /// A latency drawn from the effect provider's range (µs).
     pub fn effect_latency_us(&self) -> u64 {
-        let (lo, hi) = self.sim.world.effect_latency_us;
-        if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
+        draw(self.sim.world.effect_latency_us)
     }
 
     /// Put a packet on the wire: it arrives after `after_us`, unless a partition cuts its
@@ -368,8 +366,7 @@ pub(crate) fn send_request(world: &World, node: Node, process: usize, env: Envel
     }
     let mut stall = 0;
     if chance(f.duplicate) {
-        let (lo, hi) = f.duplicate_after_us;
-        stall = if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) };
+        stall = draw(f.duplicate_after_us);
         world.emit(node, Some(env.who), What::RequestDuplicated { after_us: stall });
         // The first copy: its reply goes to a tag nobody waits on.
         let first = Envelope { reply_tag: world.next_tag(), ..env.clone() };

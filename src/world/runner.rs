@@ -12,7 +12,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::Poll;
 
-use madsim::rand::Rng;
 use rusqlite::Connection;
 
 use crate::history::{Actor, CrashSite, Node, Stmt, What, save_refused};
@@ -20,7 +19,7 @@ use crate::model::Awaits;
 use crate::scenario::InjectAction;
 use crate::world::conn::Conn;
 use crate::world::net::{Dest, EffectMsg, Mailbox, Msg};
-use crate::world::shared::{World, chance};
+use crate::world::shared::{World, chance, draw};
 use crate::world::{clock, control, store};
 
 /// Why a request failed.
@@ -83,11 +82,6 @@ impl fmt::Display for Why {
             Why::SaveBeforeInsert => f.write_str("save-response before insert-row"),
         }
     }
-}
-
-/// A duration drawn uniformly from an inclusive range (µs); a fixed one draws nothing.
-pub(crate) fn draw((lo, hi): (u64, u64)) -> u64 {
-    if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
 }
 
 /// Something running on server process `idx`: a request's execution or the outbox relay.

@@ -11,7 +11,7 @@ use super::exec::Exec;
 use super::keystore;
 use super::net::{self, Dest, Envelope, Msg};
 use super::runner::{Failure, Runner};
-use super::shared::{World, chance};
+use super::shared::{World, chance, draw};
 use super::store::{self, Pooled};
 use crate::history::{Actor, CrashSite, Node, Stmt, What};
 use crate::http::{self, Reason, Response};
@@ -328,8 +328,7 @@ pub(crate) async fn receiver_main(world: Arc<World>) {
             }
             let mut after = world.effect_latency_us();
             if chance(f.delay) {
-                let (lo, hi) = f.delay_us;
-                let us = if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) };
+                let us = draw(f.delay_us);
                 world.emit(Node::Receiver, Some(msg.from), What::Delayed { us });
                 after += us;
             }

@@ -25,6 +25,13 @@ pub(crate) fn chance(rate: f64) -> bool {
     rate > 0.0 && (rate >= 1.0 || madsim::rand::thread_rng().gen_bool(rate))
 }
 
+/// Draw one duration uniformly from an inclusive range (µs), the one rule for every drawn
+/// latency and delay: a fixed range (`lo == hi`) draws nothing, so it does not perturb the
+/// schedule.
+pub(crate) fn draw((lo, hi): (u64, u64)) -> u64 {
+    if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
+}
+
 /// A server process as the rest of the world sees it.
 #[derive(Default)]
 pub(crate) struct ProcessState {

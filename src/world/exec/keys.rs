@@ -15,8 +15,8 @@ use crate::report::Collected;
 use crate::report::{KeyRecord, RecordState, Scope};
 use crate::world::keystore::{self, Abandoned, Takeover};
 use crate::world::net::Envelope;
-use crate::world::runner::{Failure, Why, draw};
-use crate::world::shared::chance;
+use crate::world::runner::{Failure, Why};
+use crate::world::shared::{chance, draw};
 use crate::world::{clock, store};
 
 impl Exec {

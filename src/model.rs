@@ -214,6 +214,54 @@ pub enum StoreOutcomes {
     Dependency,
 }
 
+/// How a claim is leased (`[key] lease_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// No lease: a claim in progress stays until it is completed or cleaned up.
+    None,
+    /// A claim written now is leased for this long (µs) on the claiming process's clock.
+    For(u64),
+    /// `lease_ms = "deadline"`: to its execution's deadline (`[driver] deadline_ms`, µs, after
+    /// the request was admitted): the remaining time, as Powertools sets its in-progress
+    /// expiry from the Lambda's remaining time.
+    ToDeadline(u64),
+}
+
+impl Lease {
+    /// The lease's length (µs), if the claim has one.
+    pub fn duration_us(self) -> Option<u64> {
+        match self {
+            Lease::None => None,
+            Lease::For(us) | Lease::ToDeadline(us) => Some(us),
+        }
+    }
+
+    /// A claim can be taken over once its lease ends.
+    pub fn is_some(self) -> bool {
+        self != Lease::None
+    }
+}
+
+/// How a SQLite record's retention is enforced (`[key] expiry`, `on_expired`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// `expiry = "collector"`: only a key collector (a sim's `gc_every_ms`) deletes it.
+    Collector,
+    /// `expiry = "on-read"`: each record expires `retention_us` after its creation, checked
+    /// when it is read (a per-record `expires_at`), and reads as absent.
+    OnRead,
+    /// `on_expired = 410` too: an expired record found on read stays as a tombstone and is
+    /// answered 410 Gone instead of being replaced by a new execution.
+    OnReadGone,
+}
+
+impl Expiry {
+    /// Checked when the record is read.
+    pub fn on_read(self) -> bool {
+        self != Expiry::Collector
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyPolicy {
     /// Missing key → 400.
@@ -246,23 +294,15 @@ pub struct KeyPolicy {
     pub replay_marker: String,
     /// Keys older than this (µs) are expired; a collector deletes them (None: kept forever).
     pub retention_us: Option<u64>,
-    /// `expiry = "on-read"`: each record expires `retention_us` after its creation, checked
-    /// when it is read (a per-record `expires_at`), whether or not a collector ran.
-    pub expire_on_read: bool,
-    /// `on_expired = 410`: an expired record found on read is answered 410 Gone (it stays
-    /// as a tombstone) instead of being replaced by a new execution.
-    pub expired_gone: bool,
+    /// How `retention_us` is enforced on SQLite records (`expiry`, `on_expired`).
+    pub expiry: Expiry,
     pub store: KeyStore,
     /// Latency of one cache operation (µs, inclusive), for `store = "cache"`.
     pub store_latency_us: (u64, u64),
     /// How long the server waits for a cache reply before it gives up (µs).
     pub store_timeout_us: u64,
-    /// An in-progress claim older than this (µs) may be taken over by another request.
-    pub lease_us: Option<u64>,
-    /// `lease_ms = "deadline"`: a claim's lease ends at its execution's deadline (`[driver]
-    /// deadline_ms` after the request was admitted): the remaining time, as Powertools sets
-    /// its in-progress expiry from the Lambda's remaining time.
-    pub lease_to_deadline: bool,
+    /// How long an in-progress claim is leased before another request may take it over.
+    pub lease: Lease,
     /// A background completer in each process: every so often it takes over abandoned claims
     /// (in progress, lease expired, a recovery point with a row) and finishes their program.
     pub completer_every_us: Option<u64>,
@@ -739,10 +779,10 @@ impl Model {
             Some(_) => Some(file.ms("driver.deadline_ms", &f.driver.deadline_ms, 0, 1)?),
         };
         if let Some(k) = key.as_mut()
-            && k.lease_to_deadline
+            && matches!(k.lease, Lease::ToDeadline(_))
         {
             match driver_deadline {
-                Some(d) => k.lease_us = Some(d),
+                Some(d) => k.lease = Lease::ToDeadline(d),
                 None => {
                     let span = f.key.as_ref().and_then(|k| k.lease_ms.as_ref()).map(|l| l.span());
                     return Err(file.err(
@@ -756,7 +796,7 @@ impl Model {
         // Resuming (recovery points) and unlocking go through a takeover of an expired lease
         // on a SQLite record.
         let resumable =
-            key.as_ref().is_some_and(|k| k.lease_us.is_some() && k.store == KeyStore::Sqlite);
+            key.as_ref().is_some_and(|k| k.lease.is_some() && k.store == KeyStore::Sqlite);
         let has_points = program.iter().any(|(s, _)| matches!(s, Step::RecoveryPoint(_)));
         if has_points && !resumable {
             return Err(file.err(
@@ -1445,14 +1485,14 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
     )?;
     // `lease_ms = "deadline"`: the lease is the execution's remaining time (Model::parse
     // checks the driver has a deadline and fills it in).
-    let (lease_us, lease_to_deadline) = match &k.lease_ms {
-        None => (None, false),
+    let lease = match &k.lease_ms {
+        None => Lease::None,
         Some(v) => match v.get_ref() {
-            toml::Value::String(s) if s == "deadline" => (Some(0), true),
+            toml::Value::String(s) if s == "deadline" => Lease::ToDeadline(0),
             toml::Value::Integer(_) | toml::Value::Float(_) => {
                 let ms = v.get_ref().as_float().or(v.get_ref().as_integer().map(|i| i as f64));
                 let ms = Some(Spanned::new(v.span(), ms.unwrap_or(0.0)));
-                (Some(file.ms("key.lease_ms", &ms, 0, 1)?), false)
+                Lease::For(file.ms("key.lease_ms", &ms, 0, 1)?)
             }
             _ => {
                 return Err(file.err(
@@ -1487,31 +1527,7 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
             ],
         )?
         .unwrap_or(ClaimConflict::Lookup);
-    let expire_on_read = file
-        .choice(&k.expiry, "key.expiry", &[("collector", false), ("on-read", true)])?
-        .unwrap_or(false);
-    if expire_on_read && (retention_us.is_none() || store != KeyStore::Sqlite) {
-        return Err(file.err(
-            k.expiry.as_ref().map(|s| s.span()).unwrap_or(0..0),
-            "key.expiry = \"on-read\" checks each SQLite record's age against \
-             key.retention_ms: it needs both (a cache's records expire by their TTL already)",
-        ));
-    }
-    let expired_gone = match &k.on_expired {
-        None => false,
-        Some(v) => match v.get_ref() {
-            toml::Value::String(s) if s == "new" => false,
-            toml::Value::Integer(410) if expire_on_read => true,
-            toml::Value::Integer(410) => {
-                return Err(file.err(
-                    v.span(),
-                    "key.on_expired = 410 answers from the expired record (a tombstone): it \
-                     needs key.expiry = \"on-read\"",
-                ));
-            }
-            _ => return Err(file.err(v.span(), "key.on_expired: expected \"new\" or 410")),
-        },
-    };
+    let expiry = parse_expiry(file, k, retention_us, store)?;
     if k.local_cache && store == KeyStore::Memory {
         return Err(file.err(
             k.store.as_ref().map(|s| s.span()).unwrap_or(0..0),
@@ -1605,8 +1621,7 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         store,
         store_latency_us,
         store_timeout_us: file.ms("key.store_timeout_ms", &k.store_timeout_ms, 1_000_000, 1)?,
-        lease_us,
-        lease_to_deadline,
+        lease,
         completer_every_us: k
             .completer_every_ms
             .is_some()
@@ -1640,8 +1655,46 @@ fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputError> {
         in_flight,
         replay_marker,
         retention_us,
-        expire_on_read,
-        expired_gone,
+        expiry,
+    })
+}
+
+/// `[key] expiry` and `on_expired`: how a SQLite record's retention is enforced.
+fn parse_expiry(
+    file: Source,
+    k: &KeyFile,
+    retention_us: Option<u64>,
+    store: KeyStore,
+) -> Result<Expiry, InputError> {
+    let expire_on_read = file
+        .choice(&k.expiry, "key.expiry", &[("collector", false), ("on-read", true)])?
+        .unwrap_or(false);
+    if expire_on_read && (retention_us.is_none() || store != KeyStore::Sqlite) {
+        return Err(file.err(
+            k.expiry.as_ref().map(|s| s.span()).unwrap_or(0..0),
+            "key.expiry = \"on-read\" checks each SQLite record's age against \
+             key.retention_ms: it needs both (a cache's records expire by their TTL already)",
+        ));
+    }
+    let expired_gone = match &k.on_expired {
+        None => false,
+        Some(v) => match v.get_ref() {
+            toml::Value::String(s) if s == "new" => false,
+            toml::Value::Integer(410) if expire_on_read => true,
+            toml::Value::Integer(410) => {
+                return Err(file.err(
+                    v.span(),
+                    "key.on_expired = 410 answers from the expired record (a tombstone): it \
+                     needs key.expiry = \"on-read\"",
+                ));
+            }
+            _ => return Err(file.err(v.span(), "key.on_expired: expected \"new\" or 410")),
+        },
+    };
+    Ok(match (expire_on_read, expired_gone) {
+        (false, _) => Expiry::Collector,
+        (true, false) => Expiry::OnRead,
+        (true, true) => Expiry::OnReadGone,
     })
 }
 

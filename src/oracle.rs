@@ -422,7 +422,7 @@ fn stuck_keys(model: &Model, obs: &Observation, out: &mut Vec<Violation>) {
     // runs out (as a lease does), and a model that proceeds past an in-progress record is
     // never blocked by one.
     let harmless = model.key.as_ref().is_some_and(|k| {
-        k.lease_us.is_some()
+        k.lease.is_some()
             || (k.store == crate::model::KeyStore::Cache && k.retention_us.is_some())
             || k.in_flight == crate::model::InFlight::Proceed
     });

@@ -9,7 +9,8 @@ use super::{Exec, Flow, WAIT_POLL_US, in_flight};
 use crate::history::{Refusal, Stmt, What};
 use crate::http::{self, Order, Reason, Response};
 use crate::model::{
-    ClaimCleanup, ClaimConflict, Fingerprint, InFlight, KeyStore, Replay, Rollback, StoreOutcomes,
+    ClaimCleanup, ClaimConflict, Expiry, Fingerprint, InFlight, KeyStore, Lease, Replay, Rollback,
+    StoreOutcomes,
 };
 use crate::report::Collected;
 use crate::report::{KeyRecord, RecordState, Scope};
@@ -126,11 +127,10 @@ impl Exec {
     /// or, with `lease_ms = "deadline"`, the execution's deadline.
     pub(super) fn lease_until(&self) -> Option<u64> {
         let kp = self.key_policy();
-        let lease = kp.lease_us?;
-        Some(if kp.lease_to_deadline {
-            self.admitted_app_us.saturating_add(lease)
-        } else {
-            self.app_now().saturating_add(lease)
+        Some(match kp.lease {
+            Lease::None => return None,
+            Lease::ToDeadline(us) => self.admitted_app_us.saturating_add(us),
+            Lease::For(us) => self.app_now().saturating_add(us),
         })
     }
 
@@ -140,7 +140,7 @@ impl Exec {
     pub async fn complete_abandoned(&mut self, a: Abandoned) -> Option<u16> {
         let next = self.world().model.resume_index(&a.point)?;
         let (s, now) = (a.scope.clone(), self.app_now());
-        let lease = self.key_policy().lease_us.unwrap_or(0);
+        let lease = self.key_policy().lease.duration_us().unwrap_or(0);
         let t = Takeover {
             me: self.run.id,
             until_us: now.saturating_add(lease),
@@ -240,7 +240,7 @@ impl Exec {
                 self.on_hit(rec).await
             }
             // The record had expired and was deleted on read: claim the key anew (once).
-            None if self.key_policy().expire_on_read && self.key_claim().await? => {
+            None if self.key_policy().expiry.on_read() && self.key_claim().await? => {
                 self.claimed = true;
                 self.event(What::Claimed);
                 Ok(Flow::Next)
@@ -608,13 +608,13 @@ impl Exec {
     pub(super) async fn key_lookup_live(&mut self) -> Result<Option<KeyRecord>, Failure> {
         let rec = self.key_lookup().await?;
         let kp = self.key_policy();
-        let (Some(r), true, Some(retention)) = (&rec, kp.expire_on_read, kp.retention_us) else {
+        let (Some(r), true, Some(retention)) = (&rec, kp.expiry.on_read(), kp.retention_us) else {
             return Ok(rec);
         };
         if r.created_us.saturating_add(retention) > self.app_now() {
             return Ok(rec);
         }
-        if kp.expired_gone {
+        if kp.expiry == Expiry::OnReadGone {
             self.expired = true;
             return Ok(rec);
         }

@@ -92,24 +92,15 @@ pub fn check(sim: &Sim, report: &Observation) -> Vec<Check> {
                 actual: format!("{} distinct id(s): {}{suffix}", ids.len(), list.join(", ")),
             });
         }
-        if let Some(n) = e.rows_after {
-            push(&mut out, format!("rows after {}", spec.id), n.to_string(), opt(r.rows_after));
-        }
-        if let Some(n) = e.keys_after {
-            push(
-                &mut out,
-                format!("stored keys after {}", spec.id),
-                n.to_string(),
-                opt(r.keys_after),
-            );
-        }
-        if let Some(n) = e.responses_after {
-            push(
-                &mut out,
-                format!("stored responses after {}", spec.id),
-                n.to_string(),
-                opt(r.responses_after),
-            );
+        // What the probe read right after the request finished.
+        for (what, expected, actual) in [
+            ("rows", e.rows_after, r.rows_after),
+            ("stored keys", e.keys_after, r.keys_after),
+            ("stored responses", e.responses_after, r.responses_after),
+        ] {
+            if let Some(n) = expected {
+                push(&mut out, format!("{what} after {}", spec.id), n.to_string(), opt(actual));
+            }
         }
     }
     let x = &sim.expect;

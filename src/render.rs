@@ -154,6 +154,26 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
     o
 }
 
+/// A cell's two verdicts, one line for the sweep text ("" for an n/a cell).
+fn verdict_line(c: &Cell) -> String {
+    let Some(v) = c.verdict() else { return String::new() };
+    let (safe, spec) = v.words();
+    let why_spec = if c.passed {
+        "every expectation held".to_string()
+    } else {
+        format!("expectations failed on {} of {} seeds", c.failed_seeds, c.runs)
+    };
+    format!(
+        "verdict: {safe} ({} violating seeds, {} cut short by a bound) · {spec} ({why_spec})\n",
+        c.violating_seeds, c.bounded_runs
+    )
+}
+
+/// The legend under the reference table.
+const REFERENCE_LEGEND: &str = "pass: the case's expectations held on every seed (as \
+     specified); FAIL k/n: they failed on k of n seeds. Whether a design is safe is the oracle's \
+     verdict, below.\n";
+
 /// The text report of a sweep.
 pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     let mut out = String::new();
@@ -164,6 +184,9 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     );
     let _ = writeln!(out, "  faults: {}", sim.faults.describe());
     let _ = writeln!(out, "  model: {}", model.program_text());
+    if let Some(l) = &sim.limitation {
+        let _ = writeln!(out, "  limitation described by the expectations: {l}");
+    }
     if let Some(line) = run::retention_line(sim, model) {
         let _ = writeln!(out, "  keys: {line}");
     }
@@ -189,19 +212,7 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         "\n{runs} runs · seeds with a violation: {} ({p:.1}%, 95% CI {lo:.1}%–{hi:.1}%) · bounds hit: {} · ambiguous intents: {}",
         c.violating_seeds, c.bounded_runs, c.ambiguous_intents
     );
-    if let Some(v) = c.verdict() {
-        let (safe, spec) = v.words();
-        let why_spec = if c.passed {
-            "every expectation held".to_string()
-        } else {
-            format!("expectations failed on {} of {runs} seeds", c.failed_seeds)
-        };
-        let _ = writeln!(
-            out,
-            "verdict: {safe} ({} violating seeds, {} cut short by a bound) · {spec} ({why_spec})",
-            c.violating_seeds, c.bounded_runs
-        );
-    }
+    out.push_str(&verdict_line(c));
     if c.violations.is_empty() {
         let _ = writeln!(out, "\nno violations on any seed");
     } else {
@@ -471,10 +482,7 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
         let _ = write!(out, "{:<colw$}", format!("{}/{}", t.passed, t.total));
     }
     out.push('\n');
-    out.push_str(
-        "pass: the case's expectations held on every seed (as specified); FAIL k/n: they failed \
-         on k of n seeds. Whether a design is safe is the oracle's verdict, below.\n",
-    );
+    out.push_str(REFERENCE_LEGEND);
     out.push_str(&na_lines(cells));
     out.push_str(&violation_lines(cells));
     let failing: Vec<&Cell> = cells.iter().filter(|c| !c.passed).collect();
@@ -583,11 +591,20 @@ fn cell_marks(c: &Cell) -> Vec<(String, bool)> {
         .iter()
         .map(|(n, v)| (format!("{} {}%", short(n), share(v.seeds)), v.permitted))
         .collect();
+    out.extend(verdict_marks(c).into_iter().map(|m| (m, false)));
+    out
+}
+
+/// The marks of a cell's runs cut short (`bound N%`) and failed expectations (`spec ✗ N%`),
+/// shared by the Markdown and HTML tables.
+fn verdict_marks(c: &Cell) -> Vec<String> {
+    let share = |k: u64| (100.0 * k as f64 / c.runs.max(1) as f64).round();
+    let mut out = Vec::new();
     if c.bounded_runs > 0 {
-        out.push((format!("bound {}%", share(c.bounded_runs)), false));
+        out.push(format!("bound {}%", share(c.bounded_runs)));
     }
-    if !c.passed {
-        out.push((format!("spec ✗ {}%", share(c.failed_seeds)), false));
+    if c.applicable && !c.passed {
+        out.push(format!("spec ✗ {}%", share(c.failed_seeds)));
     }
     out
 }
@@ -698,13 +715,8 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
                     if v.permitted { "*" } else { "" }
                 );
             }
-            if c.bounded_runs > 0 {
-                let pct = 100.0 * c.bounded_runs as f64 / c.runs.max(1) as f64;
-                let _ = write!(td, "<div>bound {pct:.0}%</div>");
-            }
-            if !c.passed && c.applicable {
-                let pct = 100.0 * c.failed_seeds as f64 / c.runs.max(1) as f64;
-                let _ = write!(td, "<div>spec ✗ {pct:.0}%</div>");
+            for m in verdict_marks(c) {
+                let _ = write!(td, "<div>{m}</div>");
             }
             let seed = c
                 .violations

@@ -36,6 +36,7 @@ pub mod report;
 pub mod run;
 
 // Many runs and the front end.
+pub mod agree;
 pub mod cli;
 pub mod explain;
 pub mod fuzz;

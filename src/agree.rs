@@ -205,7 +205,8 @@ pub fn detectable_difference(a_n: u64, b_n: u64, p: f64) -> f64 {
 }
 
 /// What a comparison says about two samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// No significant difference, and enough runs that a difference larger than the
     /// tolerance would very likely have shown.

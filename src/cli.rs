@@ -88,6 +88,13 @@ pub enum Command {
     /// Explain a model's failure in plain words (with only a model: its smallest failure
     /// among the shipped sims; `explain check-first` is the teaching demo).
     Explain(ExplainArgs),
+    /// Play a sim's client side for real against real server processes (a target in
+    /// targets/, docs/targets.md), judged like a simulated run. Not deterministic.
+    Real(crate::real::cmd::RealArgs),
+    /// The sim simulated over N seeds and played for real against a target over N rounds,
+    /// side by side: rates and histograms with intervals and a verdict per statistic
+    /// (exit 0 agree, 1 disagree, 4 inconclusive).
+    Validate(crate::real::cmd::ValidateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -284,6 +291,21 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Shrink(args)) => shrink_cmd(args),
         Some(Command::Merge(args)) => merge_cmd(args),
         Some(Command::Explain(args)) => explain_cmd(args),
+        Some(Command::Real(args)) => crate::real::cmd::real_cmd(args).map(real_exit),
+        Some(Command::Validate(args)) => crate::real::cmd::validate_cmd(args).map(real_exit),
+    }
+}
+
+/// Exit code of `validate` when the rounds were too few to tell.
+pub const EXIT_INCONCLUSIVE: i32 = 4;
+
+fn real_exit(e: crate::real::cmd::Ending) -> i32 {
+    use crate::real::cmd::Ending;
+    match e {
+        Ending::Held => EXIT_OK,
+        Ending::Failed => EXIT_FAILED,
+        Ending::Inconclusive => EXIT_INCONCLUSIVE,
+        Ending::Interrupted => EXIT_INTERRUPTED,
     }
 }
 

@@ -35,6 +35,9 @@ pub mod picture;
 pub mod report;
 pub mod run;
 
+// The second world: real servers, real sockets, wall-clock time (never used by a simulated run).
+pub mod real;
+
 // Many runs and the front end.
 pub mod agree;
 pub mod cli;

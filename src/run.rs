@@ -7,7 +7,7 @@ pub use crate::world::RunError;
 
 use crate::history::History;
 use crate::model::{Model, Step};
-use crate::report::{RecordState, RunReport};
+use crate::report::{Observation, RecordState, RunReport};
 use crate::scenario::{InjectAction, Sim};
 use crate::units::show_duration;
 use crate::{expect, oracle, world};
@@ -34,10 +34,17 @@ pub fn run(
     opts: RunOptions,
 ) -> Result<RunOutput, RunError> {
     let sim_out = world::simulate(sim, model, seed, opts.keep_history)?;
-    let obs = sim_out.observation;
+    let report = judge(sim, model, seed, sim_out.observation);
+    Ok(RunOutput { report, history: sim_out.history })
+}
+
+/// Judge one observation (a simulated run's or a real round's): the sim's expectations and
+/// the oracle, and the report built once, complete. `seed` names the run (a real round's
+/// number).
+pub fn judge(sim: &Sim, model: &Model, seed: u64, obs: Observation) -> RunReport {
     let checks = expect::check(sim, &obs);
     let violations = oracle::violations(sim, model, &obs);
-    let report = RunReport {
+    RunReport {
         seed,
         sim: sim.name.clone(),
         model: model.name.clone(),
@@ -62,8 +69,7 @@ pub fn run(
         rows: obs.rows,
         writes: obs.writes,
         requests: obs.requests,
-    };
-    Ok(RunOutput { report, history: sim_out.history })
+    }
 }
 
 /// The model's documented key retention against the client's retry window, for report

@@ -68,7 +68,7 @@ pub struct Cell {
 }
 
 impl Cell {
-    fn new(sim: &Sim, model: &Model, seeds: &Range<u64>) -> Cell {
+    pub(crate) fn new(sim: &Sim, model: &Model, seeds: &Range<u64>) -> Cell {
         let reason = run::not_applicable(sim, model);
         Cell {
             model: model.name.clone(),
@@ -98,7 +98,7 @@ impl Cell {
         }
     }
 
-    fn add(&mut self, sr: &SeedResult) {
+    pub(crate) fn add(&mut self, sr: &SeedResult) {
         let r = &sr.report;
         if sr.nondeterministic {
             let pos = self.nondeterministic_seeds.partition_point(|s| *s < sr.seed);

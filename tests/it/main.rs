@@ -13,6 +13,7 @@ mod fuzz;
 mod hardening;
 mod keystates;
 mod oracle_rules;
+mod real;
 mod shard;
 mod sim_claims;
 mod tidy;

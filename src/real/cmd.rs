@@ -1,0 +1,315 @@
+//! The `real` command: arguments, progress and the report's text.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::{RealOptions, RealReport, RoundOptions, Target};
+use crate::model::Model;
+use crate::scenario::Sim;
+use crate::{catalog, sweep};
+
+/// `idemsim real SIM --target T`.
+#[derive(Args, Debug)]
+pub struct RealArgs {
+    /// Sim name or file path.
+    pub sim: String,
+    /// Target name (under targets/) or file path (docs/targets.md).
+    #[arg(long)]
+    pub target: String,
+    /// The model to judge the rounds as (default: the target's `model`).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Rounds to play (1 to 10 000).
+    #[arg(long, default_value_t = 20)]
+    pub runs: u64,
+    /// Each round's wall-clock bound in ms (the sim's own time limit applies when shorter).
+    #[arg(long, default_value_t = 60_000)]
+    pub round_limit_ms: u64,
+    /// Keep each round's folder (database, server logs, instrumentation).
+    #[arg(long)]
+    pub keep: bool,
+    /// Ask the target for instrumentation lines (`IDEMSIM_TRACE`; kept with `--keep`).
+    #[arg(long)]
+    pub instrument: bool,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The sim, the model and the target a real command names.
+pub fn load(
+    sim: &str,
+    model: Option<&str>,
+    target: &str,
+) -> anyhow::Result<(Arc<Sim>, Arc<Model>, Target)> {
+    let target = super::target::find(target)?;
+    let sim = catalog::sim(sim)?;
+    let model_name = match (model, &target.model) {
+        (Some(m), _) => m.to_string(),
+        (None, Some(m)) => m.clone(),
+        (None, None) => {
+            anyhow::bail!("target `{}` names no model: say which with --model", target.name)
+        }
+    };
+    let model = catalog::model(&model_name)?;
+    Ok((sim, model, target))
+}
+
+/// How a real command ended; the command line maps it to an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Every round held (real), or the two worlds agree (validate).
+    Held,
+    /// A round failed or had a violation (real), or a statistic disagrees (validate).
+    Failed,
+    /// Too few rounds to tell (validate).
+    Inconclusive,
+    /// Stopped by SIGINT.
+    Interrupted,
+}
+
+/// Run the `real` command.
+pub fn real_cmd(a: RealArgs) -> anyhow::Result<Ending> {
+    let (sim, model, target) = load(&a.sim, a.model.as_deref(), &a.target)?;
+    super::procs::end_servers_on_interrupt();
+    let opts = RealOptions {
+        runs: a.runs,
+        round: RoundOptions {
+            limit_us: a.round_limit_ms.saturating_mul(1000),
+            keep: a.keep,
+            trace: a.instrument,
+        },
+    };
+    let quiet = a.json;
+    let report = super::real(&sim, &model, &target, &opts, |line| {
+        if !quiet {
+            eprint!("\rround {} · {:.1} ms · rows {}   ", line.round + 1, line.wall_ms, line.rows);
+        }
+    })
+    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
+    if !quiet {
+        eprintln!();
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", real_text(&sim, &model, &target, &report));
+    }
+    Ok(if report.cell.interrupted {
+        Ending::Interrupted
+    } else if report.cell.passed && report.cell.violating_seeds == 0 {
+        Ending::Held
+    } else {
+        Ending::Failed
+    })
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// A histogram as `k: n` pairs.
+pub fn hist(h: &std::collections::BTreeMap<u64, u64>) -> String {
+    h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
+}
+
+/// The report of a real run as text.
+pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> String {
+    let c = &r.cell;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "idemsim real: sim {} · target {} (`{}`) judged as model {} · {}",
+        sim.name,
+        target.name,
+        target.command.join(" "),
+        model.name,
+        c.seeds
+    );
+    let _ = writeln!(
+        o,
+        "  a REAL run, not deterministic: each round's schedule is this machine's ({} CPUs, load {:.2} before, {:.2} after)",
+        r.cpus, r.load_before[0], r.load_after[0]
+    );
+    let _ = writeln!(o, "  faults: {}", sim.faults.describe());
+    if c.interrupted {
+        let _ = writeln!(o, "  INTERRUPTED: the {} round(s) that finished", c.runs);
+    }
+    let runs = c.runs;
+    let pct = |k: u64| {
+        let (lo, hi) = sweep::wilson(k, runs);
+        (100.0 * k as f64 / runs.max(1) as f64, 100.0 * lo, 100.0 * hi)
+    };
+    let (p, lo, hi) = pct(c.violating_seeds);
+    let _ = writeln!(
+        o,
+        "\n{runs} rounds · rounds with a violation: {} ({p:.1}%, 95% CI {lo:.1}%–{hi:.1}%) · bounds hit: {}",
+        c.violating_seeds, c.bounded_runs
+    );
+    for (name, v) in c.violations_in_order() {
+        let (p, lo, hi) = pct(v.seeds);
+        let star = if v.permitted { "*" } else { "" };
+        let _ = writeln!(
+            o,
+            "  {name}{star:<1} {:>24} rounds {p:>6.1}%  95% CI {lo:.1}%–{hi:.1}%  first round {}",
+            v.seeds, v.first_seed
+        );
+    }
+    o.push_str(&shape_lines(r));
+    o.push_str(&expectations_line(c));
+    o
+}
+
+/// The histograms and the rounds' wall times.
+fn shape_lines(r: &RealReport) -> String {
+    let (c, mut o) = (&r.cell, String::new());
+    let _ = writeln!(o, "\nrows at the end     {}", hist(&c.rows));
+    let _ = writeln!(o, "rows per intent     {}", hist(&c.rows_per_intent));
+    let _ = writeln!(o, "effects per intent  {}", hist(&c.effects_per_intent));
+    let statuses = c.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>();
+    let _ = writeln!(o, "attempt outcomes    {}", statuses.join("   "));
+    let mut walls: Vec<f64> = r.rounds.iter().map(|x| x.wall_ms).collect();
+    walls.sort_by(f64::total_cmp);
+    let _ = writeln!(
+        o,
+        "round wall time     p50 {:.1} ms · p90 {:.1} ms · max {:.1} ms",
+        percentile(&walls, 0.5),
+        percentile(&walls, 0.9),
+        walls.last().copied().unwrap_or(0.0)
+    );
+    o
+}
+
+/// Whether the expectations held, and on the first failing round why not.
+fn expectations_line(c: &crate::sweep::Cell) -> String {
+    let (runs, mut o) = (c.runs, String::new());
+    match c.first_failed_seed {
+        None => {
+            let _ = writeln!(o, "\nexpectations held on every round");
+        }
+        Some(first) => {
+            let why: Vec<String> = c
+                .first_failure
+                .iter()
+                .map(|k| format!("{}: expected {}, got {}", k.what, k.expected, k.actual))
+                .collect();
+            let _ = writeln!(
+                o,
+                "\nexpectations failed on {}/{runs} rounds; first round {first}: {}",
+                c.failed_seeds,
+                why.join("; ")
+            );
+        }
+    }
+    o
+}
+
+/// `idemsim validate SIM --target T`.
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// Sim name or file path.
+    pub sim: String,
+    /// Target name (under targets/) or file path.
+    #[arg(long)]
+    pub target: String,
+    /// The model to simulate (default: the target's `model`).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Seeds simulated and rounds played (each; 1 to 10 000).
+    #[arg(long, default_value_t = 100)]
+    pub runs: u64,
+    /// The largest difference in a rate that "agree" may leave unseen (0.01 to 1).
+    #[arg(long, default_value_t = 0.15)]
+    pub tolerance: f64,
+    /// Each round's wall-clock bound in ms.
+    #[arg(long, default_value_t = 60_000)]
+    pub round_limit_ms: u64,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run the `validate` command.
+pub fn validate_cmd(a: ValidateArgs) -> anyhow::Result<Ending> {
+    if !(0.01..=1.0).contains(&a.tolerance) {
+        anyhow::bail!("--tolerance {}: expected a difference in rate from 0.01 to 1", a.tolerance);
+    }
+    let (sim, model, target) = load(&a.sim, a.model.as_deref(), &a.target)?;
+    super::procs::end_servers_on_interrupt();
+    let runs = a.runs.clamp(1, super::MAX_RUNS);
+    let simulated = sweep::run_matrix(
+        std::slice::from_ref(&sim),
+        std::slice::from_ref(&model),
+        Some(0..runs),
+        sweep::default_jobs(),
+    )?
+    .remove(0);
+    let opts = RealOptions {
+        runs,
+        round: RoundOptions {
+            limit_us: a.round_limit_ms.saturating_mul(1000),
+            keep: false,
+            trace: false,
+        },
+    };
+    let quiet = a.json;
+    let real = super::real(&sim, &model, &target, &opts, |line| {
+        if !quiet {
+            eprint!("\rround {} of {runs} · rows {}   ", line.round + 1, line.rows);
+        }
+    })
+    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
+    if !quiet {
+        eprintln!();
+    }
+    let v = super::validate::compare(&simulated, &real.cell, a.tolerance);
+    if a.json {
+        let out = serde_json::json!({
+            "kind": "validation",
+            "sim": sim.name,
+            "model": model.name,
+            "target": target.name,
+            "runs": runs,
+            "simulated": simulated,
+            "real": real,
+            "validation": v,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        let _ =
+            writeln!(std::io::stdout(), "{}", validate_header(&sim, &model, &target, runs, &real));
+        print!("{}", super::validate::text(&v));
+    }
+    Ok(match v.verdict {
+        _ if real.cell.interrupted => Ending::Interrupted,
+        crate::agree::Verdict::Agree => Ending::Held,
+        crate::agree::Verdict::Disagree => Ending::Failed,
+        crate::agree::Verdict::Inconclusive => Ending::Inconclusive,
+    })
+}
+
+fn validate_header(
+    sim: &Sim,
+    model: &Model,
+    target: &Target,
+    runs: u64,
+    real: &RealReport,
+) -> String {
+    format!(
+        "idemsim validate: sim {} · model {} simulated on seeds 0..{runs} · target {} played for real, {} rounds ({} CPUs, load {:.2} → {:.2})\n",
+        sim.name,
+        model.name,
+        target.name,
+        real.cell.runs,
+        real.cpus,
+        real.load_before[0],
+        real.load_after[0]
+    )
+}

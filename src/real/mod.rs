@@ -1,0 +1,191 @@
+//! Real runs: a sim's client side played for real against real server processes (a target,
+//! `docs/targets.md`), judged by the same expectations and oracle as a simulated run.
+//!
+//! This is idemsim's second world: like `src/world/` it touches SQLite (the target's database
+//! file, read after each round), and unlike it it reads wall-clock time and runs real
+//! threads, sockets and processes. Nothing here is deterministic, and nothing here is used by
+//! a simulated run.
+
+pub mod cmd;
+pub mod db;
+pub mod hub;
+pub mod procs;
+pub mod round;
+pub mod target;
+pub mod validate;
+pub mod wire;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::model::Model;
+use crate::run;
+use crate::scenario::{InjectAction, Sim};
+use crate::sweep::{Cell, SeedResult};
+
+pub use round::RoundOptions;
+pub use target::Target;
+
+/// Options of a real run.
+#[derive(Debug, Clone)]
+pub struct RealOptions {
+    /// Rounds to play (each a fresh database and fresh processes).
+    pub runs: u64,
+    /// Each round's options.
+    pub round: RoundOptions,
+}
+
+/// The most rounds one real run plays.
+pub const MAX_RUNS: u64 = 10_000;
+
+/// One round, as a line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundLine {
+    /// 0-based.
+    pub round: u64,
+    /// Wall time of the round's traffic (ms).
+    pub wall_ms: f64,
+    /// Rows at the end.
+    pub rows: u64,
+    /// Effects at the end.
+    pub effects: u64,
+    /// The expectations held.
+    pub passed: bool,
+    /// Violation names (not policy-permitted ones).
+    pub violations: Vec<String>,
+    /// The round's folder, when kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+}
+
+/// A real run: the cell over its rounds, and each round.
+#[derive(Debug, Clone, Serialize)]
+pub struct RealReport {
+    /// Always "real": this report is of a real, not a deterministic, run.
+    pub kind: &'static str,
+    /// The target's name.
+    pub target: String,
+    /// The aggregate, as a sweep's cell (`seeds` are rounds).
+    pub cell: Cell,
+    /// Every round.
+    pub rounds: Vec<RoundLine>,
+    /// The machine's load average (1, 5, 15 min) before the first round and after the last.
+    pub load_before: [f64; 3],
+    /// See `load_before`.
+    pub load_after: [f64; 3],
+    /// Logical CPUs of the machine.
+    pub cpus: usize,
+}
+
+/// A real run that could not go on.
+#[derive(Debug, Clone)]
+pub struct RealError(pub String);
+
+impl std::fmt::Display for RealError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why real runs cannot play this sim (None: they can): the faults and actions a real round
+/// does not reproduce yet.
+pub fn unsupported(sim: &Sim) -> Option<String> {
+    let f = &sim.faults;
+    let mut missing = Vec::new();
+    if !f.partitions.is_empty() {
+        missing.push("partitions");
+    }
+    if f.gc_every_us.is_some() {
+        missing.push("a key collector (gc_every_ms)");
+    }
+    if f.commit_lost > 0.0 {
+        missing.push("commit_lost");
+    }
+    if f.reply_drop_after_commit > 0.0 {
+        missing.push("reply_drop_after_commit");
+    }
+    let e = &f.effects;
+    if [e.drop, e.ack_drop, e.duplicate, e.error_after_success, e.delay, e.decline]
+        .iter()
+        .any(|r| *r > 0.0)
+    {
+        missing.push("effect provider faults");
+    }
+    let c = &f.cache;
+    if [c.unavailable, c.evict, c.restart, c.reply_drop].iter().any(|r| *r > 0.0) {
+        missing.push("cache faults");
+    }
+    if sim.world.clock_skew_us.is_some() || sim.requests.iter().any(|q| q.clock_skew_us.is_some()) {
+        missing.push("clock skew");
+    }
+    if sim.injects.iter().any(|i| matches!(i.action, InjectAction::ClockJump { .. })) {
+        missing.push("clock jumps");
+    }
+    if !sim.world.stock.is_empty() {
+        missing.push("stock");
+    }
+    (!missing.is_empty()).then(|| format!("real runs do not reproduce {} yet", missing.join(", ")))
+}
+
+fn load_average() -> [f64; 3] {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut it = text.split_whitespace().map(|x| x.parse::<f64>().unwrap_or(0.0));
+    [it.next().unwrap_or(0.0), it.next().unwrap_or(0.0), it.next().unwrap_or(0.0)]
+}
+
+/// Play `opts.runs` rounds of `sim` against `target`, judging each as `model`; `on_round`
+/// sees each round as it ends (progress).
+pub fn real(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    target: &Target,
+    opts: &RealOptions,
+    mut on_round: impl FnMut(&RoundLine),
+) -> Result<RealReport, RealError> {
+    if let Some(why) = unsupported(sim) {
+        return Err(RealError(format!("sim `{}`: {why}", sim.name)));
+    }
+    if let Some(why) = run::not_applicable(sim, model) {
+        return Err(RealError(format!(
+            "sim `{}` does not apply to model `{}`: {why}",
+            sim.name, model.name
+        )));
+    }
+    let runs = opts.runs.clamp(1, MAX_RUNS);
+    let mut cell = Cell::new(sim, model, &(0..runs));
+    let load_before = load_average();
+    let mut rounds = Vec::new();
+    for r in 0..runs {
+        if crate::sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+            cell.interrupted = true;
+            break;
+        }
+        let res = round::play(sim, model, target, r, &opts.round)
+            .map_err(|e| RealError(format!("round {r}: {}", e.0)))?;
+        let wall_ms = res.wall_us as f64 / 1000.0;
+        let report = run::judge(sim, model, r, res.observation);
+        let line = RoundLine {
+            round: r,
+            wall_ms,
+            rows: report.rows.len() as u64,
+            effects: report.effects_total,
+            passed: report.passed(),
+            violations: report.violation_names().iter().map(|v| v.name().to_string()).collect(),
+            dir: res.dir.map(|d| d.display().to_string()),
+        };
+        on_round(&line);
+        rounds.push(line);
+        cell.add(&SeedResult { cell: 0, seed: r, report, nondeterministic: false });
+    }
+    cell.seeds = format!("{} rounds", cell.runs);
+    Ok(RealReport {
+        kind: "real",
+        target: target.name.clone(),
+        cell,
+        rounds,
+        load_before,
+        load_after: load_average(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    })
+}

@@ -1,0 +1,513 @@
+//! One real round: a fresh database folder, the hub, the server processes, then the sim's
+//! requests and actions played for real (threads, sockets, wall-clock waits) in the order
+//! their `after` lists give, then the processes killed and the database read into the same
+//! [`Observation`] a simulated run gives.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::hub::Hub;
+use super::procs::{Launch, Servers};
+use super::target::Target;
+use super::{db, wire};
+use crate::http;
+use crate::model::Model;
+use crate::report::{AttemptOutcome, Observation, Outcome, RequestReport};
+use crate::scenario::{ActionKind, RequestSpec, Route, Sim};
+
+/// Options of a round.
+#[derive(Debug, Clone)]
+pub struct RoundOptions {
+    /// The round's wall-clock bound (µs); the sim's own time limit applies when shorter.
+    pub limit_us: u64,
+    /// Keep the round's folder (database, server logs, instrumentation) instead of deleting it.
+    pub keep: bool,
+    /// Ask the target for instrumentation lines (`IDEMSIM_TRACE`).
+    pub trace: bool,
+}
+
+/// What one round observed, with its wall time.
+pub struct RoundResult {
+    /// The same plain data a simulated run gives (no trace hash: a real run has none).
+    pub observation: Observation,
+    /// Wall time of the round's traffic (µs), from the first request to the last answer.
+    pub wall_us: u64,
+    /// The round's folder when kept.
+    pub dir: Option<PathBuf>,
+}
+
+/// A real round could not be played (the target, not the design, is at fault).
+#[derive(Debug, Clone)]
+pub struct RoundError(pub String);
+
+/// Which `[[request]]` and `[[action]]` have finished, for `after` lists.
+struct Done {
+    names: Mutex<BTreeSet<String>>,
+    changed: Condvar,
+}
+
+impl Done {
+    fn mark(&self, name: &str) {
+        self.names.lock().unwrap().insert(name.to_string());
+        self.changed.notify_all();
+    }
+
+    /// Wait until every name in `after` is done, or the deadline; false on the deadline.
+    fn wait(&self, after: &[String], deadline: Instant) -> bool {
+        let mut names = self.names.lock().unwrap();
+        loop {
+            if after.iter().all(|a| names.contains(a)) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline
+                || crate::sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return false;
+            }
+            names = self
+                .changed
+                .wait_timeout(names, (deadline - now).min(Duration::from_millis(50)))
+                .unwrap()
+                .0;
+        }
+    }
+}
+
+struct Ctx {
+    sim: Arc<Sim>,
+    model: Arc<Model>,
+    servers: Arc<Servers>,
+    db: PathBuf,
+    target: Target,
+    start: Instant,
+    deadline: Instant,
+    done: Done,
+    seed: u64,
+    /// The first answer that was not HTTP (the target's fault).
+    garbage: Mutex<Option<String>>,
+}
+
+/// Play round `round` of `sim` against `target`.
+pub fn play(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    target: &Target,
+    round: u64,
+    opts: &RoundOptions,
+) -> Result<RoundResult, RoundError> {
+    let dir = round_dir(round)?;
+    let result = play_in(sim, model, target, round, opts, &dir);
+    if opts.keep {
+        return result.map(|r| RoundResult { dir: Some(dir), ..r });
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn round_dir(round: u64) -> Result<PathBuf, RoundError> {
+    let base = std::env::temp_dir();
+    for attempt in 0..100u32 {
+        let d = base.join(format!("idemsim-real-{}-{round}-{attempt}", std::process::id()));
+        match std::fs::create_dir(&d) {
+            Ok(()) => return Ok(d),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(RoundError(format!("cannot create {}: {e}", d.display()))),
+        }
+    }
+    Err(RoundError("cannot create a fresh round folder in the temporary folder".into()))
+}
+
+fn play_in(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    target: &Target,
+    round: u64,
+    opts: &RoundOptions,
+    dir: &Path,
+) -> Result<RoundResult, RoundError> {
+    let start = Instant::now();
+    let hub = Hub::start(sim.clone(), round, start)
+        .map_err(|e| RoundError(format!("cannot listen on loopback for the hook: {e}")))?;
+    let db_path = dir.join("db.sqlite");
+    let servers = match start_servers(sim, model, target, opts, dir, &hub) {
+        Ok(s) => s,
+        Err(e) => {
+            hub.finish();
+            return Err(e);
+        }
+    };
+    hub.attach(servers.clone());
+    let limit = opts.limit_us.min(sim.world.time_limit_us);
+    let traffic = Instant::now();
+    let ctx = Arc::new(Ctx {
+        sim: sim.clone(),
+        model: model.clone(),
+        servers: servers.clone(),
+        db: db_path.clone(),
+        target: target.clone(),
+        start: traffic,
+        deadline: traffic + Duration::from_micros(limit),
+        done: Done { names: Mutex::new(BTreeSet::new()), changed: Condvar::new() },
+        seed: round,
+        garbage: Mutex::new(None),
+    });
+    let (requests, collected, bound) = play_items(&ctx);
+    let wall_us = traffic.elapsed().as_micros() as u64;
+    let log = hub.finish();
+    servers.kill_all();
+    if let Some(bad) = log.bad_calls.first().or(ctx.garbage.lock().unwrap().as_ref()) {
+        return Err(RoundError(format!("target `{}`: {bad}", target.name)));
+    }
+    let state = db::read_final(&db_path, target)
+        .map_err(|e| RoundError(format!("target `{}`: {e}", target.name)))?;
+    let mut bounds_hit = Vec::new();
+    if bound {
+        bounds_hit.push(format!("round time limit {} ms", limit / 1000));
+    }
+    let observation = Observation {
+        requests,
+        rows: state.rows(sim),
+        keys: state.keys_for(sim),
+        effect_log: log.effects,
+        deliveries: log.deliveries,
+        collected,
+        bounds_hit,
+        unsent: Vec::new(),
+        resources: Vec::new(),
+        writes: Vec::new(),
+        end_us: wall_us,
+        events: 0,
+        trace_hash: 0,
+    };
+    Ok(RoundResult { observation, wall_us, dir: None })
+}
+
+/// Start the sim's server processes for a round in `dir`.
+fn start_servers(
+    sim: &Sim,
+    model: &Model,
+    target: &Target,
+    opts: &RoundOptions,
+    dir: &Path,
+    hub: &Hub,
+) -> Result<Arc<Servers>, RoundError> {
+    let launch = Launch {
+        dir: dir.to_path_buf(),
+        db: dir.join("db.sqlite"),
+        busy_timeout_ms: sim.world.wait_budget_us.unwrap_or(model.wait_budget_us) / 1000,
+        hub_url: hub.url(),
+        points: armed_points(sim),
+        trace: opts.trace.then(|| dir.join("trace.jsonl")),
+    };
+    Servers::start(target, launch, sim.world.processes).map_err(|e| RoundError(e.0))
+}
+
+/// The points the sim injects at, plus `steps` when it crashes processes between steps.
+fn armed_points(sim: &Sim) -> String {
+    let mut points: BTreeSet<&str> = sim.injects.iter().map(|i| i.point.as_str()).collect();
+    if sim.faults.crash > 0.0 {
+        points.insert("steps");
+    }
+    points.into_iter().collect::<Vec<_>>().join(",")
+}
+
+/// Run every request and action on its own thread; returns the clients' reports, the key
+/// records a delete-keys action removed, and whether the round's bound was hit.
+fn play_items(ctx: &Arc<Ctx>) -> (Vec<RequestReport>, Vec<crate::report::Collected>, bool) {
+    let reports: Arc<Mutex<Vec<RequestReport>>> = Arc::new(Mutex::new(
+        ctx.sim
+            .requests
+            .iter()
+            .map(|q| RequestReport {
+                id: q.id.clone(),
+                intent: q.intent.clone(),
+                copies: vec![Vec::new(); q.copies as usize],
+                rows_after: None,
+                keys_after: None,
+                responses_after: None,
+                finished: false,
+            })
+            .collect(),
+    ));
+    let collected = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for qi in 0..ctx.sim.requests.len() {
+        let (ctx, reports) = (ctx.clone(), reports.clone());
+        threads.push(std::thread::spawn(move || run_request(&ctx, qi, &reports)));
+    }
+    for ai in 0..ctx.sim.actions.len() {
+        let (ctx, collected) = (ctx.clone(), collected.clone());
+        threads.push(std::thread::spawn(move || run_action(&ctx, ai, &collected)));
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    let bound = Instant::now() >= ctx.deadline;
+    let reports = std::mem::take(&mut *reports.lock().unwrap());
+    let collected = std::mem::take(&mut *collected.lock().unwrap());
+    (reports, collected, bound)
+}
+
+fn run_request(ctx: &Arc<Ctx>, qi: usize, reports: &Mutex<Vec<RequestReport>>) {
+    let spec = &ctx.sim.requests[qi];
+    if !ctx.done.wait(&spec.after, ctx.deadline) {
+        return;
+    }
+    sleep_until(Instant::now() + Duration::from_micros(spec.delay_us), ctx.deadline);
+    let mut copies = Vec::new();
+    for copy in 0..spec.copies {
+        let ctx = ctx.clone();
+        copies.push(std::thread::spawn(move || run_copy(&ctx, qi, copy)));
+    }
+    let attempts: Vec<Vec<AttemptOutcome>> =
+        copies.into_iter().map(|c| c.join().unwrap_or_default()).collect();
+    let probe = spec.expect.needs_probe().then(|| db::probe(&ctx.db, &ctx.target)).flatten();
+    {
+        let mut r = reports.lock().unwrap();
+        r[qi].copies = attempts;
+        if let Some((rows, keys, responses)) = probe {
+            r[qi].rows_after = Some(rows);
+            r[qi].keys_after = Some(keys);
+            r[qi].responses_after = Some(responses);
+        }
+        r[qi].finished = Instant::now() < ctx.deadline;
+    }
+    ctx.done.mark(&spec.id);
+}
+
+fn sleep_until(t: Instant, deadline: Instant) {
+    let t = t.min(deadline);
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
+    }
+}
+
+fn ms_since(ctx: &Ctx, t: Instant) -> f64 {
+    t.saturating_duration_since(ctx.start).as_micros() as f64 / 1000.0
+}
+
+/// One copy: its attempts, with the sim's faults applied between idemsim's socket and the
+/// server (a proxy in front of the process would act at the same place), retried as the
+/// policy says.
+fn run_copy(ctx: &Arc<Ctx>, qi: usize, copy: u32) -> Vec<AttemptOutcome> {
+    let spec = &ctx.sim.requests[qi];
+    let mut rng = StdRng::seed_from_u64(
+        ctx.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((qi as u64) << 32) ^ u64::from(copy),
+    );
+    let (lo, hi) = spec.spread_us;
+    if hi > 0 {
+        let d = if hi > lo { rng.gen_range(lo..=hi) } else { lo };
+        sleep_until(Instant::now() + Duration::from_micros(d), ctx.deadline);
+    }
+    let policy = &spec.policy;
+    let first_sent = Instant::now();
+    let mut out = Vec::new();
+    for attempt in 1..=policy.max_attempts {
+        if Instant::now() >= ctx.deadline {
+            break;
+        }
+        let key = spec.key.as_ref().map(|k| {
+            if policy.new_key_per_attempt && attempt > 1 {
+                format!("{k}-{attempt}")
+            } else {
+                k.clone()
+            }
+        });
+        let process = route(spec, copy, ctx.sim.world.processes, &mut rng);
+        let outcome = attempt_once(ctx, spec, (qi, copy, attempt), key, process, &mut rng);
+        let retry = match outcome.status {
+            None => policy.on.transport,
+            Some(s) => policy.on.statuses.contains(&s),
+        };
+        out.push(outcome);
+        if !retry || attempt == policy.max_attempts {
+            break;
+        }
+        let mut backoff = policy.backoff_before_us(attempt);
+        if policy.jitter && backoff > 0 {
+            backoff = rng.gen_range(backoff / 2..=backoff);
+        }
+        let since_first = first_sent.elapsed().as_micros() as u64;
+        if policy.horizon_us.is_some_and(|h| since_first.saturating_add(backoff) > h) {
+            break;
+        }
+        sleep_until(Instant::now() + Duration::from_micros(backoff), ctx.deadline);
+    }
+    out
+}
+
+fn route(spec: &RequestSpec, copy: u32, processes: usize, rng: &mut StdRng) -> usize {
+    match spec.route {
+        Route::Fixed(p) => p.min(processes - 1),
+        Route::Alternate => copy as usize % processes,
+        Route::Random => rng.gen_range(0..processes),
+    }
+}
+
+fn headers(spec: &RequestSpec, key: &Option<String>, attempt_id: &str) -> Vec<(String, String)> {
+    let mut h = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
+    if let Some(u) = &spec.user {
+        h.push((http::USER_HEADER.into(), u.clone()));
+    }
+    if let Some(t) = &spec.tenant {
+        h.push((http::TENANT_HEADER.into(), t.clone()));
+    }
+    if let Some(m) = &spec.if_match {
+        h.push((http::IF_MATCH_HEADER.into(), m.clone()));
+    }
+    if let Some(k) = key {
+        h.push((http::KEY_HEADER.into(), k.clone()));
+    }
+    h.push((http::INTENT_HEADER.into(), spec.intent.clone()));
+    h.push(("X-Attempt".into(), attempt_id.to_string()));
+    h
+}
+
+fn chance(rng: &mut StdRng, rate: f64) -> bool {
+    rate > 0.0 && rng.r#gen::<f64>() < rate
+}
+
+fn draw(rng: &mut StdRng, (lo, hi): (u64, u64)) -> u64 {
+    if hi > lo { rng.gen_range(lo..=hi) } else { lo }
+}
+
+/// The network faults one attempt draws (in the client's path, where a proxy would act).
+struct NetFaults {
+    drop_request: bool,
+    drop_reply: bool,
+    delay_us: Option<u64>,
+    resend_after_us: Option<u64>,
+}
+
+impl NetFaults {
+    fn draw(f: &crate::scenario::Faults, rng: &mut StdRng) -> NetFaults {
+        let (drop_request, drop_reply) = (chance(rng, f.request_drop), chance(rng, f.reply_drop));
+        let delay_us = chance(rng, f.delay).then(|| draw(rng, f.delay_us));
+        let resend_after_us = chance(rng, f.duplicate).then(|| draw(rng, f.duplicate_after_us));
+        NetFaults { drop_request, drop_reply, delay_us, resend_after_us }
+    }
+}
+
+/// One attempt over a real socket.
+fn attempt_once(
+    ctx: &Arc<Ctx>,
+    spec: &RequestSpec,
+    (qi, copy, attempt): (usize, u32, u32),
+    key: Option<String>,
+    process: usize,
+    rng: &mut StdRng,
+) -> AttemptOutcome {
+    let attempt_id = format!("{qi}.{copy}.{attempt}");
+    let bytes = wire::request_bytes(
+        &spec.method,
+        &spec.path,
+        &headers(spec, &key, &attempt_id),
+        spec.body_for(attempt).as_bytes(),
+    );
+    let faults = NetFaults::draw(&ctx.sim.faults, rng);
+    let sent = Instant::now();
+    let deadline = (sent + Duration::from_micros(spec.timeout_us)).min(ctx.deadline);
+    let answer = exchange(ctx, process, &bytes, &faults, deadline);
+    let marker = ctx.model.key.as_ref().map_or("Idempotent-Replayed", |k| k.replay_marker.as_str());
+    AttemptOutcome {
+        outcome: if answer.is_some() { Outcome::Reply } else { Outcome::TransportFailure },
+        status: answer.as_ref().and_then(|m| m.status()),
+        replayed: answer.as_ref().is_some_and(|m| m.header(marker).is_some()),
+        body: answer.map(|m| String::from_utf8_lossy(&m.body).into_owned()),
+        key,
+        sent_ms: ms_since(ctx, sent),
+        done_ms: ms_since(ctx, Instant::now()),
+        reason: None,
+        exec: None,
+    }
+}
+
+/// Send the request with its faults and read the answer; None is what the client sees as a
+/// transport failure (a timeout, a reset, a refused connection, a lost reply).
+fn exchange(
+    ctx: &Ctx,
+    process: usize,
+    bytes: &[u8],
+    faults: &NetFaults,
+    deadline: Instant,
+) -> Option<wire::Message> {
+    if let Some(d) = faults.delay_us {
+        sleep_until(Instant::now() + Duration::from_micros(d), deadline);
+    }
+    if faults.drop_request {
+        sleep_until(deadline, deadline);
+        return None;
+    }
+    let mut conn = connect(ctx, process)?;
+    if !wire::send(&mut conn, bytes) {
+        return None;
+    }
+    if let Some(after) = faults.resend_after_us {
+        // A proxy's resend: the same bytes on a second connection; the client gets its reply.
+        sleep_until(Instant::now() + Duration::from_micros(after), deadline);
+        let mut second = connect(ctx, process)?;
+        if !wire::send(&mut second, bytes) {
+            return None;
+        }
+        let mut first = std::mem::replace(&mut conn, second);
+        std::thread::spawn(move || {
+            let _ = wire::read_message(&mut first, Instant::now() + Duration::from_secs(30));
+        });
+    }
+    let msg = match wire::read_message(&mut conn, deadline) {
+        Ok(m) if m.status().is_some() => m,
+        // An answer that is not HTTP is the target's fault: the round is refused.
+        Ok(_) | Err(wire::ReadError::Garbage(_)) => {
+            let why = format!("process {} answered something that is not HTTP", process + 1);
+            ctx.garbage.lock().unwrap().get_or_insert(why);
+            return None;
+        }
+        Err(_) => return None,
+    };
+    if faults.drop_reply {
+        sleep_until(deadline, deadline);
+        return None;
+    }
+    Some(msg)
+}
+
+fn connect(ctx: &Ctx, process: usize) -> Option<std::net::TcpStream> {
+    let port = ctx.servers.port(process)?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wire::connect(addr, Duration::from_secs(2)).ok()
+}
+
+fn run_action(ctx: &Arc<Ctx>, ai: usize, collected: &Mutex<Vec<crate::report::Collected>>) {
+    let a = &ctx.sim.actions[ai];
+    if !ctx.done.wait(&a.after, ctx.deadline) {
+        return;
+    }
+    sleep_until(Instant::now() + Duration::from_micros(a.delay_us), ctx.deadline);
+    let at_us = ctx.start.elapsed().as_micros() as u64;
+    match &a.kind {
+        ActionKind::DeleteKeys => {
+            let gone = db::delete_keys(&ctx.db, &ctx.target, at_us);
+            collected.lock().unwrap().extend(gone);
+            ctx.done.mark(&a.id);
+        }
+        ActionKind::HoldLock { until, for_us } => {
+            let lock = db::Lock::take(&ctx.db);
+            if let Some(u) = until {
+                ctx.done.wait(std::slice::from_ref(u), ctx.deadline);
+            }
+            if let Some(us) = for_us {
+                sleep_until(Instant::now() + Duration::from_micros(*us), ctx.deadline);
+            }
+            drop(lock);
+            ctx.done.mark(&a.id);
+        }
+    }
+}

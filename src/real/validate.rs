@@ -1,0 +1,214 @@
+//! `validate`: the same sim simulated over N seeds and played for real over N rounds, side
+//! by side, statistic by statistic, each with a verdict (agree, disagree, inconclusive).
+//! Pure: it compares two cells.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::agree::{self, COUNT_BINS, Verdict};
+use crate::sweep::Cell;
+
+/// One rate compared.
+#[derive(Debug, Clone, Serialize)]
+pub struct RateRow {
+    /// What is counted, e.g. `runs with a violation`, `intents with ≥ 2 rows`.
+    pub statistic: String,
+    /// Simulated: successes, trials, rate, 95 % interval.
+    pub sim: (u64, u64, f64, (f64, f64)),
+    /// Real: the same.
+    pub real: (u64, u64, f64, (f64, f64)),
+    /// Fisher's exact two-sided p-value.
+    pub p_value: f64,
+    /// The smallest difference these trials detect (power 0.8, alpha 0.05).
+    pub detectable: f64,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// One histogram compared (pooled bins).
+#[derive(Debug, Clone, Serialize)]
+pub struct HistRow {
+    /// What is counted, e.g. `rows per intent`.
+    pub statistic: String,
+    /// Bin labels.
+    pub bins: Vec<String>,
+    /// Simulated counts per bin.
+    pub sim: Vec<u64>,
+    /// Real counts per bin.
+    pub real: Vec<u64>,
+    /// The permutation test's p-value of the chi-square statistic.
+    pub p_value: f64,
+    /// The verdict: disagree when p < alpha; agree when the rates of its bins agree;
+    /// inconclusive otherwise.
+    pub verdict: Verdict,
+}
+
+/// A validation: every statistic, and the overall verdict (disagree if any disagrees,
+/// inconclusive if any is inconclusive, agree otherwise).
+#[derive(Debug, Clone, Serialize)]
+pub struct Validation {
+    /// Rates.
+    pub rates: Vec<RateRow>,
+    /// Histograms.
+    pub histograms: Vec<HistRow>,
+    /// The tolerance (absolute difference in rate) a verdict of agree must be able to see.
+    pub tolerance: f64,
+    /// Overall.
+    pub verdict: Verdict,
+}
+
+fn rate(statistic: &str, (ks, ns): (u64, u64), (kr, nr): (u64, u64), tol: f64) -> RateRow {
+    let c = agree::two_proportion(ks, ns, kr, nr);
+    RateRow {
+        statistic: statistic.to_string(),
+        sim: (ks, ns, c.a_rate, c.a_interval),
+        real: (kr, nr, c.b_rate, c.b_interval),
+        p_value: c.p_value,
+        detectable: c.detectable_difference(),
+        verdict: agree::verdict(&c, tol),
+    }
+}
+
+/// Expand a `count → runs` histogram into one count per run (for pooling).
+fn per_run(h: &BTreeMap<u64, u64>) -> Vec<u64> {
+    h.iter().flat_map(|(k, n)| std::iter::repeat_n(*k, *n as usize)).collect()
+}
+
+fn at_least(h: &BTreeMap<u64, u64>, min: u64) -> (u64, u64) {
+    (h.range(min..).map(|(_, n)| n).sum(), h.values().sum())
+}
+
+fn histogram(
+    statistic: &str,
+    s: &BTreeMap<u64, u64>,
+    r: &BTreeMap<u64, u64>,
+    rates: &[&RateRow],
+) -> HistRow {
+    let (a, b) = (agree::pool(&per_run(s), &COUNT_BINS), agree::pool(&per_run(r), &COUNT_BINS));
+    let t = agree::histogram_test(&a, &b);
+    let verdict = if t.p_value < agree::DEFAULT_ALPHA {
+        Verdict::Disagree
+    } else if rates.iter().all(|x| x.verdict == Verdict::Agree) {
+        Verdict::Agree
+    } else {
+        Verdict::Inconclusive
+    };
+    HistRow {
+        statistic: statistic.to_string(),
+        bins: COUNT_BINS.iter().map(|b| b.label()).collect(),
+        sim: a,
+        real: b,
+        p_value: t.p_value,
+        verdict,
+    }
+}
+
+/// Compare a simulated cell with a real one.
+pub fn compare(sim: &Cell, real: &Cell, tolerance: f64) -> Validation {
+    let mut rates = vec![rate(
+        "runs with a violation",
+        (sim.violating_seeds, sim.runs),
+        (real.violating_seeds, real.runs),
+        tolerance,
+    )];
+    let names: std::collections::BTreeSet<&String> =
+        sim.violations.keys().chain(real.violations.keys()).collect();
+    for name in names {
+        let k = |c: &Cell| c.violations.get(name).map_or(0, |v| v.seeds);
+        rates.push(rate(
+            &format!("runs with {name}"),
+            (k(sim), sim.runs),
+            (k(real), real.runs),
+            tolerance,
+        ));
+    }
+    let mut shape = Vec::new();
+    for min in [2, 10] {
+        shape.push(rate(
+            &format!("intents with ≥ {min} rows"),
+            at_least(&sim.rows_per_intent, min),
+            at_least(&real.rows_per_intent, min),
+            tolerance,
+        ));
+    }
+    let mut histograms = vec![histogram(
+        "rows per intent",
+        &sim.rows_per_intent,
+        &real.rows_per_intent,
+        &shape.iter().collect::<Vec<_>>(),
+    )];
+    rates.extend(shape);
+    let any_effects = |c: &Cell| c.effects_per_intent.keys().any(|k| *k > 0);
+    if any_effects(sim) || any_effects(real) {
+        let mut e = Vec::new();
+        for min in [1, 2] {
+            e.push(rate(
+                &format!("intents with ≥ {min} effects"),
+                at_least(&sim.effects_per_intent, min),
+                at_least(&real.effects_per_intent, min),
+                tolerance,
+            ));
+        }
+        histograms.push(histogram(
+            "effects per intent",
+            &sim.effects_per_intent,
+            &real.effects_per_intent,
+            &e.iter().collect::<Vec<_>>(),
+        ));
+        rates.extend(e);
+    }
+    let all = rates.iter().map(|r| r.verdict).chain(histograms.iter().map(|h| h.verdict));
+    let verdict = all.fold(Verdict::Agree, |acc, v| match (acc, v) {
+        (Verdict::Disagree, _) | (_, Verdict::Disagree) => Verdict::Disagree,
+        (Verdict::Inconclusive, _) | (_, Verdict::Inconclusive) => Verdict::Inconclusive,
+        _ => Verdict::Agree,
+    });
+    Validation { rates, histograms, tolerance, verdict }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// The validation as a text table.
+pub fn text(v: &Validation) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<32} {:>22} {:>22} {:>9} {:>7}  verdict",
+        "statistic", "simulated (95% CI)", "real (95% CI)", "p", "can see"
+    );
+    for r in &v.rates {
+        let side = |(k, n, p, (lo, hi)): (u64, u64, f64, (f64, f64))| {
+            format!("{k}/{n} {} [{}–{}]", pct(p), pct(lo), pct(hi))
+        };
+        let _ = writeln!(
+            o,
+            "{:<32} {:>22} {:>22} {:>9.3} {:>7}  {}",
+            r.statistic,
+            side(r.sim),
+            side(r.real),
+            r.p_value,
+            format!("±{}", pct(r.detectable)),
+            r.verdict
+        );
+    }
+    for h in &v.histograms {
+        let _ = writeln!(o, "\n{} (bins {})", h.statistic, h.bins.join(" | "));
+        let row = |c: &[u64]| c.iter().map(|x| format!("{x:>5}")).collect::<Vec<_>>().join(" ");
+        let _ = writeln!(o, "  simulated {}", row(&h.sim));
+        let _ = writeln!(o, "  real      {}", row(&h.real));
+        let _ = writeln!(o, "  permutation test p = {:.4}: {}", h.p_value, h.verdict);
+    }
+    let _ = writeln!(
+        o,
+        "\nverdict: {} (disagree: p < {}; agree: p ≥ {} and the rounds can see a difference of {} or less; otherwise inconclusive)",
+        v.verdict.label().to_uppercase(),
+        agree::DEFAULT_ALPHA,
+        agree::DEFAULT_ALPHA,
+        pct(v.tolerance)
+    );
+    o
+}

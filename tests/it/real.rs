@@ -1,0 +1,167 @@
+//! Real runs (`idemsim real`, `validate`): targets that misbehave get a clear error naming the
+//! target and the round, with every process ended; the reference Node.js targets behave as
+//! their designs say on the facts that cannot flake (no-key duplicates when a reply is lost,
+//! transactional never does, check-first races in a burst across two processes), and
+//! `validate` agrees on a cell whose two sides are certain.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Once;
+
+use super::{idemsim, root};
+
+/// The reference targets' npm packages, installed once (`npm ci --prefix targets/node`) when
+/// they are missing.
+fn node_targets() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        if root().join("targets/node/node_modules/better-sqlite3").is_dir() {
+            return;
+        }
+        let out = Command::new("npm")
+            .args(["ci", "--prefix", "targets/node", "--no-audit", "--no-fund"])
+            .current_dir(root())
+            .output()
+            .expect("npm (Node.js ≥ 20) is needed for the real-target tests");
+        assert!(
+            out.status.success(),
+            "npm ci --prefix targets/node failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
+/// A target file in a fresh folder; returns its path.
+fn target_file(name: &str, command: &str, extra: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("idemsim-test-target-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.toml"));
+    let text = format!(
+        "name = \"{name}\"\nmodel = \"check-first\"\ncommand = {command}\n{extra}\n[database]\n\
+         rows = \"SELECT id, user, operation, item, qty, intent FROM rows\"\n\
+         keys = \"SELECT user, operation, key, status FROM keys\"\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn still_running(marker: &str) -> bool {
+    let out = Command::new("pgrep").args(["-f", marker]).output().unwrap();
+    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+}
+
+#[test]
+fn a_target_that_exits_or_never_listens_is_named_and_ended() {
+    let t = target_file("exits", r#"["sh", "-c", "echo starting; echo boom >&2; exit 3"]"#, "");
+    let (code, out, err) = idemsim(&[
+        "real",
+        "01-same-key-same-content",
+        "--target",
+        t.to_str().unwrap(),
+        "--runs",
+        "2",
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("target `exits`") && err.contains("round 0"), "{err}");
+    assert!(err.contains("exited before it printed its port") && err.contains("boom"), "{err}");
+
+    let marker = format!("idemsim-never-listens-{}", std::process::id());
+    let cmd = format!(r#"["sh", "-c", "sleep 30; echo {marker}"]"#);
+    let t = target_file("silent", &cmd, "start_timeout_ms = 300");
+    let (code, _, err) =
+        idemsim(&["real", "01-same-key-same-content", "--target", t.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("printed no `IDEMSIM_LISTENING <port>` within 300ms"), "{err}");
+    assert!(!still_running(&marker), "the silent target was left running");
+}
+
+#[test]
+fn a_target_that_answers_garbage_is_refused() {
+    let script = "import socket,sys\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen(64)\n\
+                  print('IDEMSIM_LISTENING',s.getsockname()[1],flush=True)\nwhile True:\n  \
+                  c,_=s.accept()\n  c.recv(65536)\n  c.sendall(b'garbage\\r\\n\\r\\n')\n  c.close()\n";
+    let dir = std::env::temp_dir().join(format!("idemsim-test-garbage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("garbage.py"), script).unwrap();
+    let t = target_file(
+        "garbage",
+        &format!(r#"["python3", "{}"]"#, dir.join("garbage.py").display()),
+        "",
+    );
+    let (code, _, err) =
+        idemsim(&["real", "01-same-key-same-content", "--target", t.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("target `garbage`") && err.contains("not HTTP"), "{err}");
+}
+
+/// `real --json` of a sim against a reference target: (exit code, the report).
+fn real_json(sim: &str, target: &str, runs: u32) -> (i32, serde_json::Value) {
+    node_targets();
+    let runs = runs.to_string();
+    let (code, out, err) = idemsim(&["real", sim, "--target", target, "--runs", &runs, "--json"]);
+    assert!(code == 0 || code == 1, "exit {code}: {err}");
+    (code, serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}")))
+}
+
+fn rounds_with(report: &serde_json::Value, violation: &str) -> u64 {
+    report["cell"]["violations"][violation]["seeds"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn real_no_key_duplicates_when_a_reply_is_lost_and_transactional_never_does() {
+    // The faults are drawn per round from the round's number: both targets see the same drops.
+    let (_, no_key) = real_json("dropped-replies", "no-key", 4);
+    assert_eq!(no_key["kind"], "real");
+    assert!(rounds_with(&no_key, "duplicate-row") >= 1, "{no_key:#}");
+    let (code, tx) = real_json("dropped-replies", "transactional", 4);
+    assert_eq!((code, rounds_with(&tx, "duplicate-row")), (0, 0), "{tx:#}");
+}
+
+#[test]
+fn real_check_first_races_in_a_burst_across_two_processes_and_transactional_does_not() {
+    let (code, cf) = real_json("12-twenty-concurrent-two-processes", "check-first", 30);
+    assert_eq!(code, 1, "{cf:#}");
+    let racing: u64 = cf["cell"]["rows"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(rows, _)| rows.parse::<u64>().unwrap() >= 2)
+        .map(|(_, n)| n.as_u64().unwrap())
+        .sum();
+    assert!(racing >= 1, "check-first never raced in 30 two-process bursts: {cf:#}");
+    let (code, tx) = real_json("12-twenty-concurrent-two-processes", "transactional", 10);
+    assert_eq!(code, 0, "{tx:#}");
+    assert_eq!(tx["cell"]["rows"], serde_json::json!({"1": 10}), "{tx:#}");
+}
+
+#[test]
+fn validate_agrees_where_both_worlds_are_certain_and_says_how_much_it_can_see() {
+    node_targets();
+    let (code, out, err) = idemsim(&[
+        "validate",
+        "11-twenty-concurrent-one-process",
+        "--target",
+        "transactional",
+        "--runs",
+        "30",
+        "--tolerance",
+        "0.2",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("verdict: AGREE"), "{out}");
+    assert!(out.contains("0/30 0.0% [0.0%–11.4%]"), "{out}");
+    // Too few rounds to see a 5-point difference: inconclusive (exit 4), not "agree".
+    let (code, out, _) = idemsim(&[
+        "validate",
+        "11-twenty-concurrent-one-process",
+        "--target",
+        "transactional",
+        "--runs",
+        "5",
+        "--tolerance",
+        "0.05",
+    ]);
+    assert_eq!(code, 4, "{out}");
+    assert!(out.contains("verdict: INCONCLUSIVE"), "{out}");
+}

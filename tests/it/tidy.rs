@@ -222,8 +222,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize, &str)] = &[
     ("render.rs", "matrix_html", 85, "to split (issue 21)"),
     ("render.rs", "run_text", 140, "to split (issue 21)"),
     ("render.rs", "sweep_text", 90, "to split (issue 21)"),
-    ("scenario.rs", "parse_faults", 89, "to split into named checks (issue 21)"),
-    ("scenario.rs", "parse_request", 114, "to split into named checks (issue 21)"),
     ("shard.rs", "auto", 75, "one arm per engine's variables; to split"),
     ("shrink.rs", "candidates", 143, "one block per shrinking pass; to split"),
     ("shrink.rs", "shrink", 116, "to split (issue 21)"),

@@ -1,0 +1,481 @@
+//! The model's types: `Model` and its parts (key policy, driver, error path, rows), the closed
+//! choices a model file names, and the questions asked of a loaded model.
+
+use std::path::PathBuf;
+
+use super::Step;
+
+/// `[updates] check`: what an `update-doc` step does with `If-Match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VersionCheck {
+    /// Last write wins: `If-Match` is ignored.
+    #[default]
+    None,
+    /// A sent `If-Match` must name the current version (else 412); a blind write goes through.
+    IfMatch,
+    /// `If-Match` is required (428 without it) and must name the current version (412).
+    Required,
+    /// Versions stamped with the client's clock (`X-Client-Time`, 428 without it): a write
+    /// whose stamp is not newer than the stored one is ignored and still answered 200 (a
+    /// last-writer-wins register).
+    ClientTime,
+}
+
+/// Where key records live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyStore {
+    /// The `keys` table of the shared SQLite database (inside transactions).
+    Sqlite,
+    /// A separate TTL cache (Redis-like) shared by all processes: every operation is a network
+    /// round trip, records expire after `retention_ms`, nothing is transactional.
+    Cache,
+    /// Each process's own memory: lost when the process restarts.
+    Memory,
+}
+
+/// What a hit on a completed record answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// The stored status and body, with the replay marker.
+    Stored,
+    /// This status (e.g. 409): the client must look the result up elsewhere.
+    Status(u16),
+}
+
+/// What a losing `claim` (unique-insert conflict) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimConflict {
+    /// Treat the existing record like a lookup hit: replay, mismatch, in flight.
+    Lookup,
+    /// An error → 500 (the naive mapping).
+    Error,
+    /// No conflict: the claim overwrites whatever record is there (a cache `SET` without
+    /// `NX`, SQLite's `INSERT OR REPLACE`): every claim succeeds.
+    Overwrite,
+}
+
+/// How the external effect receiver deduplicates deliveries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EffectDedupe {
+    /// Every delivery is an effect.
+    None,
+    /// By the request's scoped Idempotency-Key (sent as the effect's own key).
+    Key,
+    /// By a hash of (user, operation, validated payload): merges equal intents.
+    Payload,
+    /// By the row id the effect belongs to.
+    Row,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fingerprint {
+    /// SHA-256 of the validated input in canonical field order.
+    Validated,
+    /// SHA-256 of the raw body bytes.
+    Raw,
+    /// No fingerprint: a different payload under a used key replays.
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InFlight {
+    /// Answer with this status while the original is in progress.
+    Status(u16),
+    /// Wait (in simulated time, up to the wait budget) for the original to finish, then replay.
+    Wait,
+    /// Ignore the in-progress record and run the program (seed 002's Redis code only
+    /// short-circuits on a stored success).
+    Proceed,
+}
+
+/// Which outcomes are recorded under the key and replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOutcomes {
+    /// Only the 201 of a fresh execution is recorded (`save-response` runs only on success).
+    Success,
+    /// Errors (5xx) after a claim are recorded too and replayed (Stripe v1).
+    All,
+    /// A business refusal from a dependency (a charge declined: 402) is recorded as the key's
+    /// final answer; other failures are not.
+    Refusals,
+    /// Any failure of the dependency call is recorded as the key's final answer: a decline as
+    /// 402, a provider error or a call never answered as 503 (not a promise that a retry is
+    /// safe); other failures are not (Brandur's atomic phases, rocket-rides-atomic api.rb).
+    Dependency,
+}
+
+/// How a claim is leased (`[key] lease_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// No lease: a claim in progress stays until it is completed or cleaned up.
+    None,
+    /// A claim written now is leased for this long (µs) on the claiming process's clock.
+    For(u64),
+    /// `lease_ms = "deadline"`: to its execution's deadline (`[driver] deadline_ms`, µs, after
+    /// the request was admitted): the remaining time, as Powertools sets its in-progress
+    /// expiry from the Lambda's remaining time.
+    ToDeadline(u64),
+}
+
+impl Lease {
+    /// The lease's length (µs), if the claim has one.
+    pub fn duration_us(self) -> Option<u64> {
+        match self {
+            Lease::None => None,
+            Lease::For(us) | Lease::ToDeadline(us) => Some(us),
+        }
+    }
+
+    /// A claim can be taken over once its lease ends.
+    pub fn is_some(self) -> bool {
+        self != Lease::None
+    }
+}
+
+/// How a SQLite record's retention is enforced (`[key] expiry`, `on_expired`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// `expiry = "collector"`: only a key collector (a sim's `gc_every_ms`) deletes it.
+    Collector,
+    /// `expiry = "on-read"`: each record expires `retention_us` after its creation, checked
+    /// when it is read (a per-record `expires_at`), and reads as absent.
+    OnRead,
+    /// `on_expired = 410` too: an expired record found on read stays as a tombstone and is
+    /// answered 410 Gone instead of being replaced by a new execution.
+    OnReadGone,
+}
+
+impl Expiry {
+    /// Checked when the record is read.
+    pub fn on_read(self) -> bool {
+        self != Expiry::Collector
+    }
+}
+
+/// The longest key a model may accept (`key.max_len`).
+pub const MAX_KEY_LEN: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPolicy {
+    /// Missing key → 400.
+    pub required: bool,
+    /// Longer key → 400.
+    pub max_len: usize,
+    /// Scope fields besides the key itself: user and/or operation.
+    pub scope_user: bool,
+    /// The key's scope includes the tenant (`X-Tenant`).
+    pub scope_tenant: bool,
+    pub scope_operation: bool,
+    pub fingerprint: Fingerprint,
+    /// `fingerprint_fields`: the validated fingerprint covers only these input fields
+    /// (Powertools' `payload_validation_jmespath`). None: all of them.
+    pub fingerprint_fields: Option<Vec<String>>,
+    /// `key_from`: the key is derived from these input fields (SHA-256 of them), not read from
+    /// the header (Powertools' `event_key_jmespath`). None: the `Idempotency-Key` header.
+    pub key_from: Option<Vec<String>>,
+    /// A header key shorter than this (characters) is refused with 400.
+    pub min_len: usize,
+    /// `format = "uuid"`: a header key that is not a UUID is refused with 400.
+    pub uuid: bool,
+    /// `local_cache = true`: each process keeps the completed records it wrote or read in its
+    /// own memory, in front of the store (Powertools' `use_local_cache`); lost on restart.
+    pub local_cache: bool,
+    /// Status for the same key with a different payload.
+    pub on_mismatch: u16,
+    pub in_flight: InFlight,
+    /// Header added to a replayed response (`Idempotent-Replayed: true`).
+    pub replay_marker: String,
+    /// Keys older than this (µs) are expired; a collector deletes them (None: kept forever).
+    pub retention_us: Option<u64>,
+    /// How `retention_us` is enforced on SQLite records (`expiry`, `on_expired`).
+    pub expiry: Expiry,
+    pub store: KeyStore,
+    /// Latency of one cache operation (µs, inclusive), for `store = "cache"`.
+    pub store_latency_us: (u64, u64),
+    /// How long the server waits for a cache reply before it gives up (µs).
+    pub store_timeout_us: u64,
+    /// How long an in-progress claim is leased before another request may take it over.
+    pub lease: Lease,
+    /// A background completer in each process: every so often it takes over abandoned claims
+    /// (in progress, lease expired, a recovery point with a row) and finishes their program.
+    pub completer_every_us: Option<u64>,
+    /// The completer leaves claims older than this alone (the provider's idempotency window:
+    /// past it, finishing could charge again). None: no horizon.
+    pub completer_horizon_us: Option<u64>,
+    /// `completer_min_age_ms`: the completer leaves claims younger than this alone
+    /// (rocket-rides-atomic's completer: created over 300 s ago).
+    pub completer_min_age_us: Option<u64>,
+    /// `on_store_error`: what the design answers when its key store (a cache) fails or cannot
+    /// be reached. 500 (the default): an unhandled error, nothing promised; 503: the design
+    /// deliberately fails closed and tells the client it is safe to retry.
+    pub on_store_error: u16,
+    /// `on_failed_save = "keep"`: a save of the outcome that fails leaves the claim as it is
+    /// (Powertools raises and deletes nothing); `"clean-up"` (the default): the `on_error`
+    /// clean-up runs as for any error after the claim.
+    pub keep_on_failed_save: bool,
+    /// Completion checks the claim's owner token: a stale owner's save is rejected.
+    pub fencing: bool,
+    pub replay: Replay,
+    pub claim_conflict: ClaimConflict,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaits {
+    /// Requests interleave only at `await` steps (and at network I/O).
+    Explicit,
+    /// An asynchronous driver: an await before every SQL statement.
+    EveryStatement,
+}
+
+/// How a transaction starts (SQLite's `BEGIN DEFERRED | IMMEDIATE | EXCLUSIVE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeginMode {
+    /// Locks are taken by the first read and the first write. A transaction that has read and
+    /// then meets another writer gets `SQLITE_BUSY` at once (SQLite does not wait: deadlock).
+    Deferred,
+    /// The write lock is taken at `BEGIN` (waited for with the busy handler).
+    Immediate,
+    /// As immediate; in rollback-journal mode readers are kept out too.
+    Exclusive,
+}
+
+impl BeginMode {
+    pub fn sql(self) -> &'static str {
+        match self {
+            BeginMode::Deferred => "BEGIN DEFERRED",
+            BeginMode::Immediate => "BEGIN IMMEDIATE",
+            BeginMode::Exclusive => "BEGIN EXCLUSIVE",
+        }
+    }
+}
+
+/// SQLite's journal mode for the run's database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Journal {
+    /// The rollback journal (SQLite's default, `journal_mode = DELETE`): readers share the
+    /// database with one writer until it commits, when it needs them all gone.
+    Rollback,
+    /// Write-ahead log: readers read a snapshot and never wait; one writer at a time; a read
+    /// transaction that tries to write after another commit gets `SQLITE_BUSY_SNAPSHOT`.
+    Wal,
+}
+
+impl Journal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Journal::Rollback => "rollback",
+            Journal::Wal => "wal",
+        }
+    }
+}
+
+/// Most pooled connections a process may have.
+pub const MAX_POOL: u32 = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Driver {
+    pub awaits: Awaits,
+    /// Driver latency of one await (µs, inclusive range drawn uniformly); [0, 0] is one
+    /// event-loop turn: a scheduling point that takes no time.
+    pub latency_us: (u64, u64),
+    /// Simulated time one SQL statement takes (µs, inclusive range; [0, 0] = instant). With a
+    /// synchronous driver (`awaits = "explicit"`) the process is blocked meanwhile, and for the
+    /// whole of an open transaction: other processes run, its own requests wait.
+    pub statement_us: (u64, u64),
+    /// Extra time (µs, inclusive range) of a statement that makes writes durable: the
+    /// `COMMIT` of a transaction that wrote, or a write run in autocommit mode (the journal
+    /// sync: an fsync with `synchronous = FULL`).
+    pub commit_us: (u64, u64),
+    pub begin: BeginMode,
+    pub journal: Journal,
+    /// Connections per process that requests check out for their whole execution (0: every
+    /// request of a process shares its one connection).
+    pub pool: u32,
+    /// An execution still running this long (µs) after it was admitted is killed at its next
+    /// step (a function's timeout: no error path runs, no reply is sent by it).
+    pub deadline_us: Option<u64>,
+}
+
+/// Which transaction the error path rolls back (`on_error`: one of `rollback`,
+/// `rollback-any`, or neither).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rollback {
+    /// Nothing is rolled back: an open transaction stays open.
+    None,
+    /// `rollback`: the transaction this request began, if it is still open.
+    Own,
+    /// `rollback-any`: whatever transaction the connection has open (a `catch { ROLLBACK }`
+    /// that does not check it began one): on a shared connection it ends another request's.
+    Any,
+}
+
+/// What the error path does with this request's claim, if it holds one it has not completed
+/// (`on_error`: at most one of these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimCleanup {
+    /// Leave it as it is (in progress).
+    Keep,
+    /// `release-claim`: delete this request's own in-progress claim, so a retry can run again.
+    Release,
+    /// `release-key`: delete the key's record by key alone, whoever owns it and whatever its
+    /// state (Powertools: `delete_item` by key; the TypeScript bug #5675): a request whose
+    /// claim was taken over deletes the new owner's record.
+    ReleaseKey,
+    /// `unlock`: end the claim's lease now and keep the record and its recovery point, so a
+    /// retry takes it over and resumes.
+    Unlock,
+    /// `mark-failed`: mark the claim `failed` and keep it (seed 002's key table): a retry with
+    /// the same payload takes it back and runs again; another payload is still a mismatch.
+    MarkFailed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnError {
+    pub rollback: Rollback,
+    pub claim: ClaimCleanup,
+    /// A busy database inside a transaction: roll back and run the transaction again from its
+    /// `begin`, up to `transaction_retries` times (Firestore's and ORMs' retry loops).
+    pub retry_transaction: bool,
+}
+
+/// A field of an order that a business key is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowField {
+    User,
+    Operation,
+    Item,
+    /// The request's `Idempotency-Key` as sent (a webhook's event id).
+    Key,
+}
+
+/// What `insert-row` answers when the rows table's UNIQUE business key is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnClash {
+    /// 409 `{"error":"already exists"}`: a business refusal (a signup whose email is taken).
+    Conflict,
+    /// 200 `{"status":"already exists"}`, whatever state the holder is in (a webhook
+    /// receiver that acknowledges a redelivery).
+    Acknowledge,
+    /// 200 with the row that holds the key, as if this request had created it.
+    Existing,
+    /// The Danish article's webhook table: a row already marked processed (`mark-processed`)
+    /// is answered 200 `{"status":"already processed"}`; one not yet marked is taken as this
+    /// request's row and the program goes on (its effect runs again).
+    Unprocessed,
+}
+
+/// `[rows]`: a UNIQUE business key on the rows table, the last barrier against a duplicate
+/// even without a transaction or an idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowsPolicy {
+    pub unique: Vec<RowField>,
+    pub on_clash: OnClash,
+    /// `enforce = "constraint"` (true): a partial UNIQUE index on the business key refuses a
+    /// second row. `"read"` (false): no index; only a `check-row` read guards it.
+    pub constraint: bool,
+}
+
+impl RowsPolicy {
+    /// The business key of an order (fields joined by U+001F); None when it includes the
+    /// key and none was sent (the row is then not unique).
+    pub fn natural(
+        &self,
+        user: &str,
+        operation: &str,
+        item: &str,
+        key: Option<&str>,
+    ) -> Option<String> {
+        let mut parts: Vec<&str> = Vec::new();
+        for f in &self.unique {
+            parts.push(match f {
+                RowField::User => user,
+                RowField::Operation => operation,
+                RowField::Item => item,
+                RowField::Key => key?,
+            });
+        }
+        Some(parts.join("\u{1f}"))
+    }
+}
+
+/// A server variant, loaded and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Model {
+    pub name: String,
+    pub summary: String,
+    pub path: PathBuf,
+    pub program: Vec<Step>,
+    pub on_error: OnError,
+    /// None: the variant never reads the key.
+    pub key: Option<KeyPolicy>,
+    pub store_outcomes: StoreOutcomes,
+    pub driver: Driver,
+    /// How long a statement waits for a locked database before 503 (the sim may override).
+    pub wait_budget_us: u64,
+    pub effect_dedupe: EffectDedupe,
+    /// Period of the outbox relay (µs), when the program has an `outbox` step.
+    pub relay_every_us: u64,
+    /// How long an `effect` step waits for the provider's answer (µs); None: a second plus
+    /// two of the provider's worst latencies.
+    pub effect_timeout_us: Option<u64>,
+    /// A UNIQUE business key on the rows table (None: rows are never unique).
+    pub rows: Option<RowsPolicy>,
+    /// How many times `on_error = ["retry-transaction"]` runs a transaction again.
+    pub transaction_retries: u32,
+    /// `[events] guard = "monotonic"`: `apply-status` never moves a status backwards.
+    pub events_monotonic: bool,
+    /// `[updates] check`: whether `update-doc` honours `If-Match`.
+    pub version_check: VersionCheck,
+    /// `[limits]`: the rate limiter of a `rate-limit` step, per process: (requests per second,
+    /// burst).
+    pub rate_limit: Option<(u64, u64)>,
+    /// `[updates] delete_missing = 204`: a DELETE of a document that is gone answers 204 (the
+    /// delete is idempotent) instead of 404.
+    pub delete_missing_ok: bool,
+}
+
+impl Model {
+    /// Does this model perform external effects itself (effect or outbox steps)?
+    pub fn has_effects(&self) -> bool {
+        self.program.iter().any(|s| matches!(s, Step::Effect | Step::Outbox))
+    }
+
+    /// Named points (`@name`) of the program.
+    pub fn points(&self) -> Vec<&str> {
+        self.program
+            .iter()
+            .filter_map(|s| if let Step::Point(p) = s { Some(p.as_str()) } else { None })
+            .collect()
+    }
+
+    /// Where a takeover that found recovery point `point` continues: after the point, or, if
+    /// the point is inside a transaction, after that transaction's `commit`.
+    pub fn resume_index(&self, point: &str) -> Option<usize> {
+        let at = self.program.iter().position(|s| *s == Step::RecoveryPoint(point.to_string()))?;
+        let open = self.program[..at].iter().fold(false, |open, s| match s {
+            Step::Begin => true,
+            Step::Commit => false,
+            _ => open,
+        });
+        if !open {
+            return Some(at + 1);
+        }
+        let commit = self.program[at..].iter().position(|s| *s == Step::Commit)?;
+        Some(at + commit + 1)
+    }
+
+    /// How often the background completer runs, if the model has one.
+    pub fn completer_every_us(&self) -> Option<u64> {
+        self.key.as_ref().and_then(|k| k.completer_every_us)
+    }
+
+    /// Does the program have recovery points?
+    pub fn has_recovery_points(&self) -> bool {
+        self.program.iter().any(|s| matches!(s, Step::RecoveryPoint(_)))
+    }
+
+    /// The program as written, its steps joined by arrows.
+    pub fn program_text(&self) -> String {
+        self.program.iter().map(Step::name).collect::<Vec<_>>().join(" → ")
+    }
+}

@@ -1,0 +1,482 @@
+//! The sim's types: `Sim` and its parts (requests and their retry policy and expectations,
+//! actions, injections, faults, the world), the bounds a sim is held to, and the questions
+//! asked of a loaded sim.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+use std::path::PathBuf;
+
+use crate::report::Outcome;
+use crate::units::show_ms;
+
+/// Which server process a request (copy) goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Always this process (0-based index; files say 1-based).
+    Fixed(usize),
+    /// Copy `i` goes to process `i mod n`.
+    Alternate,
+    /// Each attempt draws a process from the seed.
+    Random,
+}
+
+/// What a client retries on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RetryOn {
+    pub transport: bool,
+    pub statuses: BTreeSet<u16>,
+}
+
+/// A client's retry policy for one request's attempts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Attempts in all, the first included (1 = no retry).
+    pub max_attempts: u32,
+    pub on: RetryOn,
+    /// Backoff before retry n (µs): base * 2^(n-1), capped, plus jitter drawn from the seed.
+    pub backoff_us: u64,
+    pub backoff_cap_us: u64,
+    pub jitter: bool,
+    /// No retry starts later than this after the first attempt.
+    pub horizon_us: Option<u64>,
+    /// Send a fresh key on every attempt (disables server-side dedupe).
+    pub new_key_per_attempt: bool,
+    /// Body of the retries if it differs from the first attempt's.
+    pub retry_body: Option<String>,
+}
+
+impl Policy {
+    /// The longest backoff before retry `n` (1-based), before jitter (µs).
+    pub fn backoff_before_us(&self, n: u32) -> u64 {
+        self.backoff_us.saturating_mul(1 << (n - 1).min(20)).min(self.backoff_cap_us)
+    }
+
+    /// The latest a retry can start after the first attempt was sent (µs), with attempts that
+    /// each run to `timeout_us` and the longest backoffs; capped by the horizon.
+    pub fn window_us(&self, timeout_us: u64) -> u64 {
+        let w = (1..self.max_attempts).fold(0u64, |t, n| {
+            t.saturating_add(timeout_us).saturating_add(self.backoff_before_us(n))
+        });
+        self.horizon_us.map_or(w, |h| w.min(h))
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            max_attempts: 1,
+            on: RetryOn::default(),
+            backoff_us: 100_000,
+            backoff_cap_us: 5_000_000,
+            jitter: false,
+            horizon_us: None,
+            new_key_per_attempt: false,
+            retry_body: None,
+        }
+    }
+}
+
+/// What must hold for one request (for its final attempt, for every copy).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestExpect {
+    pub status: Option<u16>,
+    pub outcome: Option<Outcome>,
+    pub replayed: Option<bool>,
+    pub id: Option<i64>,
+    /// Same `id` in the body as this other request.
+    pub same_id_as: Option<String>,
+    /// A different `id` from this other request.
+    pub id_differs_from: Option<String>,
+    /// Every copy got the same `id`.
+    pub same_id: Option<bool>,
+    /// Rows in the database right after this request finished.
+    pub rows_after: Option<u64>,
+    /// Stored keys right after this request finished.
+    pub keys_after: Option<u64>,
+    /// Stored responses (key records holding a completed outcome, which a retry would be
+    /// answered with) right after this request finished; a claim or a failed record is none.
+    pub responses_after: Option<u64>,
+}
+
+impl RequestSpec {
+    /// Who the request is for, as the server records it: `tenant/user`, or the user alone.
+    pub fn principal(&self) -> Option<String> {
+        let u = self.user.as_ref()?;
+        Some(match &self.tenant {
+            Some(t) => format!("{t}/{u}"),
+            None => u.clone(),
+        })
+    }
+
+    /// The body attempt `attempt` (1-based) sends: the retry body, if any, after the first.
+    pub fn body_for(&self, attempt: u32) -> &str {
+        match &self.policy.retry_body {
+            Some(b) if attempt > 1 => b,
+            _ => &self.body,
+        }
+    }
+}
+
+impl RequestExpect {
+    pub fn needs_probe(&self) -> bool {
+        self.rows_after.is_some() || self.keys_after.is_some() || self.responses_after.is_some()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestSpec {
+    pub id: String,
+    /// The id as written in the file (`id-3` of `intents = 5` has group `id`).
+    pub group: String,
+    /// The logical operation this request belongs to (default: its id).
+    pub intent: String,
+    /// None: no user header (401).
+    pub user: Option<String>,
+    /// `X-Tenant` (None: not sent).
+    pub tenant: Option<String>,
+    /// `If-Match` as sent (None: not sent): the version the client's copy was loaded at.
+    pub if_match: Option<String>,
+    /// The client's clock is this far off true time (µs); when set, every attempt sends its
+    /// clock's time as `X-Client-Time` (ms). None: no header.
+    pub clock_skew_us: Option<i64>,
+    pub method: String,
+    pub path: String,
+    pub key: Option<String>,
+    pub body: String,
+    /// Concurrent copies of each attempt (double submit; 20 in case 11).
+    pub copies: u32,
+    /// Each copy leaves after a delay drawn from this range (µs): a client sending its copies
+    /// one after the other, spread over a window. [0, 0]: all at once.
+    pub spread_us: (u64, u64),
+    pub route: Route,
+    /// Starts when all of these (requests or actions) have finished.
+    pub after: Vec<String>,
+    /// Wait (µs) after `after` before starting.
+    pub delay_us: u64,
+    /// How long (µs) the client waits for a reply before it sees a transport failure.
+    pub timeout_us: u64,
+    pub policy: Policy,
+    pub expect: RequestExpect,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionKind {
+    /// Another connection takes `BEGIN IMMEDIATE` and holds it until `until` has finished or
+    /// `for_us` has passed.
+    HoldLock { until: Option<String>, for_us: Option<u64> },
+    /// Delete every stored key (an operator or a collector wiping the key store).
+    DeleteKeys,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionSpec {
+    pub id: String,
+    pub kind: ActionKind,
+    pub after: Vec<String>,
+    pub delay_us: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InjectAction {
+    /// The step fails: an error, handled by the model's on_error (→ 500).
+    Fail,
+    /// An external effect is performed (counted by the receiver) here. A fallback effect
+    /// fires only in designs with no effect step of their own: it is where the operation's
+    /// external call goes when the design does not say.
+    Effect { fallback: bool },
+    /// The connection drops: the request goes on, the reply is never sent.
+    DropReply,
+    /// The server process crashes here; it restarts after `restart_us`.
+    Crash { restart_us: u64 },
+    /// The request waits here for `us` on something asynchronous (a slow downstream call):
+    /// an await; the process's event loop serves its other requests meanwhile.
+    Pause { us: u64 },
+    /// The whole process stops here for `us` (a stop-the-world GC pause, a VM or container
+    /// frozen, SIGSTOP): none of its tasks runs, whatever its driver; messages to it queue.
+    Stall { us: u64 },
+    /// The process's clock jumps by `us` (may be negative): an NTP step, a VM resumed.
+    ClockJump { us: i64 },
+}
+
+impl InjectAction {
+    pub fn name(&self) -> &'static str {
+        match self {
+            InjectAction::Fail => "fail",
+            InjectAction::Effect { .. } => "effect",
+            InjectAction::DropReply => "drop-reply",
+            InjectAction::Crash { .. } => "crash",
+            InjectAction::Pause { .. } => "pause",
+            InjectAction::Stall { .. } => "stall",
+            InjectAction::ClockJump { .. } => "clock-jump",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inject {
+    /// Point name without the `@`.
+    pub point: String,
+    pub action: InjectAction,
+    /// Only requests with this id (all copies and attempts); None: every request.
+    pub request: Option<String>,
+    /// Fires at most this many times in a run.
+    pub times: Option<u32>,
+    /// Fires with this probability, drawn from the seed (1.0 when absent).
+    pub rate: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldSpec {
+    pub processes: usize,
+    /// Overrides the model's wait budget (µs).
+    pub wait_budget_us: Option<u64>,
+    pub client_timeout_us: u64,
+    /// Network latency per message (µs, inclusive range).
+    pub latency_us: (u64, u64),
+    /// Simulated-time bound of a run (µs).
+    pub time_limit_us: u64,
+    /// Bound on server steps executed in a run.
+    pub max_steps: u64,
+    /// Latency of one leg of an effect call to the provider (µs, inclusive range).
+    pub effect_latency_us: (u64, u64),
+    /// How long the provider remembers an effect's dedupe key (None: forever).
+    pub effect_dedupe_retention_us: Option<u64>,
+    /// Each process's clock runs off true time by an offset drawn from this range (µs, may be
+    /// negative); None: every clock agrees.
+    pub clock_skew_us: Option<(i64, i64)>,
+    /// Units in stock per catalogue item at the start (`stock` table; items not listed have
+    /// no stock row, and `take-stock` leaves them unlimited).
+    pub stock: Vec<(String, i64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Expect {
+    pub rows: Option<u64>,
+    pub keys: Option<u64>,
+    pub effects: Option<u64>,
+    /// `qty` of every row, in id order.
+    pub row_qty: Option<Vec<i64>>,
+}
+
+/// A scenario, loaded and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sim {
+    pub name: String,
+    pub path: PathBuf,
+    pub description: String,
+    pub seeds: Range<u64>,
+    pub world: WorldSpec,
+    pub requests: Vec<RequestSpec>,
+    pub actions: Vec<ActionSpec>,
+    pub injects: Vec<Inject>,
+    pub faults: Faults,
+    pub expect: Expect,
+    /// `limitation`: the expectations describe what a reference design does *not* do (the
+    /// article's cases 14-16): holding them means "behaves like that design", not "passes".
+    pub limitation: Option<String>,
+}
+
+/// A window in which a server process is cut off from the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    /// 0-based process index.
+    pub process: usize,
+    pub from_us: u64,
+    pub for_us: u64,
+}
+
+/// Random faults drawn from the seed (rates are probabilities per message or per step).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Faults {
+    /// A request is lost on its way to the server.
+    pub request_drop: f64,
+    /// A reply is lost on its way back.
+    pub reply_drop: f64,
+    /// A fresh success's reply is lost after the server committed (the targeted case).
+    pub reply_drop_after_commit: f64,
+    /// A request is sent twice: a proxy or a client library resends it after a stall drawn
+    /// from `duplicate_after_us`, and the client gets the resent copy's reply.
+    pub duplicate: f64,
+    pub duplicate_after_us: (u64, u64),
+    /// A message is held back by an extra delay drawn from `delay_us` (reorders messages).
+    pub delay: f64,
+    pub delay_us: (u64, u64),
+    /// A server process crashes at a step boundary with this probability per step.
+    pub crash: f64,
+    pub restart_us: u64,
+    /// What the client of a crashed process sees: a reset connection at once (a process that
+    /// dies: its kernel resets its connections and refuses new ones), or silence until its
+    /// timeout (a machine that dies).
+    pub crash_signal: CrashSignal,
+    /// Period of the key collector (deletes keys older than the model's `retention_us`).
+    pub gc_every_us: Option<u64>,
+    pub partitions: Vec<Partition>,
+    /// The external effect provider (a payment API, a mailer).
+    pub effects: EffectFaults,
+    /// The key cache (`key.store = "cache"`).
+    pub cache: CacheFaults,
+    /// The database connection loses its server around a COMMIT: the commit happened or not
+    /// (even odds), and the server cannot tell.
+    pub commit_lost: f64,
+}
+
+/// Faults of the external effect provider, per effect call.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EffectFaults {
+    /// The request never reaches the provider: nothing happens, no answer.
+    pub drop: f64,
+    /// The provider performs the effect; its answer is lost.
+    pub ack_drop: f64,
+    /// The provider receives the call twice (a client library resending it).
+    pub duplicate: f64,
+    /// The provider performs the effect, then answers an error.
+    pub error_after_success: f64,
+    /// The provider answers late, by a delay drawn from `delay_us`.
+    pub delay: f64,
+    pub delay_us: (u64, u64),
+    /// The provider refuses the call as a business outcome (a card declined): no effect, a
+    /// "declined" answer; a retry with the same dedupe key is declined again.
+    pub decline: f64,
+}
+
+/// Faults of the key cache, per cache operation.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CacheFaults {
+    /// The cache refuses the connection: the operation fails at once.
+    pub unavailable: f64,
+    /// The operation's key was evicted before its TTL (memory pressure).
+    pub evict: f64,
+    /// The cache restarted without persistence before the operation: every record is gone.
+    pub restart: f64,
+    /// The operation is applied but its reply is lost: the server times out.
+    pub reply_drop: f64,
+}
+
+/// What the clients of a crashed process see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CrashSignal {
+    /// A reset connection at once; new connections refused while it is down.
+    #[default]
+    Reset,
+    /// Nothing until the client's timeout.
+    Silence,
+}
+
+impl Faults {
+    /// The knobs that are set, for run headers: `reply_drop=0.2 crash=0.01 ...`.
+    pub fn describe(&self) -> String {
+        let mut v = Vec::new();
+        for (n, r) in [
+            ("request_drop", self.request_drop),
+            ("reply_drop", self.reply_drop),
+            ("reply_drop_after_commit", self.reply_drop_after_commit),
+            ("duplicate", self.duplicate),
+            ("delay", self.delay),
+            ("crash", self.crash),
+        ] {
+            if r > 0.0 {
+                v.push(format!("{n}={r}"));
+            }
+        }
+        if self.delay > 0.0 {
+            v.push(format!("delay_ms={}..{}", show_ms(self.delay_us.0), show_ms(self.delay_us.1)));
+        }
+        if self.duplicate > 0.0 {
+            let (lo, hi) = self.duplicate_after_us;
+            v.push(format!("duplicate_after_ms={}..{}", show_ms(lo), show_ms(hi)));
+        }
+        let e = &self.effects;
+        let c = &self.cache;
+        for (n, r) in [
+            ("effects.drop", e.drop),
+            ("effects.ack_drop", e.ack_drop),
+            ("effects.duplicate", e.duplicate),
+            ("effects.error_after_success", e.error_after_success),
+            ("effects.delay", e.delay),
+            ("effects.decline", e.decline),
+            ("cache.unavailable", c.unavailable),
+            ("cache.evict", c.evict),
+            ("cache.restart", c.restart),
+            ("cache.reply_drop", c.reply_drop),
+            ("commit_lost", self.commit_lost),
+        ] {
+            if r > 0.0 {
+                v.push(format!("{n}={r}"));
+            }
+        }
+        if e.delay > 0.0 {
+            v.push(format!(
+                "effects.delay_ms={}..{}",
+                show_ms(e.delay_us.0),
+                show_ms(e.delay_us.1)
+            ));
+        }
+        if self.crash_signal == CrashSignal::Silence {
+            v.push("crash_signal=silence".into());
+        }
+        if self.crash > 0.0 {
+            v.push(format!("restart_ms={}", show_ms(self.restart_us)));
+        }
+        if let Some(g) = self.gc_every_us {
+            v.push(format!("gc_every_ms={}", show_ms(g)));
+        }
+        for p in &self.partitions {
+            v.push(format!(
+                "partition(server-{}, {}..{} ms)",
+                p.process + 1,
+                show_ms(p.from_us),
+                show_ms(p.from_us + p.for_us)
+            ));
+        }
+        if v.is_empty() { "none".into() } else { v.join(" ") }
+    }
+}
+
+pub const DEFAULT_SEEDS: Range<u64> = 0..100;
+
+/// Bound on requests in one sim (after `intents` expansion): each is a client node.
+pub const MAX_REQUESTS: usize = 10_000;
+/// At most this many copies in a sim (each copy is a client with its attempts): what bounds a
+/// run's memory.
+pub const MAX_COPIES: u64 = 10_000;
+/// At most this many attempts in a sim (copies × their retry budgets): each attempt's outcome
+/// and each pending request's state is kept, so this bounds a run's memory (a few hundred MB
+/// at the bound, measured; see docs/sims.md).
+pub const MAX_ATTEMPTS: u64 = 100_000;
+/// The largest `world.max_steps`.
+pub const MAX_STEPS: u64 = 10_000_000;
+
+impl Sim {
+    /// Does the sim state any expectation (else only the oracle judges it)?
+    pub fn has_expectations(&self) -> bool {
+        let e = &self.expect;
+        e.rows.is_some()
+            || e.keys.is_some()
+            || e.effects.is_some()
+            || e.row_qty.is_some()
+            || self.requests.iter().any(|r| r.expect != RequestExpect::default())
+    }
+
+    /// The client's retry window: the latest a retry of any request can start after that
+    /// request's first attempt (µs), each attempt running to its timeout and each backoff at
+    /// its longest; 0 when no request retries.
+    pub fn retry_window_us(&self) -> u64 {
+        self.requests.iter().map(|q| q.policy.window_us(q.timeout_us)).max().unwrap_or(0)
+    }
+
+    /// The intents of the sim, in order of first appearance.
+    pub fn intents(&self) -> Vec<&str> {
+        let mut intents: Vec<&str> = Vec::new();
+        for q in &self.requests {
+            if !intents.contains(&q.intent.as_str()) {
+                intents.push(&q.intent);
+            }
+        }
+        intents
+    }
+
+    /// Index of a request by id.
+    pub fn request_index(&self, id: &str) -> Option<usize> {
+        self.requests.iter().position(|r| r.id == id)
+    }
+}

@@ -14,6 +14,7 @@ mod control;
 mod exec;
 mod keystore;
 mod net;
+mod provider;
 mod runner;
 mod server;
 mod shared;
@@ -141,8 +142,8 @@ pub fn simulate(
         requests: st.outcomes,
         rows,
         keys,
-        effect_log: st.effect_log,
-        deliveries: st.deliveries,
+        effect_log: st.provider.effect_log,
+        deliveries: st.provider.deliveries,
         collected: st.collected,
         bounds_hit: st.bounds_hit,
         unsent,
@@ -194,7 +195,7 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
     nodes.push(outside.id());
     *world.outside.lock().unwrap() = Some(outside.clone());
     outside.spawn(net::wire_main(world.clone()));
-    outside.spawn(server::receiver_main(world.clone()));
+    outside.spawn(provider::receiver_main(world.clone()));
     for i in 0..world.sim.world.processes {
         let w = world.clone();
         let node = h

@@ -13,10 +13,11 @@ use madsim::task::NodeId;
 
 use super::clock;
 use super::net::{Envelope, Inbox, Wire};
+use super::provider::Provider;
 use super::store::Db;
 use crate::history::{Actor, Event, Node, TraceHasher, What};
 use crate::model::Model;
-use crate::report::{AttemptOutcome, EffectRecord, KeyRecord, RequestReport, Scope};
+use crate::report::{AttemptOutcome, KeyRecord, RequestReport, Scope};
 use crate::scenario::{Route, Sim};
 
 /// Draw one fault decision from the seed. Rates of 0 draw nothing, so adding a fault kind to
@@ -99,18 +100,12 @@ pub(crate) struct State {
     /// reuse the rowid of a rolled-back insert, and the oracle would mistake one row for
     /// another).
     pub last_row_id: i64,
-    /// (intent, µs) of every effect the receiver counted (after dedupe), in order.
-    pub effect_log: Vec<EffectRecord>,
     /// (intent, µs) of every key deleted by the collector, expiry or a delete-keys action.
     pub collected: Vec<crate::report::Collected>,
     /// The TTL cache key store, shared by all processes.
     pub cache: BTreeMap<Scope, KeyRecord>,
-    /// Every delivery the effect receiver got (before deduplication).
-    pub deliveries: u64,
-    /// Dedupe keys the receiver has seen, with when it first saw each (µs).
-    pub dedupe_seen: BTreeMap<String, u64>,
-    /// Dedupe keys the provider declined (a retry with one is declined again).
-    pub declined: std::collections::BTreeSet<String>,
+    /// The effect provider's memory: deliveries, effects performed, dedupe keys, declines.
+    pub provider: Provider,
     pub processes: Vec<ProcessState>,
     /// The network: packets in flight, the receiver's inbox, reply mailboxes.
     pub wire: Wire,

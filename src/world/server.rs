@@ -87,7 +87,7 @@ impl InFlightGuard {
     fn new(world: Arc<World>, process: usize, tag: u64, who: Actor) -> Self {
         {
             let mut st = world.lock();
-            st.handlers_in_flight += 1;
+            st.quiet.handlers_in_flight += 1;
             st.processes[process].serving.insert(tag, who);
         }
         InFlightGuard { world, process, tag }
@@ -98,7 +98,7 @@ impl Drop for InFlightGuard {
     fn drop(&mut self) {
         {
             let mut st = self.world.lock();
-            st.handlers_in_flight -= 1;
+            st.quiet.handlers_in_flight -= 1;
             st.processes[self.process].serving.remove(&self.tag);
         }
         self.world.work_changed();

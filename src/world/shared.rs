@@ -79,6 +79,26 @@ pub(crate) struct Recorder {
     pub last_t_us: u64,
 }
 
+/// What the supervisor's quiescence counts of its own (the wire, the inboxes and the outbox
+/// are counted where they are), and the generation it waits on.
+#[derive(Default)]
+pub(crate) struct Quiet {
+    /// Bumped by every change quiescence depends on; the supervisor waits on it.
+    pub generation: u64,
+    pub waker: Option<Waker>,
+    /// Requests being served.
+    pub handlers_in_flight: u32,
+    /// Actions not yet finished.
+    pub actions_running: u32,
+}
+
+impl Quiet {
+    /// Handlers and actions running.
+    pub fn running(&self) -> u64 {
+        (self.handlers_in_flight + self.actions_running) as u64
+    }
+}
+
 /// Mutable state of a run, shared by every node (one thread: the lock is never contended).
 #[derive(Default)]
 pub(crate) struct State {
@@ -89,11 +109,8 @@ pub(crate) struct State {
     pub outcomes: Vec<RequestReport>,
     /// Steps of work done (bounded by `max_steps`): program steps, lock retries, polls, passes.
     pub steps: u64,
-    /// Bumped by every change quiescence depends on; the supervisor waits on it.
-    pub quiet_generation: u64,
-    pub quiet_waker: Option<Waker>,
-    pub handlers_in_flight: u32,
-    pub actions_running: u32,
+    /// What the supervisor's quiescence counts, and the wake-up it waits on.
+    pub quiet: Quiet,
     pub bounds_hit: Vec<String>,
     pub next_tag: u64,
     /// The last row id handed out: rows get the engine's ids, never reused (SQLite would
@@ -219,8 +236,8 @@ impl World {
     pub fn work_changed(&self) {
         let w = {
             let mut st = self.lock();
-            st.quiet_generation += 1;
-            st.quiet_waker.take()
+            st.quiet.generation += 1;
+            st.quiet.waker.take()
         };
         if let Some(w) = w {
             w.wake();
@@ -229,13 +246,13 @@ impl World {
 
     /// Wait for the next [`World::work_changed`].
     pub async fn next_work_change(&self) {
-        let start = self.lock().quiet_generation;
+        let start = self.lock().quiet.generation;
         std::future::poll_fn(|cx| {
             let mut st = self.lock();
-            if st.quiet_generation != start {
+            if st.quiet.generation != start {
                 Poll::Ready(())
             } else {
-                st.quiet_waker = Some(cx.waker().clone());
+                st.quiet.waker = Some(cx.waker().clone());
                 Poll::Pending
             }
         })

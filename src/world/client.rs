@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use madsim::rand::Rng;
-
 use super::net::{self, Envelope, Mailbox, Msg};
 use super::shared::{World, draw};
 use super::{clock, control};
@@ -67,7 +65,7 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
         }
         let mut backoff = policy.backoff_before_us(attempt);
         if policy.jitter && backoff > 0 {
-            backoff = madsim::rand::thread_rng().gen_range(backoff / 2..=backoff);
+            backoff = draw((backoff / 2, backoff));
         }
         if let Some(h) = policy.horizon_us
             && world.now_us().saturating_add(backoff).saturating_sub(first_sent) > h

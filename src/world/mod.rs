@@ -26,7 +26,7 @@ use std::sync::Arc;
 use madsim::runtime::{Handle, NodeHandle, Runtime};
 use madsim::task::NodeId;
 
-use self::shared::{Latch, ProcessState, Recorder, State, World};
+use self::shared::{Latch, ProcessState, Recorder, State, World, draw};
 use crate::history::{History, Legend, Node, What};
 use crate::model::{Model, Step};
 use crate::report::{KeyRecord, Observation, RequestReport};
@@ -223,9 +223,9 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
 /// Each process's clock is off true time by an offset drawn from the sim's skew range.
 fn draw_clock_offsets(world: &World) {
     if let Some((lo, hi)) = world.sim.world.clock_skew_us {
-        use madsim::rand::Rng;
         for p in 0..world.sim.world.processes {
-            let offset = madsim::rand::thread_rng().gen_range(lo..=hi);
+            // Drawn as a distance above `lo` (`draw` is over µs, unsigned; `lo <= hi`).
+            let offset = lo.saturating_add_unsigned(draw((0, hi.abs_diff(lo))));
             world.lock().processes[p].clock_offset_us = offset;
             world.emit(Node::Server(p as u32), None, What::ClockOffset { us: offset });
         }

@@ -12,12 +12,11 @@ use super::exec::Exec;
 use super::keystore;
 use super::net::{self, Dest, Envelope, Msg};
 use super::runner::{Failure, Runner};
-use super::shared::{World, chance};
+use super::shared::{World, chance, draw};
 use super::store::{self, Pooled};
 use crate::history::{Actor, CrashSite, Node, Stmt, What};
 use crate::http::{self, Reason, Response};
 use crate::model::Step;
-use madsim::rand::Rng;
 
 /// The main task of server process `idx` (re-run on restart).
 pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
@@ -175,8 +174,7 @@ async fn handle(
 /// processes' relays are started by their own processes' timers, not in lockstep.
 async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
     let every = world.model.relay_every_us;
-    let phase = if every > 1 { madsim::rand::thread_rng().gen_range(1..=every) } else { every };
-    let mut wait = phase;
+    let mut wait = draw((every.min(1), every));
     loop {
         clock::sleep_us(wait).await;
         wait = every;

@@ -27,8 +27,8 @@ pub(crate) fn chance(rate: f64) -> bool {
 }
 
 /// Draw one duration uniformly from an inclusive range (µs), the one rule for every drawn
-/// latency and delay: a fixed range (`lo == hi`) draws nothing, so it does not perturb the
-/// schedule.
+/// latency, delay, clock offset, backoff jitter and relay phase: a fixed range (`lo == hi`)
+/// draws nothing, so it does not perturb the schedule.
 pub(crate) fn draw((lo, hi): (u64, u64)) -> u64 {
     if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
 }

@@ -3,14 +3,13 @@
 
 use std::sync::Arc;
 
-use madsim::rand::Rng;
-
 use super::net::{self, Envelope, Mailbox, Msg};
 use super::shared::{World, draw};
 use super::{clock, control};
 use crate::history::{Actor, Node, What};
 use crate::http::{self, Request};
 use crate::report::{AttemptOutcome, Outcome};
+use crate::scenario::RequestSpec;
 
 /// Run one request spec: all copies concurrently, each with its retries.
 pub(crate) async fn run_request(world: Arc<World>, req: usize) {
@@ -55,88 +54,7 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
     let first_sent = world.now_us();
     for attempt in 1..=policy.max_attempts {
         let who = Actor::Attempt { req: req as u32, copy, attempt };
-        let key = spec.key.as_ref().map(|k| {
-            if policy.new_key_per_attempt && attempt > 1 {
-                format!("{k}-{attempt}")
-            } else {
-                k.clone()
-            }
-        });
-        let body = spec.body_for(attempt).to_string();
-        let mut headers = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
-        if let Some(u) = &spec.user {
-            headers.push((http::USER_HEADER.to_string(), u.clone()));
-        }
-        if let Some(t) = &spec.tenant {
-            headers.push((http::TENANT_HEADER.to_string(), t.clone()));
-        }
-        if let Some(skew) = spec.clock_skew_us {
-            let t = (world.now_us() as i64).saturating_add(skew).div_euclid(1000);
-            headers.push((http::CLIENT_TIME_HEADER.to_string(), t.to_string()));
-        }
-        if let Some(m) = &spec.if_match {
-            headers.push((http::IF_MATCH_HEADER.to_string(), m.clone()));
-        }
-        if let Some(k) = &key {
-            headers.push((http::KEY_HEADER.to_string(), k.clone()));
-        }
-        headers.push((http::INTENT_HEADER.to_string(), spec.intent.clone()));
-        let http = Request {
-            method: spec.method.clone(),
-            path: spec.path.clone(),
-            headers,
-            body: body.into_bytes(),
-        };
-        let process = world.route(req, copy);
-        let mailbox = Mailbox::open(&world);
-        world.emit(
-            node,
-            Some(who),
-            What::Sent {
-                to: process as u32,
-                method: http.method.clone(),
-                path: http.path.clone(),
-                key: key.clone(),
-            },
-        );
-        let sent_ms = world.now_ms_f();
-        net::send_request(&world, node, process, Envelope { reply_tag: mailbox.tag, who, http });
-        let (reply, reset) = match clock::timeout_us(spec.timeout_us, mailbox.recv()).await {
-            Some(Msg::Reply(r)) => (Some(r), false),
-            Some(_) => (None, true),
-            None => (None, false),
-        };
-        drop(mailbox);
-        let marker = world
-            .model
-            .key
-            .as_ref()
-            .map(|k| k.replay_marker.as_str())
-            .unwrap_or("Idempotent-Replayed");
-        let replayed = reply.as_ref().is_some_and(|r| r.header(marker).is_some());
-        let reply_meta = reply.as_ref().map(|r| r.meta).unwrap_or_default();
-        match &reply {
-            Some(r) => world.emit(
-                node,
-                Some(who),
-                What::Received { status: r.status, body: r.body.clone(), replayed },
-            ),
-            None if reset => world.emit(node, Some(who), What::ConnectionReset),
-            None => {
-                world.emit(node, Some(who), What::TransportFailure { timeout_us: spec.timeout_us })
-            }
-        }
-        let outcome = AttemptOutcome {
-            outcome: if reply.is_some() { Outcome::Reply } else { Outcome::TransportFailure },
-            status: reply.as_ref().map(|r| r.status),
-            replayed,
-            body: reply.map(|r| r.body),
-            key: key.clone(),
-            sent_ms,
-            done_ms: world.now_ms_f(),
-            reason: reply_meta.reason,
-            exec: reply_meta.exec,
-        };
+        let outcome = send_attempt(&world, req, copy, attempt).await;
         let retry = match outcome.status {
             None => policy.on.transport,
             Some(s) => policy.on.statuses.contains(&s),
@@ -147,7 +65,7 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
         }
         let mut backoff = policy.backoff_before_us(attempt);
         if policy.jitter && backoff > 0 {
-            backoff = madsim::rand::thread_rng().gen_range(backoff / 2..=backoff);
+            backoff = draw((backoff / 2, backoff));
         }
         if let Some(h) = policy.horizon_us
             && world.now_us().saturating_add(backoff).saturating_sub(first_sent) > h
@@ -156,5 +74,87 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
             return;
         }
         clock::sleep_us(backoff).await;
+    }
+}
+
+/// The key an attempt sends: the request's, or a new one per attempt if the policy says so.
+fn attempt_key(spec: &RequestSpec, attempt: u32) -> Option<String> {
+    spec.key.as_ref().map(|k| {
+        if spec.policy.new_key_per_attempt && attempt > 1 {
+            format!("{k}-{attempt}")
+        } else {
+            k.clone()
+        }
+    })
+}
+
+/// The HTTP request of one attempt: the spec's method, path, body and headers.
+fn attempt_request(world: &World, spec: &RequestSpec, attempt: u32, key: Option<&str>) -> Request {
+    let body = spec.body_for(attempt).to_string();
+    let mut headers = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
+    if let Some(u) = &spec.user {
+        headers.push((http::USER_HEADER.to_string(), u.clone()));
+    }
+    if let Some(t) = &spec.tenant {
+        headers.push((http::TENANT_HEADER.to_string(), t.clone()));
+    }
+    if let Some(skew) = spec.clock_skew_us {
+        let t = (world.now_us() as i64).saturating_add(skew).div_euclid(1000);
+        headers.push((http::CLIENT_TIME_HEADER.to_string(), t.to_string()));
+    }
+    if let Some(m) = &spec.if_match {
+        headers.push((http::IF_MATCH_HEADER.to_string(), m.clone()));
+    }
+    if let Some(k) = key {
+        headers.push((http::KEY_HEADER.to_string(), k.to_string()));
+    }
+    headers.push((http::INTENT_HEADER.to_string(), spec.intent.clone()));
+    Request {
+        method: spec.method.clone(),
+        path: spec.path.clone(),
+        headers,
+        body: body.into_bytes(),
+    }
+}
+
+/// Send one attempt and wait for its reply (or a reset, or the timeout): what it saw.
+async fn send_attempt(world: &Arc<World>, req: usize, copy: u32, attempt: u32) -> AttemptOutcome {
+    let spec = &world.sim.requests[req];
+    let (node, who) = (Node::Client(req as u32), Actor::Attempt { req: req as u32, copy, attempt });
+    let key = attempt_key(spec, attempt);
+    let http = attempt_request(world, spec, attempt, key.as_deref());
+    let process = world.route(req, copy);
+    let mailbox = Mailbox::open(world);
+    let (method, path) = (http.method.clone(), http.path.clone());
+    let sent = What::Sent { to: process as u32, method, path, key: key.clone() };
+    world.emit(node, Some(who), sent);
+    let sent_ms = world.now_ms_f();
+    net::send_request(world, node, process, Envelope { reply_tag: mailbox.tag, who, http });
+    let (reply, reset) = match clock::timeout_us(spec.timeout_us, mailbox.recv()).await {
+        Some(Msg::Reply(r)) => (Some(r), false),
+        Some(_) => (None, true),
+        None => (None, false),
+    };
+    drop(mailbox);
+    let marker =
+        world.model.key.as_ref().map(|k| k.replay_marker.as_str()).unwrap_or("Idempotent-Replayed");
+    let replayed = reply.as_ref().is_some_and(|r| r.header(marker).is_some());
+    let reply_meta = reply.as_ref().map(|r| r.meta).unwrap_or_default();
+    let seen = match &reply {
+        Some(r) => What::Received { status: r.status, body: r.body.clone(), replayed },
+        None if reset => What::ConnectionReset,
+        None => What::TransportFailure { timeout_us: spec.timeout_us },
+    };
+    world.emit(node, Some(who), seen);
+    AttemptOutcome {
+        outcome: if reply.is_some() { Outcome::Reply } else { Outcome::TransportFailure },
+        status: reply.as_ref().map(|r| r.status),
+        replayed,
+        body: reply.map(|r| r.body),
+        key,
+        sent_ms,
+        done_ms: world.now_ms_f(),
+        reason: reply_meta.reason,
+        exec: reply_meta.exec,
     }
 }

@@ -135,7 +135,7 @@ async fn delete_keys(world: &World, action: u32, conn: &Connection) {
 }
 
 fn finish_action(world: &World, i: usize) {
-    world.lock().actions_running -= 1;
+    world.lock().quiet.actions_running -= 1;
     world.work_changed();
     world.mark_done(&world.sim.actions[i].id);
 }

@@ -14,6 +14,7 @@ mod control;
 mod exec;
 mod keystore;
 mod net;
+mod provider;
 mod runner;
 mod server;
 mod shared;
@@ -22,10 +23,10 @@ pub mod vfs;
 
 use std::sync::Arc;
 
-use madsim::runtime::{Handle, Runtime};
+use madsim::runtime::{Handle, NodeHandle, Runtime};
 use madsim::task::NodeId;
 
-use self::shared::{Latch, ProcessState, Recorder, State, World};
+use self::shared::{Latch, ProcessState, Recorder, State, World, draw};
 use crate::history::{History, Legend, Node, What};
 use crate::model::{Model, Step};
 use crate::report::{KeyRecord, Observation, RequestReport};
@@ -56,46 +57,15 @@ pub fn simulate(
     seed: u64,
     keep_history: bool,
 ) -> Result<Simulated, RunError> {
-    let db = store::fresh_run_database(model.driver.journal)?;
-    if !sim.world.stock.is_empty() {
-        store::with_observer(&db, |c| store::fill_stock(c, &sim.world.stock))?;
-    }
-    if model.program.contains(&Step::UpdateDoc) {
-        let docs =
-            sim.requests.iter().filter_map(|q| q.path.strip_prefix(crate::http::DOCS_PREFIX));
-        store::with_observer(&db, |c| store::fill_docs(c, docs))?;
-    }
+    let db = fresh_database(sim, model)?;
     let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
-
     let names: Vec<String> = sim
         .requests
         .iter()
         .map(|r| r.id.clone())
         .chain(sim.actions.iter().map(|a| a.id.clone()))
         .collect();
-    let outcomes = sim
-        .requests
-        .iter()
-        .map(|r| RequestReport {
-            id: r.id.clone(),
-            intent: r.intent.clone(),
-            copies: vec![Vec::new(); r.copies as usize],
-            rows_after: None,
-            keys_after: None,
-            responses_after: None,
-            finished: false,
-        })
-        .collect();
-    let state = State {
-        history: Recorder { keep: keep_history, ..Default::default() },
-        inject_fired: vec![0; sim.injects.len()],
-        outcomes,
-        next_tag: 1000,
-        processes: (0..sim.world.processes).map(|_| ProcessState::default()).collect(),
-        done: names.iter().map(|_| Latch::default()).collect(),
-        ..Default::default()
-    };
-
+    let state = initial_state(sim, &names, keep_history);
     let world = rt.block_on({
         let (sim, model) = (sim.clone(), model.clone());
         async move {
@@ -110,22 +80,69 @@ pub fn simulate(
     drop(rt);
     // The outside node's handle lives in the world; drop it so no task keeps the world alive.
     world.outside.lock().unwrap_or_else(|p| p.into_inner()).take();
+    observe(&world, sim, keep_history)
+}
+
+/// The run's database, filled with the sim's stock and the documents its requests update.
+fn fresh_database(sim: &Sim, model: &Model) -> Result<store::Db, RunError> {
+    let db = store::fresh_run_database(model.driver.journal)?;
+    if !sim.world.stock.is_empty() {
+        store::with_observer(&db, |c| store::fill_stock(c, &sim.world.stock))?;
+    }
+    if model.program.contains(&Step::UpdateDoc) {
+        let docs =
+            sim.requests.iter().filter_map(|q| q.path.strip_prefix(crate::http::DOCS_PREFIX));
+        store::with_observer(&db, |c| store::fill_docs(c, docs))?;
+    }
+    Ok(db)
+}
+
+/// The state a run starts from: an empty report per request, a latch per request and action.
+fn initial_state(sim: &Sim, names: &[String], keep_history: bool) -> State {
+    let outcomes = sim
+        .requests
+        .iter()
+        .map(|r| RequestReport {
+            id: r.id.clone(),
+            intent: r.intent.clone(),
+            copies: vec![Vec::new(); r.copies as usize],
+            rows_after: None,
+            keys_after: None,
+            responses_after: None,
+            finished: false,
+        })
+        .collect();
+    State {
+        history: Recorder { keep: keep_history, ..Default::default() },
+        inject_fired: vec![0; sim.injects.len()],
+        outcomes,
+        next_tag: 1000,
+        processes: (0..sim.world.processes).map(|_| ProcessState::default()).collect(),
+        done: names.iter().map(|_| Latch::default()).collect(),
+        ..Default::default()
+    }
+}
+
+/// A final read of the database the judges need only when the model has `step`.
+fn read_if<T>(
+    world: &World,
+    step: Step,
+    read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<Vec<T>>,
+) -> Result<Vec<T>, RunError> {
+    if world.model.program.contains(&step) {
+        Ok(store::with_observer(&world.db, read)?)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// What the run left, as plain data: the final database read by the observer, the keys held
+/// outside SQLite, what the clients and the provider saw, and the history.
+fn observe(world: &World, sim: &Sim, keep_history: bool) -> Result<Simulated, RunError> {
     let rows = store::with_observer(&world.db, store::read_rows)?;
-    let resources = if world.model.program.contains(&Step::ApplyStatus) {
-        store::with_observer(&world.db, store::read_resources)?
-    } else {
-        Vec::new()
-    };
-    let writes = if world.model.program.contains(&Step::UpdateDoc) {
-        store::with_observer(&world.db, store::read_writes)?
-    } else {
-        Vec::new()
-    };
-    let unsent = if world.model.program.contains(&Step::Outbox) {
-        store::with_observer(&world.db, store::unsent_intents)?
-    } else {
-        Vec::new()
-    };
+    let resources = read_if(world, Step::ApplyStatus, store::read_resources)?;
+    let writes = read_if(world, Step::UpdateDoc, store::read_writes)?;
+    let unsent = read_if(world, Step::Outbox, store::unsent_intents)?;
     let mut keys = store::with_observer(&world.db, store::read_keys)?;
     let st = std::mem::take(&mut *world.lock());
     let h = st.history;
@@ -141,8 +158,8 @@ pub fn simulate(
         requests: st.outcomes,
         rows,
         keys,
-        effect_log: st.effect_log,
-        deliveries: st.deliveries,
+        effect_log: st.provider.effect_log,
+        deliveries: st.provider.deliveries,
         collected: st.collected,
         bounds_hit: st.bounds_hit,
         unsent,
@@ -178,23 +195,51 @@ async fn supervise(world: Arc<World>) {
     clock::sleep_us(1).await;
 }
 
+/// Build the nodes, start everything, run the clients to their end, then wait for
+/// quiescence (or the time limit).
 async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>) {
-    // One node for everything that never crashes: the wire, the receiver, the clients and the
-    // control tasks. Each server process is a node of its own (a crash kills its tasks).
-    // Each process's clock is off true time by an offset drawn from the sim's skew range.
+    draw_clock_offsets(world);
+    let outside = spawn_nodes(world, h, nodes);
+    spawn_control(world, &outside);
+    let clients: Vec<_> = (0..world.sim.requests.len())
+        .map(|i| outside.spawn(Box::pin(client::run_request(world.clone(), i))))
+        .collect();
+    let limit = world.sim.world.time_limit_us;
+    let all_clients = async {
+        for c in clients {
+            let _ = c.await;
+        }
+    };
+    if clock::timeout_us(limit, all_clients).await.is_none() {
+        world.bound_hit(format!(
+            "time-limit: clients not finished after {} ms of simulated time",
+            crate::units::show_ms(limit)
+        ));
+        return;
+    }
+    wait_quiescent(world).await;
+}
+
+/// Each process's clock is off true time by an offset drawn from the sim's skew range.
+fn draw_clock_offsets(world: &World) {
     if let Some((lo, hi)) = world.sim.world.clock_skew_us {
-        use madsim::rand::Rng;
         for p in 0..world.sim.world.processes {
-            let offset = madsim::rand::thread_rng().gen_range(lo..=hi);
+            // Drawn as a distance above `lo` (`draw` is over µs, unsigned; `lo <= hi`).
+            let offset = lo.saturating_add_unsigned(draw((0, hi.abs_diff(lo))));
             world.lock().processes[p].clock_offset_us = offset;
             world.emit(Node::Server(p as u32), None, What::ClockOffset { us: offset });
         }
     }
+}
+
+/// One node for everything that never crashes (the wire, the provider, the clients and the
+/// control tasks), returned; each server process a node of its own (a crash kills its tasks).
+fn spawn_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>) -> NodeHandle {
     let outside = h.create_node().name("outside").build();
     nodes.push(outside.id());
     *world.outside.lock().unwrap() = Some(outside.clone());
     outside.spawn(net::wire_main(world.clone()));
-    outside.spawn(server::receiver_main(world.clone()));
+    outside.spawn(provider::receiver_main(world.clone()));
     for i in 0..world.sim.world.processes {
         let w = world.clone();
         let node = h
@@ -205,8 +250,13 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         world.server_nodes.lock().unwrap().push(node.id());
         nodes.push(node.id());
     }
+    outside
+}
+
+/// The control tasks on the outside node: the actions, the key collector, partition windows.
+fn spawn_control(world: &Arc<World>, outside: &NodeHandle) {
     for (i, a) in world.sim.actions.iter().enumerate() {
-        world.lock().actions_running += 1;
+        world.lock().quiet.actions_running += 1;
         let (w, kind) = (world.clone(), a.kind.clone());
         // The action holds a (Send, !Sync) connection across awaits: run it as a local task.
         outside.spawn(async move {
@@ -224,41 +274,14 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
     for p in world.sim.faults.partitions.clone() {
         outside.spawn(control::partition(world.clone(), p));
     }
-    let clients: Vec<_> = (0..world.sim.requests.len())
-        .map(|i| outside.spawn(Box::pin(client::run_request(world.clone(), i))))
-        .collect();
+}
 
+/// Quiescence: no request on its way to a process or waiting in its inbox, no handler or
+/// action running, no outbox message undelivered. Event-driven: the supervisor sleeps until
+/// one of those changes (or the time limit), never polls.
+async fn wait_quiescent(world: &World) {
     let limit = world.sim.world.time_limit_us;
-    let all_clients = async {
-        for c in clients {
-            let _ = c.await;
-        }
-    };
-    if clock::timeout_us(limit, all_clients).await.is_none() {
-        world.bound_hit(format!(
-            "time-limit: clients not finished after {} ms of simulated time",
-            crate::units::show_ms(limit)
-        ));
-        return;
-    }
-    // Quiescence: no request on its way to a process or waiting in its inbox, no handler or
-    // action running, no outbox message undelivered. Event-driven: the supervisor sleeps until
-    // one of those changes (or the time limit), never polls.
-    loop {
-        let (busy, budget_spent) = {
-            let st = world.lock();
-            let busy = (st.handlers_in_flight + st.actions_running) as u64
-                + st.wire.work_in_flight
-                + st.wire.receiver.queue.len() as u64
-                + st.processes.iter().map(|p| p.inbox.queue.len() as u64).sum::<u64>();
-            (busy, st.steps > world.sim.world.max_steps)
-        };
-        // Once the step budget is spent the relay has stopped: its outbox is left as it is.
-        let busy =
-            busy + if budget_spent { 0 } else { outbox_pending(world) + claims_to_complete(world) };
-        if busy == 0 {
-            break;
-        }
+    while busy(world) > 0 {
         let now = world.now_us();
         if now >= limit || clock::timeout_us(limit - now, world.next_work_change()).await.is_none()
         {
@@ -270,6 +293,22 @@ async fn supervise_nodes(world: &Arc<World>, h: &Handle, nodes: &mut Vec<NodeId>
         }
     }
     world.emit(Node::Control, None, What::Quiescent);
+}
+
+/// Work still to come: requests on the wire or in an inbox, handlers and actions running,
+/// effects waiting for the provider; outbox rows and abandoned claims while the step budget
+/// lasts.
+fn busy(world: &World) -> u64 {
+    let (busy, budget_spent) = {
+        let st = world.lock();
+        let busy = st.quiet.running()
+            + st.wire.work_in_flight
+            + st.wire.receiver.queue.len() as u64
+            + st.processes.iter().map(|p| p.inbox.queue.len() as u64).sum::<u64>();
+        (busy, st.steps > world.sim.world.max_steps)
+    };
+    // Once the step budget is spent the relay has stopped: its outbox is left as it is.
+    busy + if budget_spent { 0 } else { outbox_pending(world) + claims_to_complete(world) }
 }
 
 /// Abandoned claims a completer still has to finish (0 without a completer).

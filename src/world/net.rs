@@ -13,8 +13,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
-use madsim::rand::Rng;
-
 use super::clock;
 use super::shared::{World, chance, draw};
 use crate::history::{Actor, Node, What};
@@ -396,8 +394,7 @@ fn delay(world: &World, node: Node, who: Actor) -> u64 {
     if !chance(f.delay) {
         return 0;
     }
-    let (lo, hi) = f.delay_us;
-    let us = madsim::rand::thread_rng().gen_range(lo..=hi);
+    let us = draw(f.delay_us);
     world.emit(node, Some(who), What::Delayed { us });
     us
 }

@@ -1,6 +1,7 @@
 //! Server processes: one madsim node each, with its own SQLite connection shared by all the
 //! requests it serves. Each request is an [`Exec`] of the model's program; a model with an
-//! `outbox` step also runs a relay task in every process. And the external effect receiver.
+//! `outbox` step also runs a relay task in every process, and a model with a completer its
+//! completer task. (The external effect provider is in `provider.rs`.)
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -16,8 +17,6 @@ use super::store::{self, Pooled};
 use crate::history::{Actor, CrashSite, Node, Stmt, What};
 use crate::http::{self, Reason, Response};
 use crate::model::Step;
-use crate::report::EffectRecord;
-use madsim::rand::Rng;
 
 /// The main task of server process `idx` (re-run on restart).
 pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
@@ -87,7 +86,7 @@ impl InFlightGuard {
     fn new(world: Arc<World>, process: usize, tag: u64, who: Actor) -> Self {
         {
             let mut st = world.lock();
-            st.handlers_in_flight += 1;
+            st.quiet.handlers_in_flight += 1;
             st.processes[process].serving.insert(tag, who);
         }
         InFlightGuard { world, process, tag }
@@ -98,7 +97,7 @@ impl Drop for InFlightGuard {
     fn drop(&mut self) {
         {
             let mut st = self.world.lock();
-            st.handlers_in_flight -= 1;
+            st.quiet.handlers_in_flight -= 1;
             st.processes[self.process].serving.remove(&self.tag);
         }
         self.world.work_changed();
@@ -175,8 +174,7 @@ async fn handle(
 /// processes' relays are started by their own processes' timers, not in lockstep.
 async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
     let every = world.model.relay_every_us;
-    let phase = if every > 1 { madsim::rand::thread_rng().gen_range(1..=every) } else { every };
-    let mut wait = phase;
+    let mut wait = draw((every.min(1), every));
     loop {
         clock::sleep_us(wait).await;
         wait = every;
@@ -252,88 +250,5 @@ async fn completer_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>, every_u
             exec.complete_abandoned(a).await;
         }
         world.work_changed();
-    }
-}
-
-/// The external effect receiver (e-mail, payment): counts deliveries, and effects per intent
-/// after deduplicating by the delivery's key when the model sends one.
-pub(crate) async fn receiver_main(world: Arc<World>) {
-    loop {
-        for msg in net::accept_effects(&world).await {
-            let f = &world.sim.faults.effects;
-            // A decline (a business refusal) performs nothing; the provider remembers it under
-            // the call's dedupe key, so an idempotent retry is declined again.
-            let declined = {
-                let mut st = world.lock();
-                let again = msg.dedupe.as_ref().is_some_and(|k| st.declined.contains(k));
-                let seen = msg.dedupe.as_ref().is_some_and(|k| st.dedupe_seen.contains_key(k));
-                let now = again || (!seen && chance(f.decline));
-                if now && let Some(k) = &msg.dedupe {
-                    st.declined.insert(k.clone());
-                }
-                if now {
-                    st.deliveries += 1;
-                }
-                now
-            };
-            if declined {
-                world.emit(
-                    Node::Receiver,
-                    Some(msg.from),
-                    What::Declined { intent: msg.intent.clone() },
-                );
-                let after = world.effect_latency_us();
-                let to = Dest::Tag { tag: msg.reply_tag, process: Some(msg.process) };
-                world.send(None, to, Some(msg.from), Msg::Ack { ok: false, declined: true }, after);
-                continue;
-            }
-            let fresh = {
-                let t = world.now_us();
-                let retention = world.sim.world.effect_dedupe_retention_us;
-                let mut st = world.lock();
-                st.deliveries += 1;
-                let fresh = match &msg.dedupe {
-                    // The provider forgets a dedupe key after its retention.
-                    Some(k) => match st.dedupe_seen.get(k) {
-                        Some(seen) if retention.is_none_or(|r| t < seen.saturating_add(r)) => false,
-                        _ => {
-                            st.dedupe_seen.insert(k.clone(), t);
-                            true
-                        }
-                    },
-                    None => true,
-                };
-                if fresh {
-                    let record =
-                        EffectRecord { intent: msg.intent.clone(), at_us: t, exec: Some(msg.exec) };
-                    st.effect_log.push(record);
-                }
-                fresh
-            };
-            let (intent, from) = (msg.intent.clone(), msg.from);
-            if fresh {
-                world.emit(Node::Receiver, None, What::EffectApplied { intent, from });
-            } else {
-                world.emit(Node::Receiver, None, What::EffectDeduplicated { intent, from });
-            }
-            // The answer, through the provider's faults: an error although the effect happened,
-            // an answer lost, an answer late.
-            let ok = !(fresh && chance(f.error_after_success));
-            if !ok {
-                world.emit(Node::Receiver, Some(msg.from), What::ProviderErrorAfterSuccess);
-            }
-            if chance(f.ack_drop) {
-                world.emit(Node::Receiver, Some(msg.from), What::ProviderAnswerLost);
-                continue;
-            }
-            let mut after = world.effect_latency_us();
-            if chance(f.delay) {
-                let us = draw(f.delay_us);
-                world.emit(Node::Receiver, Some(msg.from), What::Delayed { us });
-                after += us;
-            }
-            let to = Dest::Tag { tag: msg.reply_tag, process: Some(msg.process) };
-            world.send(None, to, Some(msg.from), Msg::Ack { ok, declined: false }, after);
-        }
     }
 }

@@ -13,10 +13,11 @@ use madsim::task::NodeId;
 
 use super::clock;
 use super::net::{Envelope, Inbox, Wire};
+use super::provider::Provider;
 use super::store::Db;
 use crate::history::{Actor, Event, Node, TraceHasher, What};
 use crate::model::Model;
-use crate::report::{AttemptOutcome, EffectRecord, KeyRecord, RequestReport, Scope};
+use crate::report::{AttemptOutcome, KeyRecord, RequestReport, Scope};
 use crate::scenario::{Route, Sim};
 
 /// Draw one fault decision from the seed. Rates of 0 draw nothing, so adding a fault kind to
@@ -26,8 +27,8 @@ pub(crate) fn chance(rate: f64) -> bool {
 }
 
 /// Draw one duration uniformly from an inclusive range (µs), the one rule for every drawn
-/// latency and delay: a fixed range (`lo == hi`) draws nothing, so it does not perturb the
-/// schedule.
+/// latency, delay, clock offset, backoff jitter and relay phase: a fixed range (`lo == hi`)
+/// draws nothing, so it does not perturb the schedule.
 pub(crate) fn draw((lo, hi): (u64, u64)) -> u64 {
     if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
 }
@@ -78,6 +79,26 @@ pub(crate) struct Recorder {
     pub last_t_us: u64,
 }
 
+/// What the supervisor's quiescence counts of its own (the wire, the inboxes and the outbox
+/// are counted where they are), and the generation it waits on.
+#[derive(Default)]
+pub(crate) struct Quiet {
+    /// Bumped by every change quiescence depends on; the supervisor waits on it.
+    pub generation: u64,
+    pub waker: Option<Waker>,
+    /// Requests being served.
+    pub handlers_in_flight: u32,
+    /// Actions not yet finished.
+    pub actions_running: u32,
+}
+
+impl Quiet {
+    /// Handlers and actions running.
+    pub fn running(&self) -> u64 {
+        (self.handlers_in_flight + self.actions_running) as u64
+    }
+}
+
 /// Mutable state of a run, shared by every node (one thread: the lock is never contended).
 #[derive(Default)]
 pub(crate) struct State {
@@ -88,29 +109,20 @@ pub(crate) struct State {
     pub outcomes: Vec<RequestReport>,
     /// Steps of work done (bounded by `max_steps`): program steps, lock retries, polls, passes.
     pub steps: u64,
-    /// Bumped by every change quiescence depends on; the supervisor waits on it.
-    pub quiet_generation: u64,
-    pub quiet_waker: Option<Waker>,
-    pub handlers_in_flight: u32,
-    pub actions_running: u32,
+    /// What the supervisor's quiescence counts, and the wake-up it waits on.
+    pub quiet: Quiet,
     pub bounds_hit: Vec<String>,
     pub next_tag: u64,
     /// The last row id handed out: rows get the engine's ids, never reused (SQLite would
     /// reuse the rowid of a rolled-back insert, and the oracle would mistake one row for
     /// another).
     pub last_row_id: i64,
-    /// (intent, µs) of every effect the receiver counted (after dedupe), in order.
-    pub effect_log: Vec<EffectRecord>,
     /// (intent, µs) of every key deleted by the collector, expiry or a delete-keys action.
     pub collected: Vec<crate::report::Collected>,
     /// The TTL cache key store, shared by all processes.
     pub cache: BTreeMap<Scope, KeyRecord>,
-    /// Every delivery the effect receiver got (before deduplication).
-    pub deliveries: u64,
-    /// Dedupe keys the receiver has seen, with when it first saw each (µs).
-    pub dedupe_seen: BTreeMap<String, u64>,
-    /// Dedupe keys the provider declined (a retry with one is declined again).
-    pub declined: std::collections::BTreeSet<String>,
+    /// The effect provider's memory: deliveries, effects performed, dedupe keys, declines.
+    pub provider: Provider,
     pub processes: Vec<ProcessState>,
     /// The network: packets in flight, the receiver's inbox, reply mailboxes.
     pub wire: Wire,
@@ -224,8 +236,8 @@ impl World {
     pub fn work_changed(&self) {
         let w = {
             let mut st = self.lock();
-            st.quiet_generation += 1;
-            st.quiet_waker.take()
+            st.quiet.generation += 1;
+            st.quiet.waker.take()
         };
         if let Some(w) = w {
             w.wake();
@@ -234,13 +246,13 @@ impl World {
 
     /// Wait for the next [`World::work_changed`].
     pub async fn next_work_change(&self) {
-        let start = self.lock().quiet_generation;
+        let start = self.lock().quiet.generation;
         std::future::poll_fn(|cx| {
             let mut st = self.lock();
-            if st.quiet_generation != start {
+            if st.quiet.generation != start {
                 Poll::Ready(())
             } else {
-                st.quiet_waker = Some(cx.waker().clone());
+                st.quiet.waker = Some(cx.waker().clone());
                 Poll::Pending
             }
         })

@@ -233,10 +233,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize, &str)] = &[
     ("shrink.rs", "candidates", 143, "one block per shrinking pass; to split"),
     ("shrink.rs", "shrink", 116, "to split (issue 21)"),
     ("sweep.rs", "run_cells", 147, "to split (issue 21)"),
-    ("world/client.rs", "run_copy", 115, "to split (issue 21)"),
-    ("world/mod.rs", "simulate", 105, "to split (issue 21)"),
-    ("world/mod.rs", "supervise_nodes", 93, "to split (issue 21)"),
-    ("world/server.rs", "receiver_main", 81, "the provider: to its own file (issue 21)"),
 ];
 
 /// Every function of `src/` with its length in lines, from its `fn` line to the `}` at its

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Exec, Flow, WAIT_POLL_US, in_flight};
+use super::{Claim, Exec, Flow, WAIT_POLL_US, in_flight};
 use crate::history::{Refusal, Stmt, What};
 use crate::http::{self, Order, Reason, Response};
 use crate::model::{
@@ -51,7 +51,7 @@ impl Exec {
 
     /// `recovery-point:<name>`: remembered in this request's claim.
     pub(super) async fn recovery_point(&mut self, point: &str) -> Result<Flow, Failure> {
-        if !self.claimed {
+        if self.claim == Claim::Unclaimed {
             return Ok(Flow::Next);
         }
         let (s, me, row) = (self.scope(), self.run.id, self.row_id);
@@ -155,7 +155,7 @@ impl Exec {
         (self.admitted_us, self.admitted_app_us) = (self.world().now_us(), now);
         self.key = Some(a.scope);
         self.fingerprint = a.fingerprint;
-        self.claimed = true;
+        self.hold_claim();
         self.row_id = Some(a.row);
         self.response = Some(Response::new(201, a.order.created_body(a.row)));
         self.order = Some(a.order);
@@ -196,7 +196,7 @@ impl Exec {
             self.event(What::AlreadyClaimed);
             return Ok(Flow::Finish(in_flight(409)));
         }
-        self.claimed = true;
+        self.hold_claim();
         self.event(What::RetookFailed);
         Ok(Flow::Next)
     }
@@ -205,11 +205,11 @@ impl Exec {
     /// lookup hit, unless the record's lease expired and this request can take it over.
     /// (A request that took a failed record back at its lookup has its claim already.)
     pub(super) async fn claim(&mut self) -> Result<Flow, Failure> {
-        if self.key.is_none() || self.claimed {
+        if self.key.is_none() || self.claim != Claim::Unclaimed {
             return Ok(Flow::Next);
         }
         if self.key_claim().await? {
-            self.claimed = true;
+            self.hold_claim();
             self.event(What::Claimed);
             return Ok(Flow::Next);
         }
@@ -229,7 +229,7 @@ impl Exec {
                     && rec.lease_until_us.is_some_and(|l| l <= now);
                 if expired && rec.fingerprint == self.fingerprint && self.key_takeover(&rec).await?
                 {
-                    self.claimed = true;
+                    self.hold_claim();
                     self.event(What::TookOver);
                     if self.world().model.has_recovery_points() {
                         self.resume().await?;
@@ -241,7 +241,7 @@ impl Exec {
             }
             // The record had expired and was deleted on read: claim the key anew (once).
             None if self.key_policy().expiry.on_read() && self.key_claim().await? => {
-                self.claimed = true;
+                self.hold_claim();
                 self.event(What::Claimed);
                 Ok(Flow::Next)
             }
@@ -335,21 +335,26 @@ impl Exec {
         if self.key.is_none() {
             return Ok(());
         }
-        if self.claimed {
-            let done = self.key_complete(status, body).await;
-            self.save_failed = done.is_err();
-            if done? == 0 {
-                let fencing = self.key_policy().fencing;
-                self.event(What::SaveRefused { fencing });
-                return Err(Failure::Error(Why::SaveRefused { fencing }));
+        match self.claim {
+            Claim::Unclaimed => {
+                self.key_insert(Stmt::SaveResponse, self.new_record(Some((status, body))), false)
+                    .await?;
+                self.event(What::Stored { status });
             }
-            self.event(What::ClaimCompleted { status });
-            self.completed = true;
-            self.completed_in_tx = !self.run.conn.is_autocommit();
-        } else {
-            self.key_insert(Stmt::SaveResponse, self.new_record(Some((status, body))), false)
-                .await?;
-            self.event(What::Stored { status });
+            Claim::Held | Claim::CompletedInTx | Claim::Completed => {
+                let done = self.key_complete(status, body).await;
+                self.save_failed = done.is_err();
+                if done? == 0 {
+                    let fencing = self.key_policy().fencing;
+                    self.event(What::SaveRefused { fencing });
+                    return Err(Failure::Error(Why::SaveRefused { fencing }));
+                }
+                self.event(What::ClaimCompleted { status });
+                self.claim = match self.run.conn.is_autocommit() {
+                    true => Claim::Completed,
+                    false => Claim::CompletedInTx,
+                };
+            }
         }
         // `local_cache`: keep a copy once the record is durable (outside a transaction).
         if self.key_policy().local_cache
@@ -369,11 +374,10 @@ impl Exec {
         // end of the connection's transaction, or by a COMMIT lost and rolled back. The error
         // path then treats the claim as the database holds it (in progress), as its
         // conditional SQL (`WHERE state = 'in-progress' AND token = own`) would.
-        if self.completed
-            && self.completed_in_tx
+        if self.claim == Claim::CompletedInTx
             && (!self.run.conn.is_autocommit() || self.run.commit_rolled_back.get())
         {
-            self.completed = false;
+            self.claim = Claim::Held;
         }
         self.roll_back_on_error();
         let declined = matches!(f, Failure::Declined);
@@ -455,7 +459,7 @@ impl Exec {
     /// store the failure as the key's outcome (`store`), or the model's `on_error` clean-up
     /// (release it, mark it failed, or unlock it for a takeover).
     pub(super) async fn clean_up_claim(&mut self, store: bool, resp: &Response) {
-        if !self.claimed || self.completed {
+        if self.claim != Claim::Held {
             return;
         }
         if store {

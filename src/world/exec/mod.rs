@@ -32,6 +32,21 @@ pub(crate) enum Flow {
     Finish(Response),
 }
 
+/// What this execution holds under its key: no claim, a claim in progress, or a claim it
+/// recorded its outcome under (durably, or inside a transaction not yet committed).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Claim {
+    /// No claim of its own (no key, not claimed yet, or a claim rolled back with its
+    /// transaction).
+    Unclaimed,
+    /// An in-progress record of its own, its outcome not recorded.
+    Held,
+    /// The outcome recorded under the claim inside a transaction not yet committed.
+    CompletedInTx,
+    /// The outcome recorded under the claim, outside a transaction or committed.
+    Completed,
+}
+
 /// One request's execution of the model's program.
 pub(crate) struct Exec {
     pub run: Runner,
@@ -43,11 +58,8 @@ pub(crate) struct Exec {
     pub fingerprint: String,
     pub row_id: Option<i64>,
     pub response: Option<Response>,
-    pub claimed: bool,
-    /// This request recorded its outcome under its claim.
-    pub completed: bool,
-    /// The completion was written inside a transaction not yet committed.
-    pub completed_in_tx: bool,
+    /// Its claim under the key, and whether it recorded its outcome there.
+    pub claim: Claim,
     pub drop_reply: bool,
     /// A business refusal (`insert-row` met the business key, `take-stock` found it sold out):
     /// no new resource, so no insert, stock, effect or outbox step runs after it.
@@ -77,9 +89,7 @@ impl Exec {
             fingerprint: String::new(),
             row_id: None,
             response: None,
-            claimed: false,
-            completed: false,
-            completed_in_tx: false,
+            claim: Claim::Unclaimed,
             drop_reply: false,
             clashed: false,
             resume_at: None,
@@ -102,6 +112,13 @@ impl Exec {
     /// statements may still land inside it, which is the shared connection's hazard).
     fn in_tx(&self) -> bool {
         self.run.conn.tx_owned_by(self.run.id)
+    }
+
+    /// A claim taken (claimed, taken over, taken back): held, unless it is already held.
+    fn hold_claim(&mut self) {
+        if self.claim == Claim::Unclaimed {
+            self.claim = Claim::Held;
+        }
     }
 
     fn world(&self) -> &World {
@@ -230,7 +247,9 @@ impl Exec {
             }
             Step::Commit => {
                 self.run.sql(Stmt::Commit, |c| store::exec_cached(c, "COMMIT")).await?;
-                self.completed_in_tx = false;
+                if self.claim == Claim::CompletedInTx {
+                    self.claim = Claim::Completed;
+                }
                 self.event(What::Commit);
                 Ok(Flow::Next)
             }
@@ -282,9 +301,9 @@ impl Exec {
         self.tx_retries += 1;
         let of = self.run.world.model.transaction_retries;
         self.event(What::TransactionRetried { attempt: self.tx_retries, of });
-        if self.completed_in_tx {
-            self.completed = false;
-            self.completed_in_tx = false;
+        // A completion inside the transaction was rolled back with it.
+        if self.claim == Claim::CompletedInTx {
+            self.claim = Claim::Held;
         }
         self.row_id = None;
         self.response = None;
@@ -293,7 +312,7 @@ impl Exec {
         // A claim made inside the transaction was rolled back with it.
         let program = &self.run.world.model.program;
         if program[begin..failed_before].contains(&Step::Claim) {
-            self.claimed = false;
+            self.claim = Claim::Unclaimed;
         }
         begin
     }

@@ -237,6 +237,16 @@ impl Cell {
     pub fn violating(&self) -> impl Iterator<Item = (&String, &ViolationStat)> {
         self.violations.iter().filter(|(_, v)| !v.permitted)
     }
+
+    /// The sweep's verdict on the cell (`sweep`, and `merge` of one cell, exit 1): a violation
+    /// that is not policy-permitted, a nondeterministic seed, a run cut short by a bound, or an
+    /// expectation that failed.
+    pub fn sweep_failed(&self) -> bool {
+        self.violating().next().is_some()
+            || !self.nondeterministic_seeds.is_empty()
+            || self.bounded_runs > 0
+            || !self.passed
+    }
 }
 
 /// The cell of sim `si` × model `mi` in the sim-major order [`run_cells`] returns.

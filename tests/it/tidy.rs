@@ -215,7 +215,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize, &str)] = &[
     ("model.rs", "check_structure", 72, "to split into named checks (issue 21)"),
     ("model.rs", "parse", 258, "to split into named checks of at most 60 lines (issue 21)"),
     ("model.rs", "parse_key", 257, "to split into named checks of at most 60 lines (issue 21)"),
-    ("picture.rs", "svg", 146, "to split (issue 21)"),
     ("scenario.rs", "parse_faults", 89, "to split into named checks (issue 21)"),
     ("scenario.rs", "parse_request", 114, "to split into named checks (issue 21)"),
     ("shard.rs", "auto", 75, "one arm per engine's variables; to split"),

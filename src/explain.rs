@@ -179,39 +179,7 @@ fn why_not_stopped(f: &Failure, model: &Model, first: &Event, second: &Event) ->
     let h = &f.history;
     let name = |e: &Event| e.who.map(|a| h.legend.actor(a)).unwrap_or_default();
     if let Some(Actor::RelayMessage(id)) = second.who {
-        let h = &f.history;
-        let mut nodes: Vec<_> = h
-            .events
-            .iter()
-            .filter(|e| e.who == second.who && matches!(e.what, What::EffectCall { .. }))
-            .map(|e| e.node)
-            .collect();
-        nodes.sort_by_key(|n| format!("{n:?}"));
-        nodes.dedup();
-        let two_relays = nodes.len() > 1;
-        let crash = h.events.iter().find(|e| {
-            matches!(&e.what, What::CrashFault(crate::history::CrashSite::BetweenSendAndMark))
-                || matches!(&e.what, What::Injected { point, .. } if point == "relay-after-send")
-        });
-        let why = if let Some(c) = crash {
-            format!(
-                "the relay's process crashed between sending message {id} and marking it sent (at {}), so the next pass sent it again",
-                ms(c.t_us)
-            )
-        } else if two_relays {
-            format!(
-                "the relays of two processes both read message {id} before either marked it sent"
-            )
-        } else {
-            format!(
-                "the relay did not see its first delivery of message {id} acknowledged and sent it again"
-            )
-        };
-        return format!(
-            "The outbox delivers at least once: {why}. The receiver counts every delivery: model \
-             {} does not deduplicate effects (effects.dedupe = none).",
-            model.name
-        );
+        return relay_sent_again(f, model, id, second);
     }
     if model.key.is_none() {
         return format!(
@@ -237,7 +205,51 @@ fn why_not_stopped(f: &Failure, model: &Model, first: &Event, second: &Event) ->
             k2.unwrap_or_else(|| "-".into())
         );
     }
-    // What the second execution found when it checked the key, and when the first saved it.
+    key_missed(f, model, first, second)
+}
+
+/// Why the outbox relay delivered message `id` a second time.
+fn relay_sent_again(f: &Failure, model: &Model, id: i64, second: &Event) -> String {
+    let h = &f.history;
+    let mut nodes: Vec<_> = h
+        .events
+        .iter()
+        .filter(|e| e.who == second.who && matches!(e.what, What::EffectCall { .. }))
+        .map(|e| e.node)
+        .collect();
+    nodes.sort_by_key(|n| format!("{n:?}"));
+    nodes.dedup();
+    let two_relays = nodes.len() > 1;
+    let crash = h.events.iter().find(|e| {
+        matches!(&e.what, What::CrashFault(crate::history::CrashSite::BetweenSendAndMark))
+            || matches!(&e.what, What::Injected { point, .. } if point == "relay-after-send")
+    });
+    let why = if let Some(c) = crash {
+        format!(
+            "the relay's process crashed between sending message {id} and marking it sent (at {}), so the next pass sent it again",
+            ms(c.t_us)
+        )
+    } else if two_relays {
+        format!("the relays of two processes both read message {id} before either marked it sent")
+    } else {
+        format!(
+            "the relay did not see its first delivery of message {id} acknowledged and sent it again"
+        )
+    };
+    format!(
+        "The outbox delivers at least once: {why}. The receiver counts every delivery: model \
+         {} does not deduplicate effects (effects.dedupe = none).",
+        model.name
+    )
+}
+
+/// What the second execution found when it checked the key (its last check before acting),
+/// and when the first saved it.
+fn check_and_save<'a>(
+    h: &'a History,
+    first: &Event,
+    second: &Event,
+) -> (Option<&'a Event>, Option<&'a Event>) {
     let checked = of_actor(h, second.who)
         .filter(|e| e.t_us <= second.t_us)
         .filter(|e| matches!(e.what, What::LookupMiss | What::Claimed | What::TookOver))
@@ -245,8 +257,18 @@ fn why_not_stopped(f: &Failure, model: &Model, first: &Event, second: &Event) ->
     let saved = of_actor(h, first.who).find(|e| {
         matches!(e.what, What::Stored { .. } | What::ClaimCompleted { .. } | What::Claimed)
     });
-    let gone = h
-        .events
+    (checked, saved)
+}
+
+/// The event that took the first execution's saved key record away before the check.
+fn record_gone<'a>(
+    h: &'a History,
+    first: &Event,
+    second: &Event,
+    checked: Option<&Event>,
+    saved: Option<&Event>,
+) -> Option<&'a Event> {
+    h.events
         .iter()
         .filter(|e| e.t_us <= checked.map_or(second.t_us, |c| c.t_us))
         .filter(|e| saved.is_some_and(|s| e.t_us >= s.t_us))
@@ -262,7 +284,15 @@ fn why_not_stopped(f: &Failure, model: &Model, first: &Event, second: &Event) ->
                     | What::Rollback
                     | What::CommitLost { committed: false }
             ) && (e.who.is_none() || e.who == first.who || matches!(e.what, What::ProcessCrashed))
-        });
+        })
+}
+
+/// Both executions sent the same key: why its check did not stop the second.
+fn key_missed(f: &Failure, model: &Model, first: &Event, second: &Event) -> String {
+    let h = &f.history;
+    let name = |e: &Event| e.who.map(|a| h.legend.actor(a)).unwrap_or_default();
+    let (checked, saved) = check_and_save(h, first, second);
+    let gone = record_gone(h, first, second, checked, saved);
     match (checked, saved) {
         (Some(c), _) if matches!(c.what, What::TookOver) => format!(
             "`{}` found `{}`'s claim still in progress but its lease expired by the clock of the \
@@ -310,25 +340,27 @@ fn why_not_stopped(f: &Failure, model: &Model, first: &Event, second: &Event) ->
     }
 }
 
-/// The story of the violation, in plain words.
-fn story(f: &Failure, model: &Model) -> String {
+/// The violation's story in plain words: two executions and where they came from, or (for
+/// other violations) what the client saw against what happened.
+fn narrative(f: &Failure, model: &Model) -> String {
+    let did = duplicated(f);
+    if did.len() >= 2 {
+        return two_executions(f, model, &did[0], &did[1]);
+    }
+    attempts_told(f)
+}
+
+/// The executions that did the duplicated thing (inserted the row, or had the effect
+/// performed), in order; empty for other violations.
+fn duplicated(f: &Failure) -> Vec<Event> {
     let v = &f.violation;
-    let mut s = String::new();
-    let pick: Option<fn(&What) -> bool> = match v.name {
+    match v.name {
         ViolationKind::DuplicateRow | ViolationKind::ExpiredDuplicateRow => {
-            Some(|w| matches!(w, What::RowInserted { .. }))
+            doers(f, |w| matches!(w, What::RowInserted { .. })).into_iter().cloned().collect()
         }
-        ViolationKind::DuplicateEffect | ViolationKind::ExpiredDuplicateEffect => {
-            Some(|w| matches!(w, What::EffectCall { .. }))
-        }
-        _ => None,
-    };
-    let mut did: Vec<Event> =
-        pick.map(|p| doers(f, p)).unwrap_or_default().into_iter().cloned().collect();
-    if matches!(v.name, ViolationKind::DuplicateEffect | ViolationKind::ExpiredDuplicateEffect) {
         // Effects as the provider counted them, each with the execution that asked for it
         // (an attempt, or the outbox relay delivering a message).
-        did = f
+        ViolationKind::DuplicateEffect | ViolationKind::ExpiredDuplicateEffect => f
             .history
             .events
             .iter()
@@ -338,42 +370,51 @@ fn story(f: &Failure, model: &Model) -> String {
                 }
                 _ => None,
             })
-            .collect();
+            .collect(),
+        _ => vec![],
     }
-    if did.len() >= 2 {
-        let (a, b) = (&did[0], &did[1]);
-        // Two deliveries by one relay message would read the same: number them.
-        let same = a.who == b.who;
-        let name = |e: &Event| {
-            let n = e.who.map(|x| f.history.legend.actor(x)).unwrap_or_default();
-            match (same, std::ptr::eq(e, a)) {
-                (false, _) => n,
-                (true, true) => format!("{n} (first time)"),
-                (true, false) => format!("{n} (second time)"),
-            }
-        };
-        let act = if matches!(a.what, What::RowInserted { .. }) {
-            "inserted a row"
-        } else {
-            "had its effect performed"
-        };
-        let _ = writeln!(
-            s,
-            "Let `{}` and `{}` be two executions of intent `{}`: `{}` {act} at {}, `{}` at {}.",
-            name(a),
-            name(b),
-            v.intent,
-            name(a),
-            ms(a.t_us),
-            name(b),
-            ms(b.t_us)
-        );
-        let _ = writeln!(s, "\nWhere did the second execution come from? {}", origin(f, a, b));
-        let _ = writeln!(s, "\nWhy did the key not stop it? {}", why_not_stopped(f, model, a, b));
-        let _ = writeln!(s, "\nSo: {} ({}).", v.name.name(), v.detail);
-        return s;
-    }
-    // Other violations: what the client saw against what happened, per attempt.
+}
+
+/// The story of two executions `a` and `b` of one intent.
+fn two_executions(f: &Failure, model: &Model, a: &Event, b: &Event) -> String {
+    let v = &f.violation;
+    let mut s = String::new();
+    // Two deliveries by one relay message would read the same: number them.
+    let same = a.who == b.who;
+    let name = |e: &Event| {
+        let n = e.who.map(|x| f.history.legend.actor(x)).unwrap_or_default();
+        match (same, std::ptr::eq(e, a)) {
+            (false, _) => n,
+            (true, true) => format!("{n} (first time)"),
+            (true, false) => format!("{n} (second time)"),
+        }
+    };
+    let act = if matches!(a.what, What::RowInserted { .. }) {
+        "inserted a row"
+    } else {
+        "had its effect performed"
+    };
+    let _ = writeln!(
+        s,
+        "Let `{}` and `{}` be two executions of intent `{}`: `{}` {act} at {}, `{}` at {}.",
+        name(a),
+        name(b),
+        v.intent,
+        name(a),
+        ms(a.t_us),
+        name(b),
+        ms(b.t_us)
+    );
+    let _ = writeln!(s, "\nWhere did the second execution come from? {}", origin(f, a, b));
+    let _ = writeln!(s, "\nWhy did the key not stop it? {}", why_not_stopped(f, model, a, b));
+    let _ = writeln!(s, "\nSo: {} ({}).", v.name.name(), v.detail);
+    s
+}
+
+/// Other violations: what the client saw against what happened, per attempt.
+fn attempts_told(f: &Failure) -> String {
+    let v = &f.violation;
+    let mut s = String::new();
     let _ = writeln!(s, "{}: {}.", v.name.meaning(), v.detail);
     let _ = writeln!(s, "\nThe attempts of intent `{}`:", v.intent);
     for (qi, q) in f.sim.requests.iter().enumerate().filter(|(_, q)| q.intent == v.intent) {
@@ -406,19 +447,19 @@ fn story(f: &Failure, model: &Model) -> String {
     s
 }
 
-/// The lines of the trace about the violation's intent (and faults and control).
-fn trace_slice(f: &Failure) -> String {
+/// The lines of the trace about an intent (and faults and control).
+fn trace_slice(sim: &Sim, h: &History, intent: &str) -> String {
     let mut out = String::new();
-    for e in &f.history.events {
-        let mine = intent_of(&f.sim, e) == Some(f.violation.intent.as_str());
+    for e in &h.events {
+        let mine = intent_of(sim, e) == Some(intent);
         let general = e.who.is_none();
         if !(mine || general) {
             continue;
         }
-        let node = f.history.legend.node(e.node);
-        let mut text = crate::text::printable(&f.history.legend.text(e));
+        let node = h.legend.node(e.node);
+        let mut text = crate::text::printable(&h.legend.text(e));
         if let Some(to) = e.to() {
-            let _ = write!(text, " → {}", f.history.legend.node(to));
+            let _ = write!(text, " → {}", h.legend.node(to));
         }
         let _ = writeln!(out, "{:>8}.{:03}ms  {node:<12} {text}", e.t_us / 1000, e.t_us % 1000);
     }
@@ -471,6 +512,47 @@ fn survivors(
     (pass, fail)
 }
 
+/// An explanation of one failure, computed before anything is printed: plain data that
+/// [`story_text`] and [`story_html`] render.
+struct Story {
+    /// The model's name.
+    model: String,
+    /// The violation found first (the page's title names it).
+    violation: ViolationKind,
+    /// `{model} fails {sim} on seed {seed}: …`.
+    verdict: String,
+    /// The run the story is told on: the minimal scenario's when it fails alike, else the
+    /// failure found.
+    shown: Failure,
+    /// `shown` is the minimal scenario's run.
+    on_minimal: bool,
+    /// The story in plain words ([`narrative`]).
+    narrative: String,
+    /// The minimal scenario and how the other models fare on it.
+    minimal: Option<Minimal>,
+    /// The same schedule under a model that survives it.
+    contrast: Option<Contrast>,
+    /// The command that replays the failure found.
+    replay: String,
+    /// The command that keeps the minimal scenario (when there is one).
+    keep: Option<String>,
+}
+
+/// The minimal scenario, with the other models that survive it and that fail alike.
+struct Minimal {
+    shrunk: Shrunk,
+    pass: Vec<String>,
+    fail: Vec<String>,
+}
+
+/// The shown run's schedule under another model.
+struct Contrast {
+    model: String,
+    /// It shows a violation too.
+    fails: bool,
+    history: Option<History>,
+}
+
 /// Explain the model's first failure (on `sim` if given, else among the shipped sims).
 pub fn explain(
     model: &Arc<Model>,
@@ -478,21 +560,33 @@ pub fn explain(
     seed: Option<u64>,
 ) -> Result<Explanation, shrink::ShrinkError> {
     let Some(f) = find_failure(model, sim, seed) else {
-        let where_ = sim.map(|s| s.name.clone()).unwrap_or_else(|| SEARCH.join(", "));
-        let seeds = match seed {
-            Some(n) => format!("seed {n}"),
-            None => format!("the first {SEARCH_SEEDS} seeds of each sim's range"),
-        };
-        let text = format!(
-            "model {} showed no violation on {where_} ({seeds}): nothing to explain.\n",
-            model.name
-        );
-        let html = picture::html_page(
-            &format!("{}: no failure found", model.name),
-            &[(String::new(), picture::pre(&text))],
-        );
-        return Ok(Explanation { text, html, failed: false });
+        return Ok(nothing_found(model, sim, seed));
     };
+    let story = compute(model, f);
+    Ok(Explanation { text: story_text(&story), html: story_html(&story), failed: true })
+}
+
+/// No failure on what was searched: nothing to explain.
+fn nothing_found(model: &Model, sim: Option<&Arc<Sim>>, seed: Option<u64>) -> Explanation {
+    let where_ = sim.map(|s| s.name.clone()).unwrap_or_else(|| SEARCH.join(", "));
+    let seeds = match seed {
+        Some(n) => format!("seed {n}"),
+        None => format!("the first {SEARCH_SEEDS} seeds of each sim's range"),
+    };
+    let text = format!(
+        "model {} showed no violation on {where_} ({seeds}): nothing to explain.\n",
+        model.name
+    );
+    let html = picture::html_page(
+        &format!("{}: no failure found", model.name),
+        &[(String::new(), picture::pre(&text))],
+    );
+    Explanation { text, html, failed: false }
+}
+
+/// The story of failure `f`: shrink it, run the other models on the minimal scenario, run a
+/// survivor on the same schedule, and tell it on the run shown.
+fn compute(model: &Arc<Model>, f: Failure) -> Story {
     let sim_path = catalog::display_path(&f.sim.path);
     let replay = catalog::replay_command(&sim_path, &catalog::cli_name(model), f.seed);
     let verdict = format!(
@@ -504,118 +598,22 @@ pub fn explain(
         f.violation.name.meaning(),
         f.violation.detail
     );
-    // The minimal scenario.
-    let src = std::fs::read_to_string(&f.sim.path).unwrap_or_default();
     let opts = ShrinkOptions {
         window: 16,
         budget_runs: 20_000,
         violation: Some(f.violation.name),
         ..Default::default()
     };
-    let shrunk: Option<Shrunk> = shrink::shrink(&f.sim.path, &src, model, Some(f.seed), &opts).ok();
-    let (pass, fail) = shrunk
-        .as_ref()
-        .map(|s| survivors(&s.sim, s.window, f.violation.name, &model.name))
-        .unwrap_or_default();
-    // A contrast: the same schedule under a model that survives (transactional if it does).
-    let contrast_model = pass
-        .iter()
-        .find(|m| m.as_str() == "transactional")
-        .or(pass.first())
-        .and_then(|m| catalog::model(m).ok());
-    let minimal = shrunk.as_ref().map(|s| (s.sim.clone(), s.seed));
-    let contrast = contrast_model.as_ref().zip(minimal.as_ref()).and_then(|(m, (s, seed))| {
-        run::run(s, m, *seed, RunOptions { keep_history: true }).ok().map(|o| (m.clone(), o))
-    });
+    let minimal = minimal(model, &f, &opts);
+    let contrast = minimal.as_ref().and_then(contrast);
     let failing_minimal = minimal
         .as_ref()
-        .and_then(|(s, seed)| failing_run(s, model, *seed))
+        .and_then(|m| failing_run(&m.shrunk.sim, model, m.shrunk.seed))
         .filter(|m| m.violation.name == f.violation.name);
-    // Everything below is told on the run shown: the minimal scenario's, when there is one.
-    let shown = failing_minimal.as_ref().unwrap_or(&f);
-    let story = story(shown, model);
-
-    let mut text = String::new();
-    let w = |s: &str| crate::text::wrap(s, 96, "");
-    let _ = writeln!(text, "{}\n", w(&format!("verdict: {verdict}")));
-    if failing_minimal.is_some() {
-        let _ = writeln!(
-            text,
-            "told on the minimal scenario below, seed {} (the same violation, fewer moving parts):\n",
-            shown.seed
-        );
-    }
-    let _ = writeln!(text, "{}", w(&story));
-    if let Some(s) = &shrunk {
-        let head = format!(
-            "the minimal scenario ({} runs to find; fails on {}/{} seeds 0..{}; removed: {}):",
-            s.runs,
-            s.failing_in_window,
-            s.window,
-            s.window,
-            if s.removed.is_empty() {
-                "nothing, it was minimal".into()
-            } else {
-                s.removed.join(" · ")
-            }
-        );
-        let _ = writeln!(text, "{}\n", w(&head));
-        for l in s.text.lines().filter(|l| !l.starts_with('#')) {
-            let _ =
-                writeln!(text, "{}", if l.is_empty() { String::new() } else { format!("    {l}") });
-        }
-        let _ = writeln!(text);
-        let _ = writeln!(text, "on that scenario (seeds 0..{}), the other models:", s.window);
-        let survive = if pass.is_empty() { "none".into() } else { pass.join(", ") };
-        let failing = if fail.is_empty() { "none".into() } else { fail.join("; ") };
-        let indent = "             ";
-        let shown = format!("  fail alike: {failing}");
-        let _ = writeln!(text, "{}", crate::text::wrap(&shown, 96, indent));
-        let _ = writeln!(
-            text,
-            "{}",
-            crate::text::wrap(&format!("  survive:    {survive}"), 96, indent)
-        );
-        let _ = writeln!(text);
-    }
-    let _ = writeln!(
-        text,
-        "what happened ({} on seed {}, the events of intent `{}`):\n",
-        shown.sim.name, shown.seed, shown.violation.intent
-    );
-    text.push_str(&trace_slice(shown));
-    if let Some((m, o)) = &contrast {
-        let _ = writeln!(
-            text,
-            "\nthe same schedule under {} ({}):\n",
-            m.name,
-            if o.report.violations.iter().any(|v| !v.permitted) {
-                "it fails too"
-            } else {
-                "no violation"
-            }
-        );
-        if let Some(h) = &o.history {
-            let cf = Failure {
-                sim: shown.sim.clone(),
-                seed: shown.seed,
-                report: o.report.clone(),
-                history: h.clone(),
-                violation: Violation {
-                    intent: shown.violation.intent.clone(),
-                    ..shown.violation.clone()
-                },
-            };
-            text.push_str(&trace_slice(&cf));
-        }
-    }
-    let _ = writeln!(text, "\nreplay: {replay}");
-    if minimal.is_some() {
-        let _ = writeln!(
-            text,
-            "keep the minimal scenario: mkdir -p sims/regress && cargo run --release -- shrink \
-             {sim_path} --model {} --seed {} --window {} --budget {} --violation {} -o \
-             sims/regress/{}-{}.toml",
+    let keep = minimal.is_some().then(|| {
+        format!(
+            "mkdir -p sims/regress && cargo run --release -- shrink {sim_path} --model {} --seed \
+             {} --window {} --budget {} --violation {} -o sims/regress/{}-{}.toml",
             catalog::cli_name(model),
             f.seed,
             opts.window,
@@ -623,53 +621,153 @@ pub fn explain(
             f.violation.name.name(),
             f.sim.name,
             model.name
+        )
+    });
+    let violation = f.violation.name;
+    // Everything below is told on the run shown: the minimal scenario's, when there is one.
+    let on_minimal = failing_minimal.is_some();
+    let shown = failing_minimal.unwrap_or(f);
+    let narrative = narrative(&shown, model);
+    let model = model.name.clone();
+    Story {
+        model,
+        violation,
+        verdict,
+        shown,
+        on_minimal,
+        narrative,
+        minimal,
+        contrast,
+        replay,
+        keep,
+    }
+}
+
+/// The minimal scenario of `f` and the other models on it.
+fn minimal(model: &Arc<Model>, f: &Failure, opts: &ShrinkOptions) -> Option<Minimal> {
+    let src = std::fs::read_to_string(&f.sim.path).unwrap_or_default();
+    let shrunk = shrink::shrink(&f.sim.path, &src, model, Some(f.seed), opts).ok()?;
+    let (pass, fail) = survivors(&shrunk.sim, shrunk.window, f.violation.name, &model.name);
+    Some(Minimal { shrunk, pass, fail })
+}
+
+/// The minimal scenario's schedule under a model that survives it (transactional if it does).
+fn contrast(m: &Minimal) -> Option<Contrast> {
+    let name = m.pass.iter().find(|p| p.as_str() == "transactional").or(m.pass.first())?;
+    let other = catalog::model(name).ok()?;
+    let o =
+        run::run(&m.shrunk.sim, &other, m.shrunk.seed, RunOptions { keep_history: true }).ok()?;
+    Some(Contrast {
+        model: other.name.clone(),
+        fails: o.report.violations.iter().any(|v| !v.permitted),
+        history: o.history,
+    })
+}
+
+/// The story as text.
+fn story_text(s: &Story) -> String {
+    let shown = &s.shown;
+    let mut text = String::new();
+    let w = |s: &str| crate::text::wrap(s, 96, "");
+    let _ = writeln!(text, "{}\n", w(&format!("verdict: {}", s.verdict)));
+    if s.on_minimal {
+        let _ = writeln!(
+            text,
+            "told on the minimal scenario below, seed {} (the same violation, fewer moving parts):\n",
+            shown.seed
         );
     }
-
-    // The page.
-    let mut sections: Vec<(String, String)> = vec![
-        ("Verdict".into(), picture::paragraphs(&verdict)),
-        ("What happened".into(), picture::paragraphs(&story)),
-    ];
-    let title = format!("{} × {} · seed {}", model.name, shown.sim.name, shown.seed);
-    sections.push((
-        "The run".into(),
-        format!(
-            "<div class=\"fig\">{}</div>",
-            picture::svg(&shown.history, &shown.sim, &title, Some(&shown.violation.intent))
-        ),
-    ));
-    if let Some((m, o)) = &contrast
-        && let Some(h) = &o.history
-    {
-        let t = format!("the same schedule under {}", m.name);
-        sections.push((
-            t.clone(),
-            format!(
-                "<div class=\"fig\">{}</div>",
-                picture::svg(h, &shown.sim, &t, Some(&shown.violation.intent))
-            ),
-        ));
+    let _ = writeln!(text, "{}", w(&s.narrative));
+    if let Some(m) = &s.minimal {
+        minimal_text(&mut text, m);
     }
-    if let Some(s) = &shrunk {
-        sections.push(("The minimal scenario".into(), picture::pre(&s.text)));
+    let _ = writeln!(
+        text,
+        "what happened ({} on seed {}, the events of intent `{}`):\n",
+        shown.sim.name, shown.seed, shown.violation.intent
+    );
+    let intent = shown.violation.intent.as_str();
+    text.push_str(&trace_slice(&shown.sim, &shown.history, intent));
+    if let Some(c) = &s.contrast {
+        let verdict = if c.fails { "it fails too" } else { "no violation" };
+        let _ = writeln!(text, "\nthe same schedule under {} ({verdict}):\n", c.model);
+        if let Some(h) = &c.history {
+            text.push_str(&trace_slice(&shown.sim, h, intent));
+        }
+    }
+    let _ = writeln!(text, "\nreplay: {}", s.replay);
+    if let Some(keep) = &s.keep {
+        let _ = writeln!(text, "keep the minimal scenario: {keep}");
+    }
+    text
+}
+
+/// The minimal scenario and the other models on it, as text.
+fn minimal_text(text: &mut String, m: &Minimal) {
+    let s = &m.shrunk;
+    let w = |s: &str| crate::text::wrap(s, 96, "");
+    let head = format!(
+        "the minimal scenario ({} runs to find; fails on {}/{} seeds 0..{}; removed: {}):",
+        s.runs,
+        s.failing_in_window,
+        s.window,
+        s.window,
+        if s.removed.is_empty() {
+            "nothing, it was minimal".into()
+        } else {
+            s.removed.join(" · ")
+        }
+    );
+    let _ = writeln!(text, "{}\n", w(&head));
+    for l in s.text.lines().filter(|l| !l.starts_with('#')) {
+        let _ = writeln!(text, "{}", if l.is_empty() { String::new() } else { format!("    {l}") });
+    }
+    let _ = writeln!(text);
+    let _ = writeln!(text, "on that scenario (seeds 0..{}), the other models:", s.window);
+    let survive = if m.pass.is_empty() { "none".into() } else { m.pass.join(", ") };
+    let failing = if m.fail.is_empty() { "none".into() } else { m.fail.join("; ") };
+    let indent = "             ";
+    let shown = format!("  fail alike: {failing}");
+    let _ = writeln!(text, "{}", crate::text::wrap(&shown, 96, indent));
+    let _ =
+        writeln!(text, "{}", crate::text::wrap(&format!("  survive:    {survive}"), 96, indent));
+    let _ = writeln!(text);
+}
+
+/// The story as a self-contained HTML page.
+fn story_html(s: &Story) -> String {
+    let shown = &s.shown;
+    let intent = Some(shown.violation.intent.as_str());
+    let mut sections: Vec<(String, String)> = vec![
+        ("Verdict".into(), picture::paragraphs(&s.verdict)),
+        ("What happened".into(), picture::paragraphs(&s.narrative)),
+    ];
+    let title = format!("{} × {} · seed {}", s.model, shown.sim.name, shown.seed);
+    let fig = |h: &History, title: &str| {
+        format!("<div class=\"fig\">{}</div>", picture::svg(h, &shown.sim, title, intent))
+    };
+    sections.push(("The run".into(), fig(&shown.history, &title)));
+    if let Some(c) = &s.contrast
+        && let Some(h) = &c.history
+    {
+        let t = format!("the same schedule under {}", c.model);
+        sections.push((t.clone(), fig(h, &t)));
+    }
+    if let Some(m) = &s.minimal {
+        sections.push(("The minimal scenario".into(), picture::pre(&m.shrunk.text)));
         let mut t = String::from("<table><tr><th>survive</th><th>fail</th></tr><tr><td>");
         t.push_str(
-            &pass
+            &m.pass
                 .iter()
                 .map(|p| format!("<span class=\"ok\">{}</span>", esc(p)))
                 .collect::<Vec<_>>()
                 .join("<br>"),
         );
         t.push_str("</td><td>");
-        t.push_str(&fail.iter().map(|p| esc(p)).collect::<Vec<_>>().join("<br>"));
+        t.push_str(&m.fail.iter().map(|p| esc(p)).collect::<Vec<_>>().join("<br>"));
         t.push_str("</td></tr></table>");
-        sections.push((format!("Models on that scenario (seeds 0..{})", s.window), t));
+        sections.push((format!("Models on that scenario (seeds 0..{})", m.shrunk.window), t));
     }
-    sections.push(("Replay".into(), picture::pre(&replay)));
-    let html = picture::html_page(
-        &format!("Why {} fails: {}", model.name, f.violation.name.name()),
-        &sections,
-    );
-    Ok(Explanation { text, html, failed: true })
+    sections.push(("Replay".into(), picture::pre(&s.replay)));
+    picture::html_page(&format!("Why {} fails: {}", s.model, s.violation.name()), &sections)
 }

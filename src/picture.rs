@@ -103,17 +103,67 @@ const STATE_W: usize = 300;
 /// At most this many events are drawn; a note says how many were left out.
 pub const MAX_EVENTS: usize = 400;
 
+/// Where the diagram puts things: a lane per node, a row per event drawn, its size.
+struct Layout {
+    lanes: Vec<Node>,
+    /// Events drawn (at most [`MAX_EVENTS`]).
+    shown: usize,
+    width: usize,
+    height: usize,
+}
+
+impl Layout {
+    fn of(h: &History) -> Layout {
+        let lanes = lanes(h);
+        let shown = h.events.len().min(MAX_EVENTS);
+        let width = LEFT + LANE * lanes.len() + STATE_W;
+        let height = Layout::y(shown) + 40;
+        Layout { lanes, shown, width, height }
+    }
+
+    /// The x of node `n`'s lane.
+    fn x(&self, n: Node) -> usize {
+        LEFT + LANE / 2 + LANE * self.lanes.iter().position(|m| *m == n).unwrap_or(0)
+    }
+
+    /// The y of row `i`.
+    fn y(i: usize) -> usize {
+        TOP + 20 + i * ROW
+    }
+
+    /// The x of the committed-state column, right of the lanes.
+    fn state_x(&self) -> usize {
+        LEFT + LANE * self.lanes.len() + 10
+    }
+}
+
 /// The run as a standalone SVG space-time diagram. `focus`: the intent whose race window is
 /// shaded (the violation's).
 pub fn svg(h: &History, sim: &Sim, title: &str, focus: Option<&str>) -> String {
-    let lanes = lanes(h);
-    let shown = h.events.len().min(MAX_EVENTS);
-    let lane_x = |n: Node| LEFT + LANE / 2 + LANE * lanes.iter().position(|m| *m == n).unwrap_or(0);
-    let y = |i: usize| TOP + 20 + i * ROW;
-    let width = LEFT + LANE * lanes.len() + STATE_W;
-    let height = y(shown) + 40;
-    let state = StateTrack::of(h);
+    let l = Layout::of(h);
     let mut o = String::new();
+    svg_head(&mut o, &l, title);
+    if let Some(intent) = focus {
+        race_shading(&mut o, &l, h, sim, intent);
+    }
+    svg_lanes(&mut o, &l, h);
+    svg_arrows(&mut o, &l, h);
+    svg_events(&mut o, &l, h, sim, focus);
+    if l.shown < h.events.len() {
+        let _ = writeln!(
+            o,
+            r##"<text x="12" y="{}" fill="#c0392b">… {} more event(s) not drawn (see the trace)</text>"##,
+            Layout::y(l.shown),
+            h.events.len() - l.shown
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+/// The `<svg>` element, the arrow marker, the background and the title.
+fn svg_head(o: &mut String, l: &Layout, title: &str) {
+    let (width, height) = (l.width, l.height);
     let _ = writeln!(
         o,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="ui-monospace, Menlo, Consolas, monospace" font-size="11">"#
@@ -130,61 +180,70 @@ pub fn svg(h: &History, sim: &Sim, title: &str, focus: Option<&str>) -> String {
         r##"<text x="12" y="22" font-size="14" font-weight="bold" fill="#111">{}</text>"##,
         esc(title)
     );
-    // The race window, shaded across every lane.
-    if let Some(intent) = focus
-        && let Some((a, b)) = race_window(h, sim, intent)
-        && a < shown
-    {
-        let b = b.min(shown - 1);
-        let (y0, y1) = (y(a) - ROW / 2, y(b) + ROW / 2);
-        let _ = writeln!(
-            o,
-            r##"<rect class="race" x="{LEFT}" y="{y0}" width="{}" height="{}" fill="#f5c542" fill-opacity="0.22"/>"##,
-            LANE * lanes.len(),
-            y1 - y0
-        );
-        // Labelled in the state column, where no event text runs.
-        let _ = writeln!(
-            o,
-            r##"<text x="{}" y="{}" fill="#8a6d00" font-size="10">▲ race window: key checked, not yet saved</text>"##,
-            LEFT + LANE * lanes.len() + 10,
-            y1 + 12
-        );
+}
+
+/// The race window of `intent`, shaded across every lane (when it starts among the rows
+/// drawn).
+fn race_shading(o: &mut String, l: &Layout, h: &History, sim: &Sim, intent: &str) {
+    let Some((a, b)) = race_window(h, sim, intent) else { return };
+    if a >= l.shown {
+        return;
     }
-    // Lanes.
-    for n in &lanes {
-        let x = lane_x(*n);
+    let b = b.min(l.shown - 1);
+    let (y0, y1) = (Layout::y(a) - ROW / 2, Layout::y(b) + ROW / 2);
+    let _ = writeln!(
+        o,
+        r##"<rect class="race" x="{LEFT}" y="{y0}" width="{}" height="{}" fill="#f5c542" fill-opacity="0.22"/>"##,
+        LANE * l.lanes.len(),
+        y1 - y0
+    );
+    // Labelled in the state column, where no event text runs.
+    let _ = writeln!(
+        o,
+        r##"<text x="{}" y="{}" fill="#8a6d00" font-size="10">▲ race window: key checked, not yet saved</text>"##,
+        l.state_x(),
+        y1 + 12
+    );
+}
+
+/// A dashed lane per node, with its name, and the state column's heading.
+fn svg_lanes(o: &mut String, l: &Layout, h: &History) {
+    for n in &l.lanes {
+        let x = l.x(*n);
         let _ = writeln!(
             o,
             r##"<g class="lane"><text x="{x}" y="{}" text-anchor="middle" font-weight="bold" fill="#222">{}</text><line x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="#bbb" stroke-dasharray="3,3"/></g>"##,
             TOP - 6,
             esc(&h.legend.node(*n)),
             TOP,
-            height - 30
+            l.height - 30
         );
     }
     let _ = writeln!(
         o,
         r##"<text x="{}" y="{}" font-weight="bold" fill="#222">committed state</text>"##,
-        LEFT + LANE * lanes.len() + 10,
+        l.state_x(),
         TOP - 6
     );
-    // Arrows first, then the events over them.
-    let arr = arrivals(h);
-    for (&i, &end) in &arr {
-        if i >= shown {
+}
+
+/// The messages as arrows (drawn before the events, which go over them); a message that
+/// never arrived is cut.
+fn svg_arrows(o: &mut String, l: &Layout, h: &History) {
+    for (&i, &end) in &arrivals(h) {
+        if i >= l.shown {
             continue;
         }
         let e = &h.events[i];
-        let (x0, y0) = (lane_x(e.node), y(i));
+        let (x0, y0) = (l.x(e.node), Layout::y(i));
         let to = e.to().expect("a message");
-        let x1 = lane_x(to);
+        let x1 = l.x(to);
         match end {
-            Some(j) if j < shown => {
+            Some(j) if j < l.shown => {
                 let _ = writeln!(
                     o,
                     r##"<line class="msg" x1="{x0}" y1="{y0}" x2="{x1}" y2="{}" stroke="#334" stroke-width="1.2" marker-end="url(#arrow)"/>"##,
-                    y(j)
+                    Layout::y(j)
                 );
             }
             _ => {
@@ -199,9 +258,15 @@ pub fn svg(h: &History, sim: &Sim, title: &str, focus: Option<&str>) -> String {
             }
         }
     }
-    for (i, e) in h.events.iter().take(shown).enumerate() {
-        let x = lane_x(e.node);
-        let yy = y(i);
+}
+
+/// Every event drawn: its time, a dot on its lane (red for a fault, blue for the focused
+/// intent), its text, and the committed state where it changed.
+fn svg_events(o: &mut String, l: &Layout, h: &History, sim: &Sim, focus: Option<&str>) {
+    let state = StateTrack::of(h);
+    for (i, e) in h.events.iter().take(l.shown).enumerate() {
+        let x = l.x(e.node);
+        let yy = Layout::y(i);
         let t = format!("{}.{:03} ms", e.t_us / 1000, e.t_us % 1000);
         let _ = writeln!(
             o,
@@ -234,22 +299,12 @@ pub fn svg(h: &History, sim: &Sim, title: &str, focus: Option<&str>) -> String {
             let _ = writeln!(
                 o,
                 r##"<text class="state" x="{}" y="{}" fill="#0a7a3d">{}</text>"##,
-                LEFT + LANE * lanes.len() + 10,
+                l.state_x(),
                 yy + 4,
                 esc(&s)
             );
         }
     }
-    if shown < h.events.len() {
-        let _ = writeln!(
-            o,
-            r##"<text x="12" y="{}" fill="#c0392b">… {} more event(s) not drawn (see the trace)</text>"##,
-            y(shown),
-            h.events.len() - shown
-        );
-    }
-    o.push_str("</svg>\n");
-    o
 }
 
 /// Is the event a fault (drawn in red)?

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::catalog;
 use crate::model::Model;
+use crate::report::RunReport;
 use crate::run::{self, RunOutput};
 use crate::scenario::Sim;
 use crate::sweep::{self, Cell};
@@ -16,8 +17,38 @@ use crate::units::show_ms;
 pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> String {
     let r = &out.report;
     let mut o = String::new();
-    let w = &sim.world;
     let _ = writeln!(o, "idemsim run: sim {} · model {} · seed {}", sim.name, model.name, r.seed);
+    run_header(&mut o, sim, model);
+    for w in &r.warnings {
+        let _ = writeln!(o, "  warning: {w}");
+    }
+    if let Some(h) = &out.history {
+        let _ = writeln!(o, "\ntrace:");
+        o.push_str(&h.render());
+    }
+    run_attempts(&mut o, r);
+    let _ = writeln!(
+        o,
+        "\nrows: {}   stored keys: {}   effects: {}",
+        r.rows.len(),
+        r.keys,
+        r.effects_total
+    );
+    run_writes(&mut o, r);
+    run_checks(&mut o, r);
+    let _ = writeln!(
+        o,
+        "\n{} events, trace hash {}, ended at {:.3} ms simulated",
+        r.events, r.trace_hash, r.end_ms
+    );
+    run_verdict(&mut o, r, replay);
+    o
+}
+
+/// A run's header after its first line: the world, the driver, the model's program, the
+/// faults and the keys' retention.
+fn run_header(o: &mut String, sim: &Sim, model: &Model) {
+    let w = &sim.world;
     let d = &model.driver;
     let _ = write!(
         o,
@@ -59,13 +90,10 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
     if let Some(line) = run::retention_line(sim, model) {
         let _ = writeln!(o, "  keys: {line}");
     }
-    for w in &r.warnings {
-        let _ = writeln!(o, "  warning: {w}");
-    }
-    if let Some(h) = &out.history {
-        let _ = writeln!(o, "\ntrace:");
-        o.push_str(&h.render());
-    }
+}
+
+/// Every attempt of every request and what it got.
+fn run_attempts(o: &mut String, r: &RunReport) {
     let _ = writeln!(o, "\nrequests:");
     for q in &r.requests {
         let copies = q.copies.len() as u32;
@@ -84,31 +112,31 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
             }
         }
     }
-    let _ = writeln!(
-        o,
-        "\nrows: {}   stored keys: {}   effects: {}",
-        r.rows.len(),
-        r.keys,
-        r.effects_total
-    );
-    if !r.writes.is_empty() {
-        // Document writes, in version order per document: `doc-1 v2 (alice), v3 (bob)`.
-        let mut line = String::new();
-        for (i, w) in r.writes.iter().enumerate() {
-            let same = i > 0 && r.writes[i - 1].doc == w.doc;
-            let sep = if i == 0 {
-                ""
-            } else if same {
-                ", "
-            } else {
-                "; "
-            };
-            let doc = if same { String::new() } else { format!("{} ", w.doc) };
-            let _ =
-                write!(line, "{sep}{doc}v{} ({})", w.version, crate::text::printable(&w.intent));
-        }
-        let _ = writeln!(o, "document writes: {line}");
+}
+
+/// Document writes, in version order per document: `doc-1 v2 (alice), v3 (bob)`.
+fn run_writes(o: &mut String, r: &RunReport) {
+    if r.writes.is_empty() {
+        return;
     }
+    let mut line = String::new();
+    for (i, w) in r.writes.iter().enumerate() {
+        let same = i > 0 && r.writes[i - 1].doc == w.doc;
+        let sep = if i == 0 {
+            ""
+        } else if same {
+            ", "
+        } else {
+            "; "
+        };
+        let doc = if same { String::new() } else { format!("{} ", w.doc) };
+        let _ = write!(line, "{sep}{doc}v{} ({})", w.version, crate::text::printable(&w.intent));
+    }
+    let _ = writeln!(o, "document writes: {line}");
+}
+
+/// The checks, the bounds hit and the oracle's violations.
+fn run_checks(o: &mut String, r: &RunReport) {
     let _ = writeln!(o, "\nchecks:");
     for c in &r.checks {
         if c.held {
@@ -128,13 +156,11 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
             let _ = writeln!(o, "  {}{p}: intent {}: {detail}", v.name.name(), v.intent);
         }
     }
-    let _ = writeln!(
-        o,
-        "\n{} events, trace hash {}, ended at {:.3} ms simulated",
-        r.events, r.trace_hash, r.end_ms
-    );
-    // The two verdicts: as specified (PASS/FAIL: the sim's expectations) and safe (the
-    // oracle: no violation that is not policy-permitted, no bound hit).
+}
+
+/// The two verdicts: as specified (PASS/FAIL: the sim's expectations) and safe (the oracle:
+/// no violation that is not policy-permitted, no bound hit); the replay command on a failure.
+fn run_verdict(o: &mut String, r: &RunReport, replay: &str) {
     let hard = r.violations.iter().filter(|v| !v.permitted).count();
     let permitted = r.violations.len() - hard;
     let spec = if r.passed() { "PASS (as specified)" } else { "FAIL (not as specified)" };
@@ -151,7 +177,6 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
     if hard > 0 || !r.passed() {
         let _ = writeln!(o, "replay with: {replay}");
     }
-    o
 }
 
 /// A cell's two verdicts, one line for the sweep text ("" for an n/a cell).
@@ -177,68 +202,16 @@ const REFERENCE_LEGEND: &str = "pass: the case's expectations held on every seed
 /// The text report of a sweep.
 pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "idemsim sweep: sim {} · model {} · seeds {} · {jobs} job(s)",
-        sim.name, model.name, c.seeds
-    );
-    let _ = writeln!(out, "  faults: {}", sim.faults.describe());
-    let _ = writeln!(out, "  model: {}", model.program_text());
-    if let Some(l) = &sim.limitation {
-        let _ = writeln!(out, "  limitation described by the expectations: {l}");
-    }
-    if let Some(line) = run::retention_line(sim, model) {
-        let _ = writeln!(out, "  keys: {line}");
-    }
-    for w in run::warnings(sim, model) {
-        let _ = writeln!(out, "  warning: {w}");
-    }
+    sweep_header(&mut out, sim, model, c, jobs);
     let runs = c.runs;
-    if c.interrupted {
-        let _ = writeln!(
-            out,
-            "  INTERRUPTED: partial aggregate of the {runs} seed(s) that finished out of {}",
-            c.seeds
-        );
-    }
-    // A share of seeds in percent, with its Wilson 95 % interval.
-    let pct = |k: u64| {
-        let (lo, hi) = sweep::wilson(k, runs);
-        (100.0 * k as f64 / runs.max(1) as f64, 100.0 * lo, 100.0 * hi)
-    };
-    let (p, lo, hi) = pct(c.violating_seeds);
+    let (p, lo, hi) = percent(c.violating_seeds, runs);
     let _ = writeln!(
         out,
         "\n{runs} runs · seeds with a violation: {} ({p:.1}%, 95% CI {lo:.1}%–{hi:.1}%) · bounds hit: {} · ambiguous intents: {}",
         c.violating_seeds, c.bounded_runs, c.ambiguous_intents
     );
     out.push_str(&verdict_line(c));
-    if c.violations.is_empty() {
-        let _ = writeln!(out, "\nno violations on any seed");
-    } else {
-        let _ = writeln!(
-            out,
-            "\n{:<28} {:>6} {:>8}  {:<17} {:>10}",
-            "violation", "seeds", "rate", "95% CI", "first seed"
-        );
-        for (name, v) in c.violations_in_order() {
-            let (p, lo, hi) = pct(v.seeds);
-            let label = if v.permitted { format!("{name}*") } else { name.to_string() };
-            let _ = writeln!(
-                out,
-                "{label:<28} {:>6} {p:>7.1}%  {lo:>6.1}%–{hi:>6.1}%  {:>10}\n    replay: {}",
-                v.seeds,
-                v.first_seed,
-                catalog::replay_command(&c.sim_path, &c.model_cli, v.first_seed)
-            );
-        }
-    }
-    if c.violations.values().any(|v| v.permitted) {
-        let _ = writeln!(
-            out,
-            "  * policy-permitted: caused only by a retry after the key's documented retention"
-        );
-    }
+    sweep_violations(&mut out, c);
     let hist = |h: &std::collections::BTreeMap<u64, u64>| {
         h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
     };
@@ -264,6 +237,70 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         );
     }
     out
+}
+
+/// A sweep's header: what ran, the faults, the model's program, the sim's limitation, the
+/// keys' retention, warnings, and whether it was interrupted.
+fn sweep_header(out: &mut String, sim: &Sim, model: &Model, c: &Cell, jobs: usize) {
+    let _ = writeln!(
+        out,
+        "idemsim sweep: sim {} · model {} · seeds {} · {jobs} job(s)",
+        sim.name, model.name, c.seeds
+    );
+    let _ = writeln!(out, "  faults: {}", sim.faults.describe());
+    let _ = writeln!(out, "  model: {}", model.program_text());
+    if let Some(l) = &sim.limitation {
+        let _ = writeln!(out, "  limitation described by the expectations: {l}");
+    }
+    if let Some(line) = run::retention_line(sim, model) {
+        let _ = writeln!(out, "  keys: {line}");
+    }
+    for w in run::warnings(sim, model) {
+        let _ = writeln!(out, "  warning: {w}");
+    }
+    if c.interrupted {
+        let _ = writeln!(
+            out,
+            "  INTERRUPTED: partial aggregate of the {} seed(s) that finished out of {}",
+            c.runs, c.seeds
+        );
+    }
+}
+
+/// A share of `k` seeds out of `runs` in percent, with its Wilson 95 % interval.
+fn percent(k: u64, runs: u64) -> (f64, f64, f64) {
+    let (lo, hi) = sweep::wilson(k, runs);
+    (100.0 * k as f64 / runs.max(1) as f64, 100.0 * lo, 100.0 * hi)
+}
+
+/// The sweep's violations table: seeds, rate, interval, first seed and its replay.
+fn sweep_violations(out: &mut String, c: &Cell) {
+    if c.violations.is_empty() {
+        let _ = writeln!(out, "\nno violations on any seed");
+    } else {
+        let _ = writeln!(
+            out,
+            "\n{:<28} {:>6} {:>8}  {:<17} {:>10}",
+            "violation", "seeds", "rate", "95% CI", "first seed"
+        );
+        for (name, v) in c.violations_in_order() {
+            let (p, lo, hi) = percent(v.seeds, c.runs);
+            let label = if v.permitted { format!("{name}*") } else { name.to_string() };
+            let _ = writeln!(
+                out,
+                "{label:<28} {:>6} {p:>7.1}%  {lo:>6.1}%–{hi:>6.1}%  {:>10}\n    replay: {}",
+                v.seeds,
+                v.first_seed,
+                catalog::replay_command(&c.sim_path, &c.model_cli, v.first_seed)
+            );
+        }
+    }
+    if c.violations.values().any(|v| v.permitted) {
+        let _ = writeln!(
+            out,
+            "  * policy-permitted: caused only by a retry after the key's documented retention"
+        );
+    }
 }
 
 /// Models as rows, cases as columns (numbered by the sims' leading digits): ✓/✗ whether the
@@ -698,51 +735,13 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
         let _ = write!(t, "<tr><th>{}</th><td>{safe}/{applicable}</td>", esc(&m.name));
         for (si, s) in sims.iter().enumerate() {
             let c = sweep::cell(cells, models.len(), si, mi);
-            let mut td = String::new();
-            if !c.applicable {
-                td.push_str("<span class=\"na\">n/a</span>");
-            } else if c.verdict().is_some_and(|v| v.safe && v.as_specified) {
-                td.push_str("<span class=\"ok\">✓</span>");
-            }
-            for (n, v) in c.violations_in_order() {
-                let pct = 100.0 * v.seeds as f64 / c.runs.max(1) as f64;
-                let _ = write!(
-                    td,
-                    "<div><span class=\"bar\" style=\"width:{:.0}px{}\"></span>{}{} {pct:.0}%</div>",
-                    (pct * 0.6).max(1.0),
-                    if v.permitted { ";background:#e0b84c" } else { "" },
-                    esc(short(n)),
-                    if v.permitted { "*" } else { "" }
-                );
-            }
-            for m in verdict_marks(c) {
-                let _ = write!(td, "<div>{m}</div>");
-            }
-            let seed = c
-                .violations
-                .values()
-                .filter(|v| !v.permitted)
-                .map(|v| v.first_seed)
-                .min()
-                .or(c.first_failed_seed);
-            if let Some(seed) = seed
-                && figs.len() < MAX_DIAGRAMS
-                && let Ok(o) = run::run(s, m, seed, run::RunOptions { keep_history: true })
-                && let Some(h) = &o.history
+            let mut td = html_cell(c);
+            if figs.len() < MAX_DIAGRAMS
+                && let Some((seed, fig)) = failing_diagram(s, m, c, anchor + 1)
             {
                 anchor += 1;
-                let focus =
-                    o.report.violations.iter().find(|v| !v.permitted).map(|v| v.intent.as_str());
-                let title = format!("{} × {} · seed {seed}", m.name, s.name);
                 let _ = write!(td, "<div><a href=\"#f{anchor}\">seed {seed}</a></div>");
-                figs.push((
-                    title.clone(),
-                    format!(
-                        "<div id=\"f{anchor}\" class=\"fig\">{}</div><pre>{}</pre>",
-                        picture::svg(h, s, &title, focus),
-                        esc(&catalog::replay_command(&c.sim_path, &c.model_cli, seed))
-                    ),
-                ));
+                figs.push(fig);
             }
             let _ = write!(t, "<td>{td}</td>");
         }
@@ -766,4 +765,60 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
     }
     sections.extend(figs);
     picture::html_page("Which design survives which fault", &sections)
+}
+
+/// One cell of the HTML survival table, before its diagram link: ✓ or n/a, a bar per
+/// violation (the share of seeds), the verdict marks.
+fn html_cell(c: &Cell) -> String {
+    use crate::picture::esc;
+    let mut td = String::new();
+    if !c.applicable {
+        td.push_str("<span class=\"na\">n/a</span>");
+    } else if c.verdict().is_some_and(|v| v.safe && v.as_specified) {
+        td.push_str("<span class=\"ok\">✓</span>");
+    }
+    for (n, v) in c.violations_in_order() {
+        let pct = 100.0 * v.seeds as f64 / c.runs.max(1) as f64;
+        let _ = write!(
+            td,
+            "<div><span class=\"bar\" style=\"width:{:.0}px{}\"></span>{}{} {pct:.0}%</div>",
+            (pct * 0.6).max(1.0),
+            if v.permitted { ";background:#e0b84c" } else { "" },
+            esc(short(n)),
+            if v.permitted { "*" } else { "" }
+        );
+    }
+    for m in verdict_marks(c) {
+        let _ = write!(td, "<div>{m}</div>");
+    }
+    td
+}
+
+/// The diagram of a failing cell's first failing seed (its first violation that is not
+/// policy-permitted, else its first failed expectation), as section `f{anchor}` of the page:
+/// the seed and the (title, body) section; None for a cell that did not fail.
+fn failing_diagram(
+    s: &Arc<Sim>,
+    m: &Arc<Model>,
+    c: &Cell,
+    anchor: usize,
+) -> Option<(u64, (String, String))> {
+    use crate::picture::{self, esc};
+    let seed = c
+        .violations
+        .values()
+        .filter(|v| !v.permitted)
+        .map(|v| v.first_seed)
+        .min()
+        .or(c.first_failed_seed)?;
+    let o = run::run(s, m, seed, run::RunOptions { keep_history: true }).ok()?;
+    let h = o.history.as_ref()?;
+    let focus = o.report.violations.iter().find(|v| !v.permitted).map(|v| v.intent.as_str());
+    let title = format!("{} × {} · seed {seed}", m.name, s.name);
+    let body = format!(
+        "<div id=\"f{anchor}\" class=\"fig\">{}</div><pre>{}</pre>",
+        picture::svg(h, s, &title, focus),
+        esc(&catalog::replay_command(&c.sim_path, &c.model_cli, seed))
+    );
+    Some((seed, (title, body)))
 }

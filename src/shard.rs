@@ -20,6 +20,8 @@ use crate::model::Model;
 use crate::scenario::Sim;
 use crate::sweep::Cell;
 
+pub mod policy;
+
 /// The format name and version every shard file carries.
 pub const FORMAT: &str = "idemsim-shard";
 pub const VERSION: u32 = 1;

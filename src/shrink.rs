@@ -358,27 +358,7 @@ pub fn shrink(
     let original = Arc::new(Sim::parse(path, src)?);
     let mut table: Table =
         src.parse().map_err(|e: toml::de::Error| InputError::from_toml(path, src, &e))?;
-    // The violation and the seed to start from.
-    let seeds: Vec<u64> = match seed {
-        Some(s) => vec![s],
-        None => original.seeds.clone().take(4096).collect(),
-    };
-    let mut start = None;
-    let mut runs = 0;
-    for s in seeds {
-        runs += 1;
-        let out = run::run(&original, model, s, RunOptions::default())
-            .map_err(|e| ShrinkError::Run(e.to_string()))?;
-        let hit = out
-            .report
-            .violations
-            .iter()
-            .find(|v| !v.permitted && opts.violation.is_none_or(|want| v.name == want));
-        if let Some(v) = hit {
-            start = Some((s, v.name, out.report.end_ms));
-            break;
-        }
-    }
+    let (start, runs) = first_failure(&original, model, seed, opts)?;
     let Some((seed0, violation, end_ms)) = start else {
         return Err(ShrinkError::NoFailure(original.name.clone()));
     };
@@ -392,25 +372,8 @@ pub fn shrink(
         capped: false,
         time_cap_us: ((end_ms * 1000.0) as u64).saturating_mul(10).max(60_000_000),
     };
-    let mut budget_spent = false;
     let (mut sim, mut seed) = (original.clone(), seed0);
-    let mut removed = Vec::new();
-    'outer: loop {
-        for (cand, what) in candidates(&table) {
-            if search.out_of_budget() {
-                budget_spent = !search.capped;
-                break 'outer;
-            }
-            if let Some((s, at)) = search.accept(&cand, seed) {
-                table = cand;
-                sim = s;
-                seed = at;
-                removed.push(what);
-                continue 'outer;
-            }
-        }
-        break;
-    }
+    let (removed, budget_spent) = passes(&mut search, &mut table, &mut sim, &mut seed);
     // The smallest failing seed of the window, and how often the minimal sim fails there.
     let window = opts.window;
     let mut failing = 0;
@@ -423,32 +386,9 @@ pub fn shrink(
     }
     let seed = first.unwrap_or(seed);
     table.insert("seeds".into(), Value::String(format!("0..{window}")));
-    let (lo, hi) = wilson(failing, window);
+    let found = Found { seed0, seed, failing, window, removed: &removed, budget_spent };
+    let header = provenance(path, &search, &found);
     let body = toml::to_string(&table).unwrap_or_default();
-    let header = format!(
-        "# Shrunk by `idemsim shrink` (idemsim {}) from {} under model {}\n\
-         # violation {} · seed {seed0} → seed {seed} · fails on {failing}/{window} seeds 0..{window} \
-         (95% CI {:.0}%–{:.0}%)\n\
-         # removed: {}\n\
-         # {} runs{}\n\
-         # replay: idemsim run <this file> --model {} --seed {seed} --trace\n",
-        env!("CARGO_PKG_VERSION"),
-        crate::catalog::display_path(path),
-        model.name,
-        violation.name(),
-        100.0 * lo,
-        100.0 * hi,
-        if removed.is_empty() { "nothing".to_string() } else { removed.join(" · ") },
-        search.runs,
-        if search.capped {
-            " · STOPPED BY THE TIME CAP: the result may differ elsewhere"
-        } else if budget_spent {
-            " · the run budget was spent before every candidate was tried: it may shrink further"
-        } else {
-            ""
-        },
-        crate::catalog::cli_name(model),
-    );
     let text = format!("{header}{body}");
     let sim = Arc::new(Sim::parse(path, &text)?);
     Ok(Shrunk {
@@ -463,4 +403,103 @@ pub fn shrink(
         failing_in_window: failing,
         window,
     })
+}
+
+/// The violation and the seed to start from: the first seed (`seed`, or the sim's range, at
+/// most 4096 seeds) that shows a violation that is not policy-permitted (the one asked for,
+/// if any), with its end time; and the runs it took.
+#[allow(clippy::type_complexity)]
+fn first_failure(
+    original: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: Option<u64>,
+    opts: &ShrinkOptions,
+) -> Result<(Option<(u64, ViolationKind, f64)>, u64), ShrinkError> {
+    let seeds: Vec<u64> = match seed {
+        Some(s) => vec![s],
+        None => original.seeds.clone().take(4096).collect(),
+    };
+    let mut runs = 0;
+    for s in seeds {
+        runs += 1;
+        let out = run::run(original, model, s, RunOptions::default())
+            .map_err(|e| ShrinkError::Run(e.to_string()))?;
+        let hit = out
+            .report
+            .violations
+            .iter()
+            .find(|v| !v.permitted && opts.violation.is_none_or(|want| v.name == want));
+        if let Some(v) = hit {
+            return Ok((Some((s, v.name, out.report.end_ms)), runs));
+        }
+    }
+    Ok((None, runs))
+}
+
+/// The greedy passes: the first candidate that still fails is accepted, then the passes
+/// start again, until no candidate fails or the budget is spent. What was removed, in order,
+/// and whether the run budget ran out.
+fn passes(
+    search: &mut Search,
+    table: &mut Table,
+    sim: &mut Arc<Sim>,
+    seed: &mut u64,
+) -> (Vec<String>, bool) {
+    let mut removed = Vec::new();
+    'outer: loop {
+        for (cand, what) in candidates(table) {
+            if search.out_of_budget() {
+                return (removed, !search.capped);
+            }
+            if let Some((s, at)) = search.accept(&cand, *seed) {
+                *table = cand;
+                *sim = s;
+                *seed = at;
+                removed.push(what);
+                continue 'outer;
+            }
+        }
+        return (removed, false);
+    }
+}
+
+/// What the search found, for the file's provenance header.
+struct Found<'a> {
+    seed0: u64,
+    seed: u64,
+    failing: u64,
+    window: u64,
+    removed: &'a [String],
+    budget_spent: bool,
+}
+
+/// The minimal sim file's provenance header: where it came from, the violation and seeds,
+/// what was removed, the runs, and the replay command.
+fn provenance(path: &Path, search: &Search, f: &Found) -> String {
+    let Found { seed0, seed, failing, window, removed, budget_spent } = *f;
+    let (lo, hi) = wilson(failing, window);
+    format!(
+        "# Shrunk by `idemsim shrink` (idemsim {}) from {} under model {}\n\
+         # violation {} · seed {seed0} → seed {seed} · fails on {failing}/{window} seeds 0..{window} \
+         (95% CI {:.0}%–{:.0}%)\n\
+         # removed: {}\n\
+         # {} runs{}\n\
+         # replay: idemsim run <this file> --model {} --seed {seed} --trace\n",
+        env!("CARGO_PKG_VERSION"),
+        crate::catalog::display_path(path),
+        search.model.name,
+        search.violation.name(),
+        100.0 * lo,
+        100.0 * hi,
+        if removed.is_empty() { "nothing".to_string() } else { removed.join(" · ") },
+        search.runs,
+        if search.capped {
+            " · STOPPED BY THE TIME CAP: the result may differ elsewhere"
+        } else if budget_spent {
+            " · the run budget was spent before every candidate was tried: it may shrink further"
+        } else {
+            ""
+        },
+        crate::catalog::cli_name(search.model),
+    )
 }

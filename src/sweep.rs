@@ -237,6 +237,16 @@ impl Cell {
     pub fn violating(&self) -> impl Iterator<Item = (&String, &ViolationStat)> {
         self.violations.iter().filter(|(_, v)| !v.permitted)
     }
+
+    /// The sweep's verdict on the cell (`sweep`, and `merge` of one cell, exit 1): a violation
+    /// that is not policy-permitted, a nondeterministic seed, a run cut short by a bound, or an
+    /// expectation that failed.
+    pub fn sweep_failed(&self) -> bool {
+        self.violating().next().is_some()
+            || !self.nondeterministic_seeds.is_empty()
+            || self.bounded_runs > 0
+            || !self.passed
+    }
 }
 
 /// The cell of sim `si` × model `mi` in the sim-major order [`run_cells`] returns.
@@ -335,6 +345,17 @@ enum Msg {
     Done(Vec<Option<Cell>>),
 }
 
+/// One cell's share of the work: its index, its sim and model, the seeds it runs.
+struct Work {
+    cell: usize,
+    sim: Arc<Sim>,
+    model: Arc<Model>,
+    seeds: Range<u64>,
+}
+
+/// Seeds a worker runs between two progress messages.
+const BATCH: u64 = 32;
+
 /// Run every (sim, model) cell over its seeds (`seeds`, or the sim's own range) on
 /// `opts.jobs` threads. Each worker aggregates its own seeds (reports are freed on the thread
 /// that made them) and the aggregates are merged at the end: the merge is commutative, so any
@@ -347,105 +368,23 @@ pub fn run_cells(
     opts: &SweepOptions,
     mut each: impl FnMut(u64, &str),
 ) -> Result<Vec<Cell>, RunError> {
-    let mut cells = Vec::new();
-    // (cell index, sim, model, seeds) per cell.
-    type Work = (usize, Arc<Sim>, Arc<Model>, Range<u64>);
-    let mut work: Vec<Work> = Vec::new();
-    for sim in sims {
-        let range = seeds.clone().unwrap_or_else(|| sim.seeds.clone());
-        for model in models {
-            let cell = Cell::new(sim, model, &range);
-            // An n/a cell runs no seed.
-            let seeds = if cell.applicable { range.clone() } else { range.start..range.start };
-            work.push((cells.len(), sim.clone(), model.clone(), seeds));
-            cells.push(cell);
-        }
-    }
-    // A shard runs its slice of the flat (cell, seed) order: each cell keeps the part of its
-    // range that falls in the slice.
+    let (mut cells, mut work) = plan(sims, models, seeds);
     if let Some((k, n)) = opts.shard {
-        let all: u64 = work.iter().map(|w| w.3.end - w.3.start).sum();
-        let mine = shard_slice(all, k, n);
-        let mut at = 0u64;
-        for w in &mut work {
-            let len = w.3.end - w.3.start;
-            let lo = mine.start.clamp(at, at + len) - at;
-            let hi = mine.end.clamp(at, at + len) - at;
-            at += len;
-            w.3 = w.3.start + lo..w.3.start + hi;
-            cells[w.0].covered = Some(w.3.clone());
-        }
+        keep_shard(&mut work, &mut cells, k, n);
     }
-    // Jobs are (cell, seed) pairs in a fixed order, handed out by an atomic counter.
-    let total: u64 = work.iter().map(|w| w.3.end - w.3.start).sum();
-    let job = |i: u64| -> Option<(usize, &Arc<Sim>, &Arc<Model>, u64)> {
-        let mut i = i;
-        for (c, s, m, r) in &work {
-            let n = r.end - r.start;
-            if i < n {
-                return Some((*c, s, m, r.start + i));
-            }
-            i -= n;
-        }
-        None
-    };
+    let total: u64 = work.iter().map(|w| w.seeds.end - w.seeds.start).sum();
     let bar = progress_bar(opts.progress, total);
     let next = AtomicU64::new(0);
     let jobs = opts.jobs.max(1).min(total.max(1) as usize);
-    const BATCH: u64 = 32;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Msg, RunError>>(64);
     let template = cells.clone();
-    let template = &template;
     std::thread::scope(|s| {
         for w in 0..jobs {
             let wtx = tx.clone();
-            let next = &next;
-            let job = &job;
-            let spawned =
-                std::thread::Builder::new().name(format!("sweep-{w}")).spawn_scoped(s, move || {
-                    let mut mine: Vec<Option<Cell>> = vec![None; template.len()];
-                    let (mut done, mut lines) = (0u64, Vec::new());
-                    loop {
-                        if INTERRUPTED.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((cell, sim, model, seed)) = job(i) else { break };
-                        let res =
-                            run::run(sim, model, seed, RunOptions::default()).and_then(|out| {
-                                let mut nondeterministic = false;
-                                if opts.check_determinism {
-                                    let again = run::run(sim, model, seed, RunOptions::default())?;
-                                    nondeterministic =
-                                        again.report.trace_hash != out.report.trace_hash;
-                                }
-                                Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
-                            });
-                        let r = match res {
-                            Ok(r) => r,
-                            Err(e) => {
-                                let _ = wtx.send(Err(e));
-                                return;
-                            }
-                        };
-                        if opts.per_seed {
-                            lines.push((seed, per_seed_line(&r, &sim.name, &model.name)));
-                        }
-                        mine[cell].get_or_insert_with(|| template[cell].clone()).add(&r);
-                        done += 1;
-                        if done == BATCH {
-                            if wtx
-                                .send(Ok(Msg::Progress(done, std::mem::take(&mut lines))))
-                                .is_err()
-                            {
-                                return;
-                            }
-                            done = 0;
-                        }
-                    }
-                    let _ = wtx.send(Ok(Msg::Progress(done, lines)));
-                    let _ = wtx.send(Ok(Msg::Done(mine)));
-                });
+            let (next, work, template) = (&next, &work, &template);
+            let spawned = std::thread::Builder::new()
+                .name(format!("sweep-{w}"))
+                .spawn_scoped(s, move || worker(work, next, template, opts, wtx));
             if let Err(e) = spawned {
                 // The workers already started stop after their current seed.
                 INTERRUPTED.store(true, Ordering::Relaxed);
@@ -486,6 +425,115 @@ pub fn run_cells(
         }
     }
     Ok(cells)
+}
+
+/// The empty cells, sim-major, and each one's work: its seeds (`seeds`, or the sim's own
+/// range; none for an n/a cell).
+fn plan(
+    sims: &[Arc<Sim>],
+    models: &[Arc<Model>],
+    seeds: Option<Range<u64>>,
+) -> (Vec<Cell>, Vec<Work>) {
+    let mut cells = Vec::new();
+    let mut work: Vec<Work> = Vec::new();
+    for sim in sims {
+        let range = seeds.clone().unwrap_or_else(|| sim.seeds.clone());
+        for model in models {
+            let cell = Cell::new(sim, model, &range);
+            // An n/a cell runs no seed.
+            let seeds = if cell.applicable { range.clone() } else { range.start..range.start };
+            work.push(Work { cell: cells.len(), sim: sim.clone(), model: model.clone(), seeds });
+            cells.push(cell);
+        }
+    }
+    (cells, work)
+}
+
+/// A shard runs its slice of the flat (cell, seed) order: each cell keeps the part of its
+/// range that falls in shard `k` of `n`, and says so (`covered`).
+fn keep_shard(work: &mut [Work], cells: &mut [Cell], k: u64, n: u64) {
+    let all: u64 = work.iter().map(|w| w.seeds.end - w.seeds.start).sum();
+    let mine = shard_slice(all, k, n);
+    let mut at = 0u64;
+    for w in work {
+        let len = w.seeds.end - w.seeds.start;
+        let lo = mine.start.clamp(at, at + len) - at;
+        let hi = mine.end.clamp(at, at + len) - at;
+        at += len;
+        w.seeds = w.seeds.start + lo..w.seeds.start + hi;
+        cells[w.cell].covered = Some(w.seeds.clone());
+    }
+}
+
+/// Job `i` of the flat (cell, seed) order: (cell index, sim, model, seed). Jobs are handed
+/// out in this fixed order by an atomic counter.
+fn job(work: &[Work], i: u64) -> Option<(usize, &Arc<Sim>, &Arc<Model>, u64)> {
+    let mut i = i;
+    for w in work {
+        let n = w.seeds.end - w.seeds.start;
+        if i < n {
+            return Some((w.cell, &w.sim, &w.model, w.seeds.start + i));
+        }
+        i -= n;
+    }
+    None
+}
+
+/// One seed of one cell (twice with `check_determinism`, comparing trace hashes).
+fn run_seed(
+    cell: usize,
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    check_determinism: bool,
+) -> Result<SeedResult, RunError> {
+    let out = run::run(sim, model, seed, RunOptions::default())?;
+    let mut nondeterministic = false;
+    if check_determinism {
+        let again = run::run(sim, model, seed, RunOptions::default())?;
+        nondeterministic = again.report.trace_hash != out.report.trace_hash;
+    }
+    Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
+}
+
+/// A worker thread: takes jobs until there are none (or an interrupt), aggregates its own
+/// seeds, reports progress every [`BATCH`] seeds, and sends its aggregates when done.
+fn worker(
+    work: &[Work],
+    next: &AtomicU64,
+    template: &[Cell],
+    opts: &SweepOptions,
+    wtx: std::sync::mpsc::SyncSender<Result<Msg, RunError>>,
+) {
+    let mut mine: Vec<Option<Cell>> = vec![None; template.len()];
+    let (mut done, mut lines) = (0u64, Vec::new());
+    loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            break;
+        }
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some((cell, sim, model, seed)) = job(work, i) else { break };
+        let r = match run_seed(cell, sim, model, seed, opts.check_determinism) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = wtx.send(Err(e));
+                return;
+            }
+        };
+        if opts.per_seed {
+            lines.push((seed, per_seed_line(&r, &sim.name, &model.name)));
+        }
+        mine[cell].get_or_insert_with(|| template[cell].clone()).add(&r);
+        done += 1;
+        if done == BATCH {
+            if wtx.send(Ok(Msg::Progress(done, std::mem::take(&mut lines)))).is_err() {
+                return;
+            }
+            done = 0;
+        }
+    }
+    let _ = wtx.send(Ok(Msg::Progress(done, lines)));
+    let _ = wtx.send(Ok(Msg::Done(mine)));
 }
 
 fn progress_bar(wanted: bool, total: u64) -> Option<indicatif::ProgressBar> {

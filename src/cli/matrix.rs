@@ -1,0 +1,115 @@
+//! `idemsim matrix` (models × sims × seeds, or one shard of it) and the bare `idemsim`, the
+//! reference experiment.
+
+use std::sync::Arc;
+
+use super::out::{interrupted, report_speed, stop_on_interrupt, write_file, write_shard};
+use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, MatrixArgs, seed_arg, shard_spec};
+use crate::input::InputError;
+use crate::model::Model;
+use crate::scenario::Sim;
+use crate::sweep::{self, Cell};
+use crate::{catalog, render};
+
+pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
+    let seeds = seed_arg(args.seeds)?;
+    let spec = shard_spec(&args.shard)?;
+    let (sims, models) = load_matrix_inputs(&args.sims, &args.models)?;
+    let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
+    let started = std::time::Instant::now();
+    stop_on_interrupt();
+    if let Some(spec) = spec {
+        let opts =
+            sweep::SweepOptions { jobs, shard: Some((spec.k, spec.n)), ..Default::default() };
+        let cells = sweep::run_cells(&sims, &models, seeds, &opts, |_, _| {})?;
+        let timing = crate::shard::Timing { wall_s: started.elapsed().as_secs_f64(), jobs };
+        let f = crate::shard::shard_file(&sims, &models, &cells, Some(spec), timing);
+        write_shard(&args.shard, &f)?;
+        // In shard mode a violation is a result: the engine must not retry the shard.
+        return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
+    }
+    let cells = sweep::run_matrix(&sims, &models, seeds, jobs)?;
+    report_speed(&cells, started, jobs);
+    if interrupted() {
+        eprintln!("interrupted: the tables cover only the seeds that finished");
+    }
+    print!("{}", matrix_output(args.json, args.markdown, &sims, &models, &cells));
+    if let Some(p) = &args.html {
+        write_file(p, &render::matrix_html(&sims, &models, &cells))?;
+    }
+    let violated = args.fail_on_violation && cells.iter().any(|c| c.violating().next().is_some());
+    Ok(if interrupted() {
+        EXIT_INTERRUPTED
+    } else if cells.iter().all(|c| c.passed) && !violated {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    })
+}
+
+/// A matrix as `--json`, `--markdown` or the table.
+pub(super) fn matrix_output(
+    json: bool,
+    markdown: bool,
+    sims: &[Arc<Sim>],
+    models: &[Arc<Model>],
+    cells: &[Cell],
+) -> String {
+    if json {
+        format!("{}\n", render::matrix_json(models, cells))
+    } else if markdown {
+        render::survival_markdown(sims, models, cells)
+    } else {
+        render::matrix_table(sims, models, cells)
+    }
+}
+
+/// The sims and models a matrix runs over.
+type MatrixInputs = (Vec<Arc<Sim>>, Vec<Arc<Model>>);
+
+fn load_matrix_inputs(sims: &[String], models: &[String]) -> Result<MatrixInputs, InputError> {
+    let sims = if sims.is_empty() { vec!["article".to_string()] } else { sims.to_vec() };
+    let mut all_sims = Vec::new();
+    for s in &sims {
+        all_sims.extend(catalog::sims_at(s)?);
+    }
+    let models = if models.is_empty() {
+        catalog::ordered_models(catalog::all_models()?)
+    } else {
+        catalog::unique_names(models.iter().map(|m| catalog::model(m)).collect::<Result<_, _>>()?)?
+    };
+    Ok((all_sims, models))
+}
+
+pub(super) fn demo() -> anyhow::Result<i32> {
+    let (sims, models) = load_matrix_inputs(&[], &[])?;
+    let cells = sweep::run_matrix(&sims, &models, None, sweep::default_jobs())?;
+    // The article's three variants get the published table; the other models a compact one.
+    let (reference, others): (Vec<usize>, Vec<usize>) = (0..models.len())
+        .partition(|&i| catalog::REFERENCE_MODELS.contains(&models[i].name.as_str()));
+    let pick = |idx: &[usize]| -> (Vec<Arc<Model>>, Vec<Cell>) {
+        let ms: Vec<Arc<Model>> = idx.iter().map(|&i| models[i].clone()).collect();
+        let cs = (0..sims.len())
+            .flat_map(|si| idx.iter().map(move |&mi| (si, mi)))
+            .map(|(si, mi)| sweep::cell(&cells, models.len(), si, mi).clone())
+            .collect();
+        (ms, cs)
+    };
+    println!(
+        "idemsim: the reference experiment: every sim in sims/article/ × every model, over each sim's seed range."
+    );
+    println!("A case passes for a variant only when its expectations hold on every seed tried.\n");
+    let (ref_models, ref_cells) = pick(&reference);
+    if !ref_models.is_empty() {
+        print!("{}", render::matrix_table(&sims, &ref_models, &ref_cells));
+    }
+    if !others.is_empty() {
+        let (other_models, other_cells) = pick(&others);
+        println!(
+            "\nthe other models in models/ on the same cases (✓ held on every seed, ✗ failed on some):\n"
+        );
+        print!("{}", render::compact_table(&sims, &other_models, &other_cells));
+        println!("details of one: cargo run --release -- matrix --models <name>");
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,125 @@
+//! What the commands share: writing files whole, the n/a answer, SIGINT, the speed line,
+//! shard files.
+
+use std::path::{Path, PathBuf};
+
+use super::{EXIT_NOT_APPLICABLE, ShardArgs};
+use crate::input::InputError;
+use crate::model::Model;
+use crate::run;
+use crate::scenario::Sim;
+use crate::sweep::{self, Cell};
+
+/// Write a whole file or nothing: a temporary file beside it, then renamed over it (a shard
+/// killed mid-write on a shared volume leaves no truncated file).
+pub(super) fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
+    let err = |e: std::io::Error| InputError::file(path, format!("cannot write: {e}"));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e)
+    })
+}
+
+/// Say why a cell is n/a, on stdout (it is the result, not an error).
+pub(super) fn not_applicable(sim: &Sim, model: &Model) -> Option<i32> {
+    let reason = run::not_applicable(sim, model)?;
+    println!("n/a: sim {} × model {}: {reason}; nothing ran", sim.name, model.name);
+    Some(EXIT_NOT_APPLICABLE)
+}
+
+/// The same, as JSON (for `--json`).
+pub(super) fn not_applicable_json(sim: &Sim, model: &Model) -> Option<i32> {
+    let reason = run::not_applicable(sim, model)?;
+    let v = serde_json::json!({
+        "sim": sim.name, "model": model.name, "applicable": false, "reason": reason,
+    });
+    println!("{}", serde_json::to_string_pretty(&v).expect("serialisable"));
+    Some(EXIT_NOT_APPLICABLE)
+}
+
+/// On the first SIGINT a sweep or matrix stops taking seeds and prints what finished; a
+/// second one kills the process as usual.
+pub(super) fn stop_on_interrupt() {
+    extern "C" fn on_sigint(_: libc::c_int) {
+        sweep::INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe; SA_RESETHAND
+    // restores the default action, so a second SIGINT terminates.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESETHAND;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+    }
+}
+
+pub(super) fn interrupted() -> bool {
+    sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// How fast a sweep or matrix ran (wall clock: printed to stderr and in `sweep --json`'s
+/// `speed`, never in a report that is compared or snapshotted).
+#[derive(Debug, Clone, serde::Serialize)]
+pub(super) struct Speed {
+    runs: u64,
+    /// HTTP attempts the simulated clients sent (every status and transport failure).
+    simulated_requests: u64,
+    wall_s: f64,
+    jobs: usize,
+    runs_per_s: f64,
+    simulated_requests_per_s: f64,
+}
+
+/// `N runs in S s on J thread(s): R runs/s, Q simulated requests/s` on stderr.
+pub(super) fn report_speed(cells: &[Cell], started: std::time::Instant, jobs: usize) -> Speed {
+    let wall_s = started.elapsed().as_secs_f64();
+    let runs: u64 = cells.iter().map(|c| c.runs).sum();
+    let simulated_requests: u64 = cells.iter().flat_map(|c| c.statuses.values()).sum();
+    let per_s = |n: u64| (n as f64 / wall_s.max(1e-9)).round();
+    let speed = Speed {
+        runs,
+        simulated_requests,
+        wall_s,
+        jobs,
+        runs_per_s: per_s(runs),
+        simulated_requests_per_s: per_s(simulated_requests),
+    };
+    eprintln!(
+        "{runs} runs in {wall_s:.2} s on {jobs} thread(s): {:.0} runs/s, {:.0} simulated requests/s",
+        speed.runs_per_s, speed.simulated_requests_per_s
+    );
+    speed
+}
+
+/// Write a shard file where `--out`/`--out-dir` say; say on stderr what was written.
+pub(super) fn write_shard(a: &ShardArgs, f: &crate::shard::ShardFile) -> Result<(), InputError> {
+    let spec = f.shard.as_ref().expect("a shard");
+    let json = serde_json::to_string_pretty(f).expect("serialisable");
+    let runs: u64 = f.cells.iter().map(|c| c.aggregate.runs).sum();
+    let target = match (&a.out, &a.out_dir) {
+        (_, Some(dir)) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| InputError::file(dir, format!("cannot create: {e}")))?;
+            Some(dir.join(format!("shard-{}-of-{}.json", spec.k, spec.n)))
+        }
+        (Some(p), None) if p.as_os_str() != "-" => Some(p.clone()),
+        _ => None,
+    };
+    match &target {
+        Some(p) => write_file(p, &json)?,
+        None => println!("{json}"),
+    }
+    eprintln!(
+        "shard {}/{} (from {}): {runs} runs{}",
+        spec.k,
+        spec.n,
+        spec.source,
+        target.map(|p| format!(", written to {}", p.display())).unwrap_or_default()
+    );
+    Ok(())
+}

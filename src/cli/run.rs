@@ -1,0 +1,43 @@
+//! `idemsim run`: one sim × one model × one seed, as text, JSON, Mermaid, SVG or HTML.
+
+use super::out::{not_applicable, not_applicable_json, write_file};
+use super::{EXIT_FAILED, EXIT_OK, RunArgs};
+use crate::run::{self, RunOptions};
+use crate::{catalog, render};
+
+pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
+    let sim = catalog::sim(&args.sim)?;
+    let model = catalog::model(&args.model)?;
+    let na =
+        if args.json { not_applicable_json(&sim, &model) } else { not_applicable(&sim, &model) };
+    if let Some(code) = na {
+        return Ok(code);
+    }
+    let keep_history = args.trace || args.mermaid || args.svg.is_some() || args.html.is_some();
+    let out = run::run(&sim, &model, args.seed, RunOptions { keep_history })?;
+    let r = &out.report;
+    if args.mermaid {
+        print!("{}", out.history.as_ref().map(|h| h.mermaid()).unwrap_or_default());
+    } else if args.json {
+        let mut v = serde_json::to_value(r)?;
+        let verdict = r.verdict();
+        (v["safe"], v["as_specified"]) = (verdict.safe.into(), verdict.as_specified.into());
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let sim_path = catalog::display_path(&sim.path);
+        let replay = catalog::replay_command(&sim_path, &catalog::cli_name(&model), args.seed);
+        print!("{}", render::run_text(&sim, &model, &out, &replay));
+    }
+    if let (Some(h), Some(path)) = (&out.history, &args.svg) {
+        let focus = r.violations.iter().find(|v| !v.permitted).map(|v| v.intent.as_str());
+        let title = format!("{} × {} · seed {}", model.name, sim.name, args.seed);
+        write_file(path, &crate::picture::svg(h, &sim, &title, focus))?;
+    }
+    if let (Some(h), Some(path)) = (&out.history, &args.html) {
+        let sim_path = catalog::display_path(&sim.path);
+        let replay = catalog::replay_command(&sim_path, &catalog::cli_name(&model), args.seed);
+        write_file(path, &render::run_html(&sim, &model, &out, h, &replay))?;
+    }
+    let violated = args.fail_on_violation && r.violations.iter().any(|v| !v.permitted);
+    Ok(if r.passed() && !violated { EXIT_OK } else { EXIT_FAILED })
+}

@@ -1,0 +1,93 @@
+//! `idemsim shrink`: a failing sim shrunk to a minimal one, printed or written.
+
+use std::path::Path;
+
+use super::out::{not_applicable, write_file};
+use super::{EXIT_OK, ShrinkArgs};
+use crate::catalog;
+use crate::input::InputError;
+use crate::model::Model;
+use crate::report::ViolationKind;
+use crate::scenario::Sim;
+use crate::shrink::{ShrinkError, ShrinkOptions, Shrunk};
+
+pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
+    let sim = catalog::sim(&args.sim)?;
+    let model = catalog::model(&args.model)?;
+    if let Some(code) = not_applicable(&sim, &model) {
+        return Ok(code);
+    }
+    let violation = violation_arg(args.violation.as_deref())?;
+    let src = crate::input::read_file(&sim.path, "sim")?;
+    let opts = ShrinkOptions {
+        window: args.window.clamp(1, 4096),
+        budget_runs: args.budget.max(1),
+        violation,
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let s = match crate::shrink::shrink(&sim.path, &src, &model, args.seed, &opts) {
+        Ok(s) => s,
+        Err(ShrinkError::NoFailure(name)) => {
+            println!(
+                "no seed of {name} shows a violation that is not policy-permitted under {}: nothing to shrink",
+                model.name
+            );
+            return Ok(EXIT_OK);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    eprintln!("{} runs in {:.2} s", s.runs, started.elapsed().as_secs_f64());
+    print_shrunk(&sim, &model, &s, &opts);
+    match &args.out {
+        Some(p) => {
+            write_file(p, &s.text)?;
+            println!(
+                "written to {}; replay: cargo run --release -- run {} --model {} --seed {} --trace",
+                p.display(),
+                p.display(),
+                catalog::cli_name(&model),
+                s.seed
+            );
+        }
+        None => print!("\n{}", s.text),
+    }
+    Ok(EXIT_OK)
+}
+
+/// `--violation`: a violation's name.
+fn violation_arg(v: Option<&str>) -> Result<Option<ViolationKind>, InputError> {
+    v.map(|v| {
+        ViolationKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| {
+            InputError::file(Path::new("--violation"), format!("unknown violation `{v}`"))
+        })
+    })
+    .transpose()
+}
+
+/// What was shrunk to what, and what was removed.
+fn print_shrunk(sim: &Sim, model: &Model, s: &Shrunk, opts: &ShrinkOptions) {
+    println!(
+        "shrunk {} under {} to a sim that shows {} on {}/{} seeds (first: seed {}):",
+        sim.name,
+        model.name,
+        s.violation.name(),
+        s.failing_in_window,
+        s.window,
+        s.seed
+    );
+    for r in &s.removed {
+        println!("  - {r}");
+    }
+    if s.budget_spent {
+        println!(
+            "  (the budget of {} runs was spent before every candidate was tried)",
+            opts.budget_runs
+        );
+    } else if s.removed.is_empty() {
+        println!("  (nothing could be removed: it was minimal)");
+    }
+    if s.capped {
+        println!("  STOPPED BY THE TIME CAP: the result may differ on another machine");
+    }
+}

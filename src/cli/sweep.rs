@@ -1,0 +1,118 @@
+//! `idemsim sweep`: one sim × one model over many seeds, with per-seed lines in seed order,
+//! or one shard of it.
+
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use super::out::{
+    interrupted, not_applicable, not_applicable_json, report_speed, stop_on_interrupt, write_shard,
+};
+use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, SweepArgs, seed_arg, shard_spec};
+use crate::input::InputError;
+use crate::{catalog, render, sweep};
+
+pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
+    let seeds = seed_arg(args.seeds)?;
+    let sim = catalog::sim(&args.sim)?;
+    let model = catalog::model(&args.model)?;
+    let na =
+        if args.json { not_applicable_json(&sim, &model) } else { not_applicable(&sim, &model) };
+    if let Some(code) = na {
+        return Ok(code);
+    }
+    let range = seeds.unwrap_or_else(|| sim.seeds.clone());
+    let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
+    let mut per_seed = PerSeed::create(args.per_seed.as_deref(), range.start)?;
+    let spec = shard_spec(&args.shard)?;
+    let opts = sweep::SweepOptions {
+        jobs,
+        check_determinism: args.check_determinism,
+        progress: spec.is_none(),
+        per_seed: args.per_seed.is_some(),
+        shard: spec.as_ref().map(|s| (s.k, s.n)),
+    };
+    let started = std::time::Instant::now();
+    stop_on_interrupt();
+    let (sims, models) = (std::slice::from_ref(&sim), std::slice::from_ref(&model));
+    let cells = sweep::run_cells(sims, models, Some(range.clone()), &opts, |seed, line| {
+        per_seed.line(seed, line)
+    })?;
+    per_seed.finish()?;
+    let cell = &cells[0];
+    if let Some(spec) = spec {
+        let timing = crate::shard::Timing { wall_s: started.elapsed().as_secs_f64(), jobs };
+        let f = crate::shard::shard_file(sims, models, &cells, Some(spec), timing);
+        write_shard(&args.shard, &f)?;
+        return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
+    }
+    let speed = report_speed(&cells, started, jobs);
+    if args.json {
+        let mut v = render::cell_json(cell);
+        v["speed"] = serde_json::to_value(&speed)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", render::sweep_text(&sim, &model, cell, jobs));
+    }
+    Ok(if interrupted() {
+        EXIT_INTERRUPTED
+    } else if cell.sweep_failed() {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
+}
+
+/// `--per-seed`: one JSON line per seed, written in seed order (results arriving early wait
+/// in a small buffer). The first write error is kept and reported at the end.
+struct PerSeed {
+    file: Option<BufWriter<std::fs::File>>,
+    pending: BTreeMap<u64, String>,
+    next_seed: u64,
+    io_err: Option<std::io::Error>,
+}
+
+impl PerSeed {
+    /// The writer to `path` (none: lines are dropped), expecting seed `first` first.
+    fn create(path: Option<&Path>, first: u64) -> Result<PerSeed, InputError> {
+        let file = match path {
+            None => None,
+            Some(p) => Some(BufWriter::new(
+                std::fs::File::create(p)
+                    .map_err(|e| InputError::file(p, format!("cannot create: {e}")))?,
+            )),
+        };
+        Ok(PerSeed { file, pending: Default::default(), next_seed: first, io_err: None })
+    }
+
+    /// Seed `seed`'s line: written, with the lines it was holding up, once its turn comes.
+    fn line(&mut self, seed: u64, line: &str) {
+        let Some(f) = self.file.as_mut() else { return };
+        self.pending.insert(seed, line.to_string());
+        while let Some(line) = self.pending.remove(&self.next_seed) {
+            if let Err(e) = writeln!(f, "{line}") {
+                self.io_err.get_or_insert(e);
+            }
+            self.next_seed += 1;
+        }
+    }
+
+    /// Write what is left and flush; the first write error, if any.
+    fn finish(mut self) -> anyhow::Result<()> {
+        if let Some(mut f) = self.file.take() {
+            // After an interrupt, the seeds that finished past a gap are still written, in order.
+            for line in self.pending.values() {
+                if let Err(e) = writeln!(f, "{line}") {
+                    self.io_err.get_or_insert(e);
+                }
+            }
+            if let Err(e) = f.flush() {
+                self.io_err.get_or_insert(e);
+            }
+        }
+        if let Some(e) = self.io_err {
+            anyhow::bail!("writing --per-seed file: {e}");
+        }
+        Ok(())
+    }
+}

@@ -179,6 +179,12 @@ pub enum What {
         status: u16,
     },
     Rejected(Refusal),
+    /// A request's own code before its first statement, on a loop in phases (`cold`: the
+    /// process's first request).
+    HandlerCode {
+        us: u64,
+        cold: bool,
+    },
     DriverAwait {
         us: u64,
     },

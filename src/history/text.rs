@@ -107,6 +107,10 @@ impl Legend {
             What::Rejected(Refusal::KeyFormat) => {
                 write!(s, "rejected 400: Idempotency-Key is not a UUID")
             }
+            What::HandlerCode { us, cold } => {
+                let cold = if *cold { " (cold: the process's first request)" } else { "" };
+                write!(s, "handler code {} ms{cold}", show_ms(*us))
+            }
             What::DriverAwait { us: 0 } => write!(s, "await: one event-loop turn"),
             What::DriverAwait { us } => write!(s, "await {} ms (driver)", show_ms(*us)),
             What::LockWait { stmt, budget_us } => write!(

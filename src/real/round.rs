@@ -385,14 +385,18 @@ struct NetFaults {
     drop_reply: bool,
     delay_us: Option<u64>,
     resend_after_us: Option<u64>,
+    /// The sim's client gap between a connection and its bytes (`[world.event_loop]`).
+    connect_gap_us: u64,
 }
 
 impl NetFaults {
-    fn draw(f: &crate::scenario::Faults, rng: &mut StdRng) -> NetFaults {
+    fn draw(sim: &Sim, rng: &mut StdRng) -> NetFaults {
+        let f = &sim.faults;
+        let connect_gap_us = sim.world.event_loop.map_or(0, |l| draw(rng, l.connect_gap_us));
         let (drop_request, drop_reply) = (chance(rng, f.request_drop), chance(rng, f.reply_drop));
         let delay_us = chance(rng, f.delay).then(|| draw(rng, f.delay_us));
         let resend_after_us = chance(rng, f.duplicate).then(|| draw(rng, f.duplicate_after_us));
-        NetFaults { drop_request, drop_reply, delay_us, resend_after_us }
+        NetFaults { drop_request, drop_reply, delay_us, resend_after_us, connect_gap_us }
     }
 }
 
@@ -412,7 +416,7 @@ fn attempt_once(
         &headers(spec, &key, &attempt_id),
         spec.body_for(attempt).as_bytes(),
     );
-    let faults = NetFaults::draw(&ctx.sim.faults, rng);
+    let faults = NetFaults::draw(&ctx.sim, rng);
     let sent = Instant::now();
     let deadline = (sent + Duration::from_micros(spec.timeout_us)).min(ctx.deadline);
     let answer = exchange(ctx, process, &bytes, &faults, deadline);
@@ -447,6 +451,10 @@ fn exchange(
         return None;
     }
     let mut conn = connect(ctx, process)?;
+    if faults.connect_gap_us > 0 {
+        // The sim's client writes this long after its connection is established.
+        sleep_until(Instant::now() + Duration::from_micros(faults.connect_gap_us), deadline);
+    }
     if !wire::send(&mut conn, bytes) {
         return None;
     }

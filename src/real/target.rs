@@ -159,7 +159,7 @@ keys = "SELECT user, operation, key, status FROM keys"
         assert_eq!(t.dir(), PathBuf::from("targets"));
         let bad = GOOD.replace("SELECT user", "DELETE user");
         let e = Target::parse(Path::new("t.toml"), &bad).unwrap_err().to_string();
-        assert!(e.contains("t.toml:9:") && e.contains("expected a SELECT query"), "{e}");
+        assert!(e.contains("t.toml:8:8:") && e.contains("expected a SELECT query"), "{e}");
         let bad = GOOD.replace("VARIANT", "IDEMSIM_DB");
         let e = Target::parse(Path::new("t.toml"), &bad).unwrap_err().to_string();
         assert!(e.contains("`IDEMSIM_DB`"), "{e}");

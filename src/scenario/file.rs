@@ -79,6 +79,7 @@ pub(super) struct PartitionFile {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct WorldFile {
+    pub(super) event_loop: Option<EventLoopFile>,
     pub(super) processes: Option<Spanned<usize>>,
     pub(super) wait_budget_ms: Option<Spanned<f64>>,
     pub(super) client_timeout_ms: Option<Spanned<f64>>,
@@ -89,6 +90,18 @@ pub(super) struct WorldFile {
     pub(super) effect_dedupe_retention_ms: Option<Spanned<f64>>,
     pub(super) clock_skew_ms: Option<Spanned<Vec<f64>>>,
     pub(super) stock: Option<Spanned<std::collections::BTreeMap<String, Spanned<i64>>>>,
+}
+
+/// `[world.event_loop]`: Node.js's loop in phases, with its times.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EventLoopFile {
+    pub(super) turn_ms: Option<Spanned<Vec<f64>>>,
+    pub(super) accept_ms: Option<Spanned<Vec<f64>>>,
+    pub(super) first_accept_ms: Option<Spanned<Vec<f64>>>,
+    pub(super) handler_ms: Option<Spanned<Vec<f64>>>,
+    pub(super) first_handler_ms: Option<Spanned<Vec<f64>>>,
+    pub(super) connect_gap_ms: Option<Spanned<Vec<f64>>>,
 }
 
 #[derive(Deserialize)]

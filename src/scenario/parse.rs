@@ -91,6 +91,7 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
         "[low, high] with low <= high <= 60000",
     )?;
     Ok(WorldSpec {
+        event_loop: w.event_loop.as_ref().map(|e| parse_event_loop(file, e)).transpose()?,
         processes,
         wait_budget_us: w
             .wait_budget_ms
@@ -120,6 +121,28 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
             .map(|v| file.signed_ms_range("world.clock_skew_ms", v))
             .transpose()?,
         stock: parse_stock(file, &w.stock)?,
+    })
+}
+
+/// `[world.event_loop]`: every time a `[low, high]` range in ms; the defaults are the
+/// measurements of `docs/reality.md` (Node.js 20 on the 2-core development machine).
+fn parse_event_loop(file: Source, e: &super::file::EventLoopFile) -> Result<LoopTimes, InputError> {
+    let range = |field: &str, v: &Option<Spanned<Vec<f64>>>, default: (u64, u64)| {
+        file.ms_range(
+            &format!("world.event_loop.{field}"),
+            v,
+            default,
+            |lo, hi| lo <= hi && hi <= 60_000_000,
+            "[low, high] with low <= high <= 60000",
+        )
+    };
+    Ok(LoopTimes {
+        turn_us: range("turn_ms", &e.turn_ms, (1, 2))?,
+        accept_us: range("accept_ms", &e.accept_ms, (20, 170))?,
+        first_accept_us: range("first_accept_ms", &e.first_accept_ms, (180, 450))?,
+        handler_us: range("handler_ms", &e.handler_ms, (66, 241))?,
+        first_handler_us: range("first_handler_ms", &e.first_handler_ms, (1_082, 6_095))?,
+        connect_gap_us: range("connect_gap_ms", &e.connect_gap_ms, (10, 100))?,
     })
 }
 

@@ -14,6 +14,7 @@ mod control;
 mod exec;
 mod keystore;
 mod net;
+mod phases;
 mod provider;
 mod runner;
 mod server;
@@ -304,7 +305,10 @@ fn busy(world: &World) -> u64 {
         let busy = st.quiet.running()
             + st.wire.work_in_flight
             + st.wire.receiver.queue.len() as u64
-            + st.processes.iter().map(|p| p.inbox.queue.len() as u64).sum::<u64>();
+            + st.processes
+                .iter()
+                .map(|p| (p.inbox.queue.len() + p.phases.accepted.len()) as u64)
+                .sum::<u64>();
         (busy, st.steps > world.sim.world.max_steps)
     };
     // Once the step budget is spent the relay has stopped: its outbox is left as it is.

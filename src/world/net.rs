@@ -27,6 +27,11 @@ pub(crate) struct Envelope {
     /// Which attempt this is (request index, copy, attempt): for injections and labels.
     pub who: Actor,
     pub http: Request,
+    /// The client's gap between its connection being established and its request's bytes
+    /// arriving (µs; `[world.event_loop]` only).
+    pub connect_gap_us: u64,
+    /// When it reached the server process (µs; set on delivery).
+    pub arrived_us: u64,
 }
 
 impl Envelope {
@@ -239,7 +244,10 @@ impl World {
                 continue;
             }
             let waker = match (to, msg) {
-                (Dest::Server(p), Msg::Request(env)) => st.processes[p].inbox.push(env),
+                (Dest::Server(p), Msg::Request(mut env)) => {
+                    env.arrived_us = now;
+                    st.processes[p].inbox.push(env)
+                }
                 (Dest::Receiver, Msg::Effect(e)) => st.wire.receiver.push(e),
                 (Dest::Tag { tag, .. }, msg) => match st.wire.slots.get_mut(&tag) {
                     Some(slot) if slot.msg.is_none() => {

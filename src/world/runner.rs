@@ -100,6 +100,9 @@ pub(crate) struct Runner {
     /// A lost connection at `COMMIT` rolled the transaction back (ground truth the server does
     /// not see; its conditional SQL would).
     pub commit_rolled_back: std::cell::Cell<bool>,
+    /// A request's execution that has not yet run on a loop in phases: it takes the grant of
+    /// the handler just read, and runs its handler's own code first.
+    fresh: std::cell::Cell<bool>,
 }
 
 impl Drop for Runner {
@@ -125,6 +128,7 @@ impl Runner {
             who,
             req,
             commit_rolled_back: std::cell::Cell::new(false),
+            fresh: std::cell::Cell::new(req.is_some()),
         }
     }
 
@@ -157,6 +161,9 @@ impl Runner {
     /// Take the process's event loop (synchronous driver): other executions of this process
     /// wait until it is released; other processes run.
     async fn acquire_loop(&self) {
+        if let Some(times) = self.world.sim.world.event_loop {
+            return self.acquire_phased(times).await;
+        }
         let (idx, me) = (self.idx, self.id);
         // Leaves the waiters when dropped while waiting (its process crashed), handing the
         // loop on if it had been woken to take it.
@@ -194,10 +201,77 @@ impl Runner {
         .await
     }
 
+    /// Wait for the loop in phases to grant this execution its turn (a fresh request's
+    /// execution takes the grant of the handler just read and runs its handler's own code
+    /// first; any other queues for the next iteration unless it waits for the check phase).
+    async fn acquire_phased(&self, times: crate::scenario::LoopTimes) {
+        use super::phases::NEW;
+        let (idx, me) = (self.idx, self.id);
+        struct Waiting<'a>(&'a World, usize, u64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                let w = self.0.lock().processes[self.1].phases.forget(self.2);
+                if let Some(w) = w {
+                    w.wake();
+                }
+            }
+        }
+        let waiting = Waiting(&self.world, idx, me);
+        let mut took_new = false;
+        std::future::poll_fn(|cx| {
+            let mut st = self.world.lock();
+            let ph = &mut st.processes[idx].phases;
+            match ph.grant {
+                Some(g) if g == me => Poll::Ready(()),
+                Some(NEW) if self.fresh.get() => {
+                    ph.grant = Some(me);
+                    ph.waiting.remove(&me);
+                    took_new = true;
+                    Poll::Ready(())
+                }
+                _ => {
+                    let mut wake = None;
+                    if !ph.waiting.contains_key(&me) && !ph.immediates.contains(&me) {
+                        ph.ready.push_back(me);
+                        wake = ph.loop_waker.take();
+                    }
+                    ph.waiting.insert(me, cx.waker().clone());
+                    drop(st);
+                    if let Some(w) = wake {
+                        w.wake();
+                    }
+                    Poll::Pending
+                }
+            }
+        })
+        .await;
+        std::mem::forget(waiting);
+        if took_new {
+            self.fresh.set(false);
+            let first = {
+                let mut st = self.world.lock();
+                let ph = &mut st.processes[idx].phases;
+                ph.served += 1;
+                ph.served == 1
+            };
+            let cpu = draw(if first { times.first_handler_us } else { times.handler_us });
+            self.event(What::HandlerCode { us: cpu, cold: first });
+            clock::sleep_us(cpu).await;
+        }
+    }
+
     /// Give the event loop back (at an await) and wake one execution waiting for it, drawn
     /// from the seed: which ready callback a loop runs next is not ours to know. Waking one,
-    /// not all, keeps a process with thousands of waiting requests linear.
+    /// not all, keeps a process with thousands of waiting requests linear. On a loop in
+    /// phases the loop task decides who runs next.
     pub fn release_loop(&self) {
+        if self.world.sim.world.event_loop.is_some() {
+            let w = self.world.lock().processes[self.idx].phases.release(self.id);
+            if let Some(w) = w {
+                w.wake();
+            }
+            return;
+        }
         let next = {
             let mut st = self.world.lock();
             let p = &mut st.processes[self.idx];
@@ -215,6 +289,22 @@ impl Runner {
     /// The driver's latency at an await: the event loop is free meanwhile. A latency of 0 is
     /// one event-loop turn (a scheduling point that takes no time).
     pub async fn driver_latency(&self) {
+        if self.world.sim.world.event_loop.is_some() && self.sync_driver() {
+            // `await` of `setImmediate`: the rest runs in this iteration's check phase, after
+            // everything read in its poll phase.
+            self.event(What::DriverAwait { us: 0 });
+            self.release_loop();
+            let w = {
+                let mut st = self.world.lock();
+                let ph = &mut st.processes[self.idx].phases;
+                ph.immediates.push_back(self.id);
+                ph.loop_waker.take()
+            };
+            if let Some(w) = w {
+                w.wake();
+            }
+            return self.hold().await;
+        }
         let us = draw(self.world.model.driver.latency_us);
         self.event(What::DriverAwait { us });
         self.wait(clock::sleep_us(us)).await;

@@ -28,6 +28,7 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         p.up = true;
         p.loop_holder = None;
         p.loop_waiters = Default::default();
+        p.phases = Default::default();
         p.inbox.queue.clear();
         p.memory.clear();
         p.local.clear();
@@ -64,14 +65,37 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
     if let Some(every) = world.model.completer_every_us() {
         madsim::task::spawn_local(completer_main(world.clone(), idx, shared.clone(), every));
     }
+    if let Some(times) = world.sim.world.event_loop
+        && world.model.driver.awaits == crate::model::Awaits::Explicit
+    {
+        return super::phases::loop_main(world.clone(), idx, times, shared, pool).await;
+    }
     loop {
         for env in net::accept(&world, idx).await {
-            let g = InFlightGuard::new(world.clone(), idx, env.reply_tag, env.who);
-            let (shared, pool) = (shared.clone(), pool.clone());
-            // Boxed: the handler's state is large, and a spawn moves its future several times.
-            madsim::task::spawn_local(Box::pin(handle(world.clone(), idx, shared, pool, env, g)));
+            spawn_handler(&world, idx, &shared, &pool, env, false);
         }
     }
+}
+
+/// Serve one request on its own task; `phased`: read by the loop in phases, which is told
+/// when the handler ends.
+pub(crate) fn spawn_handler(
+    world: &Arc<World>,
+    idx: usize,
+    shared: &Rc<Pooled>,
+    pool: &Option<Rc<Pool>>,
+    env: Envelope,
+    phased: bool,
+) {
+    let g = InFlightGuard::new(world.clone(), idx, env.reply_tag, env.who);
+    let (w, shared, pool) = (world.clone(), shared.clone(), pool.clone());
+    // Boxed: the handler's state is large, and a spawn moves its future several times.
+    madsim::task::spawn_local(Box::pin(async move {
+        handle(w.clone(), idx, shared, pool, env, g).await;
+        if phased {
+            super::phases::handler_ended(&w, idx);
+        }
+    }));
 }
 
 /// A request being served: counted for quiescence, and its client's connection registered

@@ -53,6 +53,8 @@ pub(crate) struct ProcessState {
     pub loop_waiters: BTreeMap<u64, Waker>,
     /// A crash is under way (the process is going down, restart pending).
     pub crashing: bool,
+    /// The event loop in phases (`[world.event_loop]`): who may run next, and when.
+    pub phases: super::phases::Phases,
     /// The process-memory key store (lost on restart).
     pub memory: BTreeMap<Scope, KeyRecord>,
     /// `[key] local_cache`: completed records this process wrote or read (lost on restart).

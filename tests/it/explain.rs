@@ -94,9 +94,9 @@ fn explaining_a_model_on_a_sim_it_passes_says_so() {
 #[test]
 fn svg_has_a_lane_per_participant() {
     let s = sim("sims/teaching/check-first-race.toml");
-    let out = run::run(&s, &model("check-first"), 1, RunOptions { keep_history: true }).unwrap();
+    let out = run::run(&s, &model("check-first"), 13, RunOptions { keep_history: true }).unwrap();
     let h = out.history.unwrap();
-    let svg = picture::svg(&h, &s, "check-first × check-first-race · seed 1", Some("click"));
+    let svg = picture::svg(&h, &s, "check-first × check-first-race · seed 13", Some("click"));
     let doc = roxmltree::Document::parse(&svg).expect("well-formed SVG");
     let lanes: Vec<String> = doc
         .descendants()
@@ -106,7 +106,7 @@ fn svg_has_a_lane_per_participant() {
     assert_eq!(lanes, ["client-click", "server-1", "control"]);
     assert!(doc.descendants().any(|n| n.attribute("class") == Some("race")), "race window");
     assert!(svg.contains("rows 2 · keys 1 done"), "state column");
-    snapshot("svg__check-first-race__check-first__1", &svg);
+    snapshot("svg__check-first-race__check-first__13", &svg);
 }
 
 /// HTML pages are self-contained (no script, no external reference) and hold the diagram.
@@ -122,7 +122,7 @@ fn html_pages_are_self_contained() {
         "--model",
         "check-first",
         "--seed",
-        "1",
+        "13",
         "--html",
         run_html.to_str().unwrap(),
     ]);

@@ -38,14 +38,25 @@ for s in "0, 0" "0, 0.1" "0, 0.5" "0, 1.7" "0, 2.8" "0, 10"; do
   echo "| [$s]$mark | $(rate "$f" check-first) |"
 done
 echo
-echo "### check-first × 11-twenty-concurrent-one-process: the await (one event-loop turn)"
+echo "### check-first × 11-twenty-concurrent-one-process: the client's write after connecting (world.event_loop.connect_gap_ms)"
 echo
-echo "| driver.latency_ms | seeds with a violation |"
+echo "| connect_gap_ms | seeds with a violation |"
 echo "|---|---|"
-for l in "0, 0" "0.001, 0.002" "0.01, 0.05" "0.1, 0.5" "1, 5"; do
-  m=$(variant models/check-first.toml "s/^latency_ms = .*/latency_ms = [$l]/")
-  mark=""; [ "$l" = "0.001, 0.002" ] && mark=" (shipped)"
-  echo "| [$l]$mark | $(rate $case11 "$m") |"
+for g in "0.01, 0.1" "0.05, 0.6" "0.2, 1" "1, 5"; do
+  f=$(variant $case11 "s/^connect_gap_ms = .*/connect_gap_ms = [$g]/")
+  mark=""; [ "$g" = "0.05, 0.6" ] && mark=" (shipped)"
+  echo "| [$g]$mark | $(rate "$f" check-first) |"
+done
+echo
+echo "### check-first × 11-twenty-concurrent-one-process: the first connection's accept (world.event_loop.first_accept_ms)"
+echo
+echo "| first_accept_ms | seeds with a violation |"
+echo "|---|---|"
+for h in "0.02, 0.17" "0.18, 0.45" "1, 2"; do
+  f=$(variant $case11 "s/^connect_gap_ms = .*/connect_gap_ms = [0.05, 0.6]\nfirst_accept_ms = [$h]/")
+  mark=""; [ "$h" = "0.18, 0.45" ] && mark=" (default: a fresh process)"
+  [ "$h" = "0.02, 0.17" ] && mark=" (as warm as any other accept)"
+  echo "| [$h]$mark | $(rate "$f" check-first) |"
 done
 echo
 echo "### check-first × 11 and × 12: the commit's journal sync (driver.commit_ms)"

@@ -80,6 +80,9 @@ pub enum Command {
     /// side by side: rates and histograms with intervals and a verdict per statistic
     /// (exit 0 agree, 1 disagree, 4 inconclusive).
     Validate(crate::real::cmd::ValidateArgs),
+    /// Measure a real target's event loop on this machine (from its instrumentation) and
+    /// write a `[world.event_loop]` profile a sim can name.
+    Calibrate(crate::real::cmd::CalibrateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -278,6 +281,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Explain(args)) => explain::explain_cmd(args),
         Some(Command::Real(args)) => crate::real::cmd::real_cmd(args).map(real_exit),
         Some(Command::Validate(args)) => crate::real::cmd::validate_cmd(args).map(real_exit),
+        Some(Command::Calibrate(args)) => crate::real::cmd::calibrate_cmd(args).map(real_exit),
     }
 }
 

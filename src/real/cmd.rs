@@ -313,3 +313,104 @@ fn validate_header(
         real.load_after[0]
     )
 }
+
+/// `idemsim calibrate --target T`.
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// Target name (under targets/) or file path; it must write instrumentation lines.
+    #[arg(long)]
+    pub target: String,
+    /// The burst to measure with (a sim name or path).
+    #[arg(long, default_value = "11-twenty-concurrent-one-process")]
+    pub sim: String,
+    /// Rounds to play (2 to 10 000).
+    #[arg(long, default_value_t = 30)]
+    pub rounds: u64,
+    /// Write the profile to this file (a new file or a regular one; default: stdout).
+    #[arg(short, long)]
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// A date and time in UTC from seconds since the Unix epoch (`2026-12-01 17:01 UTC`).
+pub fn utc(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "an unknown CPU".into())
+}
+
+/// Run the `calibrate` command.
+pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
+    let target = super::target::find(&a.target)?;
+    let sim = catalog::sim(&a.sim)?;
+    let model = catalog::model(target.model.as_deref().unwrap_or("check-first"))?;
+    if let Some(out) = &a.out
+        && std::fs::symlink_metadata(out).is_ok_and(|m| !m.file_type().is_file())
+    {
+        anyhow::bail!("{}: not a regular file; refusing to write the profile there", out.display());
+    }
+    super::procs::end_servers_on_interrupt();
+    let rounds = a.rounds.clamp(2, super::MAX_RUNS);
+    let opts = RealOptions {
+        runs: rounds,
+        round: RoundOptions { limit_us: 60_000_000, keep: true, trace: true },
+    };
+    let report = super::real(&sim, &model, &target, &opts, |line| {
+        eprint!("\rround {} of {rounds}   ", line.round + 1);
+    })
+    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
+    eprintln!();
+    let mut times = Vec::new();
+    for r in &report.rounds {
+        let Some(dir) = &r.dir else { continue };
+        let trace = std::path::Path::new(dir).join("trace.jsonl");
+        let t = super::calibrate::round_times(&trace);
+        let _ = std::fs::remove_dir_all(dir);
+        times.push(t.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let provenance = format!(
+        "Measured by `idemsim calibrate --target {} --sim {} --rounds {rounds}` on {} ({} CPUs),\n\
+         load {:.2} before and {:.2} after, {}. Name it from a sim:\n\
+         [world.event_loop] profile = \"<path of this file, relative to the sim file>\"",
+        target.name,
+        sim.name,
+        cpu_model(),
+        report.cpus,
+        report.load_before[0],
+        report.load_after[0],
+        utc(now)
+    );
+    let text = super::calibrate::profile(&times, &provenance);
+    match &a.out {
+        Some(out) => {
+            std::fs::write(out, &text)
+                .map_err(|e| anyhow::anyhow!("{}: cannot write: {e}", out.display()))?;
+            eprintln!("wrote {}", out.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(Ending::Held)
+}

@@ -6,6 +6,7 @@
 //! threads, sockets and processes. Nothing here is deterministic, and nothing here is used by
 //! a simulated run.
 
+pub mod calibrate;
 pub mod cmd;
 pub mod db;
 pub mod hub;

@@ -96,12 +96,29 @@ pub(super) struct WorldFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct EventLoopFile {
+    /// A calibration profile (`idemsim calibrate`): a file whose `[world.event_loop]` gives
+    /// the defaults, relative to the sim file.
+    pub(super) profile: Option<Spanned<String>>,
     pub(super) turn_ms: Option<Spanned<Vec<f64>>>,
     pub(super) accept_ms: Option<Spanned<Vec<f64>>>,
     pub(super) first_accept_ms: Option<Spanned<Vec<f64>>>,
     pub(super) handler_ms: Option<Spanned<Vec<f64>>>,
     pub(super) first_handler_ms: Option<Spanned<Vec<f64>>>,
     pub(super) connect_gap_ms: Option<Spanned<Vec<f64>>>,
+}
+
+/// A calibration profile file: only `[world.event_loop]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProfileFile {
+    pub(super) world: ProfileWorld,
+}
+
+/// The `[world]` of a profile file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProfileWorld {
+    pub(super) event_loop: EventLoopFile,
 }
 
 #[derive(Deserialize)]

@@ -124,9 +124,24 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
     })
 }
 
-/// `[world.event_loop]`: every time a `[low, high]` range in ms; the defaults are the
-/// measurements of `docs/reality.md` (Node.js 20 on the 2-core development machine).
+/// The measured defaults of `[world.event_loop]` (Node.js 20 on the 2-core development
+/// machine, docs/reality.md), in µs.
+const MEASURED_LOOP: LoopTimes = LoopTimes {
+    turn_us: (1, 2),
+    accept_us: (20, 170),
+    first_accept_us: (180, 450),
+    handler_us: (66, 241),
+    first_handler_us: (1_082, 6_095),
+    connect_gap_us: (10, 100),
+};
+
+/// `[world.event_loop]`: every time a `[low, high]` range in ms; the defaults are a named
+/// calibration profile's, else [`MEASURED_LOOP`].
 fn parse_event_loop(file: Source, e: &super::file::EventLoopFile) -> Result<LoopTimes, InputError> {
+    let base = match &e.profile {
+        None => MEASURED_LOOP,
+        Some(p) => load_profile(file, p)?,
+    };
     let range = |field: &str, v: &Option<Spanned<Vec<f64>>>, default: (u64, u64)| {
         file.ms_range(
             &format!("world.event_loop.{field}"),
@@ -137,13 +152,27 @@ fn parse_event_loop(file: Source, e: &super::file::EventLoopFile) -> Result<Loop
         )
     };
     Ok(LoopTimes {
-        turn_us: range("turn_ms", &e.turn_ms, (1, 2))?,
-        accept_us: range("accept_ms", &e.accept_ms, (20, 170))?,
-        first_accept_us: range("first_accept_ms", &e.first_accept_ms, (180, 450))?,
-        handler_us: range("handler_ms", &e.handler_ms, (66, 241))?,
-        first_handler_us: range("first_handler_ms", &e.first_handler_ms, (1_082, 6_095))?,
-        connect_gap_us: range("connect_gap_ms", &e.connect_gap_ms, (10, 100))?,
+        turn_us: range("turn_ms", &e.turn_ms, base.turn_us)?,
+        accept_us: range("accept_ms", &e.accept_ms, base.accept_us)?,
+        first_accept_us: range("first_accept_ms", &e.first_accept_ms, base.first_accept_us)?,
+        handler_us: range("handler_ms", &e.handler_ms, base.handler_us)?,
+        first_handler_us: range("first_handler_ms", &e.first_handler_ms, base.first_handler_us)?,
+        connect_gap_us: range("connect_gap_ms", &e.connect_gap_ms, base.connect_gap_us)?,
     })
+}
+
+/// A calibration profile named by `[world.event_loop] profile`, relative to the sim file.
+fn load_profile(file: Source, p: &Spanned<String>) -> Result<LoopTimes, InputError> {
+    let dir = file.path.parent().unwrap_or(Path::new("."));
+    let path = dir.join(p.get_ref());
+    let src = crate::input::read_file(&path, "calibration profile")
+        .map_err(|e| file.err(p.span(), format!("world.event_loop.profile: {e}")))?;
+    let prof = Source::new(&path, &src);
+    let f: super::file::ProfileFile = prof.toml()?;
+    if let Some(again) = &f.world.event_loop.profile {
+        return Err(prof.err(again.span(), "a profile cannot name another profile"));
+    }
+    parse_event_loop(prof, &f.world.event_loop)
 }
 
 /// `world.max_steps`: 1..=`MAX_STEPS` (100000 by default).

@@ -267,6 +267,7 @@ async function noKey(ctx) {
   ev(ctx, 'commit');
   if (ARMED.has('before-effect')) await hook(ctx, 'before-effect');
   if (ARMED.has('after-commit')) await hook(ctx, 'after-commit');
+  if (STEPS) await hook(ctx, 'step', 'reply'); // a crash after the last step, before the answer
   reply(ctx, 201, created(ctx, id));
 }
 
@@ -288,6 +289,7 @@ async function checkFirst(ctx) {
   ev(ctx, 'save');
   if (ARMED.has('before-effect')) await hook(ctx, 'before-effect');
   if (ARMED.has('after-commit')) await hook(ctx, 'after-commit');
+  if (STEPS) await hook(ctx, 'step', 'reply'); // a crash after the last step, before the answer
   reply(ctx, 201, body);
 }
 
@@ -321,6 +323,7 @@ async function transactional(ctx, withOutbox) {
   ev(ctx, 'commit');
   if (ARMED.has('before-effect')) await hook(ctx, 'before-effect');
   if (ARMED.has('after-commit')) await hook(ctx, 'after-commit');
+  if (STEPS) await hook(ctx, 'step', 'reply'); // a crash after the last step, before the answer
   reply(ctx, 201, body);
 }
 

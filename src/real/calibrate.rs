@@ -1,0 +1,183 @@
+//! `calibrate`: measure, against a real target on the machine at hand, the times a sim's
+//! `[world.event_loop]` draws, from the target's instrumentation lines (`IDEMSIM_TRACE`,
+//! `docs/targets.md`), and write them as a profile a sim can name (`profile = "…"`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// One instrumentation line of a target.
+#[derive(Debug, Deserialize)]
+struct Line {
+    t_us: f64,
+    #[serde(default)]
+    attempt: Option<String>,
+    ev: String,
+    #[serde(default)]
+    accepted_us: Option<f64>,
+}
+
+/// What one round's instrumentation shows (µs).
+#[derive(Debug, Default)]
+pub struct RoundTimes {
+    /// The first connection: its accept to the next accept.
+    pub first_accept: Option<f64>,
+    /// Later accept-to-accept gaps.
+    pub accepts: Vec<f64>,
+    /// The first request: read to lookup.
+    pub first_handler: Option<f64>,
+    /// Later requests: read to lookup.
+    pub handlers: Vec<f64>,
+    /// An autocommitted INSERT (or a COMMIT) that wrote: the statement and its fsync.
+    pub commits: Vec<f64>,
+}
+
+/// Read one round's instrumentation file.
+pub fn round_times(trace: &Path) -> Result<RoundTimes, String> {
+    let text = crate::input::read_file(trace, "instrumentation").map_err(|e| e.to_string())?;
+    let mut by: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut accepts = Vec::new();
+    let mut others = Vec::new();
+    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let line: Line = serde_json::from_str(l).map_err(|e| {
+            format!("{}:{}: not an instrumentation line: {e}", trace.display(), i + 1)
+        })?;
+        let who = line.attempt.clone().unwrap_or_default();
+        if line.ev == "read"
+            && let Some(a) = line.accepted_us
+        {
+            accepts.push(a);
+        }
+        others.push(line.t_us);
+        by.entry(who).or_default().entry(line.ev).or_insert(line.t_us);
+    }
+    accepts.sort_by(f64::total_cmp);
+    let mut r = RoundTimes::default();
+    let gaps: Vec<f64> = accepts.windows(2).map(|w| w[1] - w[0]).collect();
+    r.first_accept = gaps.first().copied();
+    // Accept-only iterations: consecutive accepts with no other event of the process between.
+    r.accepts = accepts
+        .windows(2)
+        .skip(1)
+        .filter(|w| !others.iter().any(|t| *t > w[0] && *t < w[1]))
+        .map(|w| w[1] - w[0])
+        .collect();
+    let mut reqs: Vec<&BTreeMap<String, f64>> =
+        by.values().filter(|e| e.contains_key("read")).collect();
+    reqs.sort_by(|a, b| a["read"].total_cmp(&b["read"]));
+    for (i, e) in reqs.iter().enumerate() {
+        if let Some(l) = e.get("lookup") {
+            let d = l - e["read"];
+            if i == 0 { r.first_handler = Some(d) } else { r.handlers.push(d) }
+        }
+        let before = e.get("resume").or(e.get("lookup")).or(e.get("read"));
+        if let (Some(b), Some(ins)) = (before, e.get("insert")) {
+            r.commits.push(ins - b);
+        }
+    }
+    Ok(r)
+}
+
+/// The `q` quantile (0..=1) of `v`, nearest rank.
+pub fn quantile(v: &[f64], q: f64) -> Option<f64> {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite() && *x >= 0.0).collect();
+    if s.is_empty() {
+        return None;
+    }
+    s.sort_by(f64::total_cmp);
+    Some(s[((s.len() - 1) as f64 * q).round() as usize])
+}
+
+fn range(v: &[f64], lo: f64, hi: f64) -> Option<(f64, f64)> {
+    let (a, b) = (quantile(v, lo)?, quantile(v, hi)?);
+    Some((a / 1000.0, b / 1000.0))
+}
+
+/// The profile: a `[world.event_loop]` table (ms, `[low, high]`) with its provenance.
+pub fn profile(rounds: &[RoundTimes], provenance: &str) -> String {
+    let all = |f: fn(&RoundTimes) -> Vec<f64>| rounds.iter().flat_map(f).collect::<Vec<f64>>();
+    let first_accept = all(|r| r.first_accept.into_iter().collect());
+    let first_handler = all(|r| r.first_handler.into_iter().collect());
+    let mut o = String::new();
+    for line in provenance.lines() {
+        let _ = writeln!(o, "# {line}");
+    }
+    let _ = writeln!(o, "[world.event_loop]");
+    type Field<'a> = (&'a str, Option<(f64, f64)>, &'a str);
+    let fields: [Field; 4] = [
+        (
+            "accept_ms",
+            range(&all(|r| r.accepts.clone()), 0.1, 0.5),
+            "p10-p50 of accept-only iterations (no other event between two accepts)",
+        ),
+        (
+            "first_accept_ms",
+            range(&first_accept, 0.1, 0.9),
+            "p10-p90: a fresh process's first accept to its second",
+        ),
+        (
+            "handler_ms",
+            range(&all(|r| r.handlers.clone()), 0.1, 0.9),
+            "p10-p90: read to lookup, after the first request",
+        ),
+        (
+            "first_handler_ms",
+            range(&first_handler, 0.1, 0.9),
+            "p10-p90: the first request's read to lookup",
+        ),
+    ];
+    for (name, value, how) in fields {
+        match value {
+            Some((a, b)) => {
+                let _ = writeln!(o, "{name} = [{a:.3}, {:.3}]  # {how}", b.max(a));
+            }
+            None => {
+                let _ = writeln!(o, "# {name}: not measured ({how}: no such lines)");
+            }
+        }
+    }
+    if let Some((a, b)) = range(&all(|r| r.commits.clone()), 0.5, 0.9) {
+        let _ = writeln!(
+            o,
+            "# the model's [driver] commit_ms = [{a:.3}, {:.3}]  # p50-p90 of a statement that wrote, with its fsync",
+            b.max(a)
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_s_lines_give_its_times() {
+        let dir = std::env::temp_dir().join(format!("idemsim-cal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("trace.jsonl");
+        let lines = [
+            r#"{"t_us":1000,"attempt":"0.0.1","ev":"read","accepted_us":0}"#,
+            r#"{"t_us":2500,"attempt":"0.0.1","ev":"lookup"}"#,
+            r#"{"t_us":2600,"attempt":"0.0.1","ev":"resume"}"#,
+            r#"{"t_us":3400,"attempt":"0.0.1","ev":"insert"}"#,
+            r#"{"t_us":3500,"attempt":"0.1.1","ev":"read","accepted_us":300}"#,
+            r#"{"t_us":3620,"attempt":"0.1.1","ev":"lookup"}"#,
+            r#"{"t_us":3700,"attempt":"0.2.1","ev":"read","accepted_us":3450}"#,
+        ];
+        std::fs::write(&f, lines.join("\n")).unwrap();
+        let r = round_times(&f).unwrap();
+        // The third accept follows other events of the process: not an accept-only gap.
+        assert_eq!((r.first_accept, r.accepts.as_slice()), (Some(300.0), &[][..]));
+        assert_eq!((r.first_handler, r.handlers.as_slice()), (Some(1500.0), &[120.0][..]));
+        assert_eq!(r.commits, [800.0]);
+        let p = profile(&[r], "measured here");
+        assert!(p.starts_with("# measured here\n[world.event_loop]\n"), "{p}");
+        assert!(p.contains("first_handler_ms = [1.500, 1.500]"), "{p}");
+        std::fs::write(&f, "garbage").unwrap();
+        assert!(
+            round_times(&f).unwrap_err().contains("trace.jsonl:1: not an instrumentation line")
+        );
+    }
+}

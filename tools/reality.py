@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""docs/reality.md: the simulated world beside real servers, cell by cell.
+
+    python3 tools/reality.py            # run `idemsim validate --json` for every cell below
+                                        # (real Node.js servers: npm ci --prefix targets/node),
+                                        # save each result in docs/reality/, write the page
+    python3 tools/reality.py --cells 11-twenty-concurrent-one-process
+    python3 tools/reality.py --check    # the page is what the saved results say (no real run)
+
+Real runs are not deterministic: the saved JSON is the measurement (with the machine's load),
+and --check verifies only that the page renders it.
+"""
+import json, os, subprocess, sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "docs", "reality")
+PAGE = os.path.join(ROOT, "docs", "reality.md")
+BIN = os.environ.get("IDEMSIM_BIN", os.path.join(ROOT, "target", "release", "idemsim"))
+
+# (sim, target, rounds): the article's variants on the cases whose rates depend on the
+# schedule, and the timing-dependent fault sims.
+CELLS = [(s, t, n) for s, n in [
+    ("11-twenty-concurrent-one-process", 60),
+    ("12-twenty-concurrent-two-processes", 60),
+    ("check-first-race", 60),
+    ("double-submit", 30),
+    ("proxy-resend", 30),
+    ("dropped-replies", 20),
+    ("slow-server-short-timeout", 20),
+    ("crash-between-steps", 20),
+] for t in ("no-key", "check-first", "transactional")]
+
+
+def path(sim, target):
+    return os.path.join(DATA, f"{sim}--{target}.json")
+
+
+def run(cells):
+    os.makedirs(DATA, exist_ok=True)
+    for sim, target, n in cells:
+        print(f"validate {sim} × {target} ({n} rounds)", file=sys.stderr, flush=True)
+        p = subprocess.run([BIN, "validate", sim, "--target", target, "--runs", str(n), "--json"],
+                           cwd=ROOT, capture_output=True, text=True)
+        if p.returncode not in (0, 1, 4):
+            print(f"  failed (exit {p.returncode}): {p.stderr.strip()[-400:]}", file=sys.stderr)
+            continue
+        v = json.loads(p.stdout)
+        v["machine"] = machine()
+        with open(path(sim, target), "w") as f:
+            json.dump(v, f, indent=1, sort_keys=True)
+            f.write("\n")
+
+
+def machine():
+    cpus = os.cpu_count()
+    try:
+        model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except Exception:
+        model = "unknown CPU"
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    return f"{cpus} × {model}, Node.js {node}"
+
+
+def pct(x):
+    return f"{100 * x:.0f}%"
+
+
+def rate_cell(side):
+    k, n, p, (lo, hi) = side
+    return f"{k}/{n} ({pct(p)}, {pct(lo)}–{pct(hi)})"
+
+
+def render():
+    out = [open(os.path.join(ROOT, "tools", "reality-head.md")).read().rstrip() + "\n"]
+    rows, details = [], []
+    for sim, target, _ in CELLS:
+        if not os.path.exists(path(sim, target)):
+            continue
+        v = json.load(open(path(sim, target)))
+        val = v["validation"]
+        first = {r["statistic"]: r for r in val["rates"]}
+        viol = first["runs with a violation"]
+        ge2, ge10 = first.get("intents with ≥ 2 rows"), first.get("intents with ≥ 10 rows")
+        hist = val["histograms"][0]
+        real = v["real"]
+        rows.append(
+            f"| {sim} | {target} | {rate_cell(viol['sim'])} | {rate_cell(viol['real'])} | "
+            f"{ge2['sim'][0]}/{ge2['sim'][1]} · {ge2['real'][0]}/{ge2['real'][1]} | "
+            f"{ge10['sim'][0]}/{ge10['sim'][1]} · {ge10['real'][0]}/{ge10['real'][1]} | "
+            f"{hist['p_value']:.3f} | **{val['verdict']}** |")
+        details.append(
+            f"- **{sim} × {target}**: rows per intent, bins {' | '.join(hist['bins'])}: simulated "
+            f"{hist['sim']}, real {hist['real']}; load {real['load_before'][0]:.1f} → "
+            f"{real['load_after'][0]:.1f} on {v['machine']}")
+    out.append("| sim | target | runs with a violation: simulated | real | ≥ 2 rows sim · real | "
+               "≥ 10 rows sim · real | histogram p | verdict |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    out.extend(rows)
+    out.append("\nRates are `k/n (rate, Wilson 95 % interval)`. Per cell:\n")
+    out.extend(details)
+    tail = os.path.join(ROOT, "tools", "reality-tail.md")
+    if os.path.exists(tail):
+        out.append("\n" + open(tail).read().rstrip())
+    return "\n".join(out) + "\n"
+
+
+def main():
+    args = sys.argv[1:]
+    if "--check" in args:
+        if open(PAGE).read() != render():
+            sys.exit("docs/reality.md is not what docs/reality/*.json say: run tools/reality.py --render")
+        return
+    if "--render" not in args:
+        cells = CELLS
+        if "--cells" in args:
+            want = set(args[args.index("--cells") + 1].split(","))
+            cells = [c for c in CELLS if c[0] in want or f"{c[0]}--{c[1]}" in want]
+        run(cells)
+    with open(PAGE, "w") as f:
+        f.write(render())
+
+
+if __name__ == "__main__":
+    main()

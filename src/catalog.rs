@@ -127,6 +127,7 @@ pub fn sims_at(path: &str) -> Result<Vec<Arc<Sim>>, InputError> {
     files.iter().map(|f| Sim::load(f).map(Arc::new)).collect()
 }
 
+/// Every model file under the catalogue's `models/` folder (recursively, sorted).
 pub fn all_model_paths() -> Vec<PathBuf> {
     files_under(&root().join("models"))
 }

@@ -34,7 +34,9 @@ const SEARCH_SEEDS: u64 = 200;
 
 /// An explanation, as text and as an HTML page.
 pub struct Explanation {
+    /// The explanation as text, for the terminal.
     pub text: String,
+    /// The explanation as a self-contained HTML page.
     pub html: String,
     /// The failing run was found (false: the model passed everything searched).
     pub failed: bool,

@@ -234,17 +234,39 @@ pub fn mutate(src: &str, rng: &mut impl Rng) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Outcome {
     /// Refused at load with file:line:col, and what was expected.
-    Refused { class: String },
+    Refused {
+        /// The refusal's class: its message with quoted values and numbers blanked.
+        class: String,
+    },
     /// Refused without a location (a defect for a file's content).
-    RefusedUnlocated { msg: String },
+    RefusedUnlocated {
+        /// The error message.
+        msg: String,
+    },
     /// Loaded and ran to a report: expectations held or not, violations or not, bounds hit.
-    Ran { passed: bool, violations: bool, bounded: bool },
+    Ran {
+        /// The sim's expectations held and no bound was hit.
+        passed: bool,
+        /// The oracle found a violation that is not policy-permitted.
+        violations: bool,
+        /// The run hit a bound (time, steps).
+        bounded: bool,
+    },
     /// Loaded, but a run could not be carried out (the harness's own database failed).
-    RunError { msg: String },
+    RunError {
+        /// The error message.
+        msg: String,
+    },
     /// A panic: always a defect.
-    Panicked { msg: String },
+    Panicked {
+        /// The panic's message.
+        msg: String,
+    },
     /// A run took longer than the wall bound: a defect.
-    Slow { millis: u128 },
+    Slow {
+        /// How long the run took (wall-clock ms).
+        millis: u128,
+    },
 }
 
 /// The class of a located refusal: its message with quoted values and numbers blanked.

@@ -7,11 +7,14 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+/// The synthetic authentication header: the user a request is from (missing → 401).
 pub const USER_HEADER: &str = "X-User";
 /// The tenant (organisation, account) the user belongs to, when the service has tenants:
 /// user ids are unique only within a tenant.
 pub const TENANT_HEADER: &str = "X-Tenant";
+/// The header the client's idempotency key travels in.
 pub const KEY_HEADER: &str = "Idempotency-Key";
+/// The content type header; every reply is `application/json`.
 pub const CONTENT_TYPE: &str = "Content-Type";
 /// The harness's correlation header: the logical operation (intent) a request belongs to.
 /// No model step reads it; the server stores it beside rows and keys for the oracle.
@@ -35,17 +38,24 @@ pub const STATUSES: &[&str] = &["created", "paid", "shipped", "delivered"];
 /// A request as the server receives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
+    /// The HTTP method (`POST`, `PUT` …).
     pub method: String,
+    /// The request path (routing is by path: unknown → 404).
     pub path: String,
+    /// The headers, as (name, value) in the order sent; looked up case-insensitively.
     pub headers: Vec<(String, String)>,
+    /// The raw body bytes (bad JSON and field order are real).
     pub body: Vec<u8>,
 }
 
 /// A reply as the client receives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Response {
+    /// The HTTP status.
     pub status: u16,
+    /// The headers, as (name, value) (e.g. the model's replay marker on a replay).
     pub headers: Vec<(String, String)>,
+    /// The body (JSON).
     pub body: String,
     /// Harness instrumentation, not part of HTTP (like the `X-Intent` header): what the server
     /// meant by the status, and which execution answered. Only the oracle reads it.
@@ -80,18 +90,21 @@ pub enum Reason {
 /// Harness instrumentation carried by a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Meta {
+    /// What the server meant by the status (safe to retry, mismatch, in flight …), if anything beyond it.
     pub reason: Option<Reason>,
     /// The server execution that answered (its token), if any.
     pub exec: Option<u64>,
 }
 
 impl Request {
+    /// The value of header `name` (case-insensitive), if sent.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
 impl Response {
+    /// A JSON reply with this status and body, and no instrumentation.
     pub fn new(status: u16, body: impl Into<String>) -> Self {
         Response {
             status,
@@ -101,6 +114,7 @@ impl Response {
         }
     }
 
+    /// A JSON error reply: `{"error": msg}`.
     pub fn error(status: u16, msg: &str) -> Self {
         Self::new(status, serde_json::json!({ "error": msg }).to_string())
     }
@@ -116,6 +130,7 @@ impl Response {
         self
     }
 
+    /// The value of header `name` (case-insensitive), if present.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
@@ -124,9 +139,13 @@ impl Response {
 /// A validated order: the canonical input of the operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
+    /// The operation's name, from the route (e.g. `doc.update`).
     pub operation: &'static str,
+    /// The user it is for (`X-User`; [`Order::principal`] adds the tenant).
     pub user: String,
+    /// The ordered item (one of [`CATALOGUE`]), or the document or resource id a document or status operation names.
     pub item: String,
+    /// The ordered quantity (a document write's value, a status event's rank; 0 for a delete).
     pub qty: i64,
     /// `X-Tenant`, when sent.
     pub tenant: Option<String>,

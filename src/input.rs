@@ -13,10 +13,24 @@ use crate::units::{MAX_MS, ms_to_us, show_ms};
 pub enum InputError {
     /// A located problem inside a file.
     #[error("{file}:{line}:{col}: {msg}")]
-    At { file: String, line: usize, col: usize, msg: String },
+    At {
+        /// The file's path, made printable.
+        file: String,
+        /// The line (1-based).
+        line: usize,
+        /// The column (1-based, in characters).
+        col: usize,
+        /// What was wrong or expected.
+        msg: String,
+    },
     /// A problem with a whole file (missing, unreadable) or a value given on the command line.
     #[error("{file}: {msg}")]
-    File { file: String, msg: String },
+    File {
+        /// The file's path (made printable) or the command-line label.
+        file: String,
+        /// What was wrong.
+        msg: String,
+    },
 }
 
 /// The largest file a loader reads.
@@ -69,6 +83,7 @@ impl InputError {
         Self::at(file, src, span.start, msg)
     }
 
+    /// An error about a whole file (or a command-line value labelled `file`).
     pub fn file(file: &Path, msg: impl Into<String>) -> Self {
         let file = printable(&file.display().to_string());
         let msg = msg.into();
@@ -102,11 +117,14 @@ fn tidy(msg: String) -> String {
 /// A file being loaded: its path and text, for located errors and the loaders' shared parsers.
 #[derive(Clone, Copy)]
 pub struct Source<'a> {
+    /// The file's path, as errors name it.
     pub path: &'a Path,
+    /// The file's whole text (spans are byte offsets into it).
     pub src: &'a str,
 }
 
 impl<'a> Source<'a> {
+    /// The file at `path` with text `src`.
     pub fn new(path: &'a Path, src: &'a str) -> Self {
         Source { path, src }
     }

@@ -9,6 +9,8 @@
 //! JSON ([`render`]) → the command line ([`cli`]) and insta snapshots.
 //! `ARCHITECTURE.md` maps the code and states its invariants.
 
+#![warn(missing_docs)]
+
 #[cfg(not(madsim))]
 compile_error!(
     "idemsim must be built with `--cfg madsim` (see .cargo/config.toml); \
@@ -36,10 +38,12 @@ pub mod report;
 pub mod run;
 
 // The second world: real servers, real sockets, wall-clock time (never used by a simulated run).
+#[allow(missing_docs)]
 pub mod real;
 
 // Many runs and the front end.
 pub mod agree;
+#[allow(missing_docs)]
 pub mod cli;
 pub mod explain;
 pub mod fuzz;

@@ -12,6 +12,9 @@ use crate::scenario::Sim;
 use crate::sweep::{self, Cell};
 use crate::units::show_ms;
 
+mod html;
+pub use html::{matrix_html, run_html};
+
 /// The text report of one run: header, trace (when kept), attempts, counts, checks, violations
 /// and the verdict with its replay command.
 pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> String {
@@ -470,8 +473,6 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
     out
 }
 
-/// The pass/fail table, like the published results table, with per-variant totals and then
-/// one line per failing cell ending with its replay command.
 /// A first line for tables of an interrupted matrix.
 fn interrupted_note(cells: &[Cell]) -> String {
     if cells.iter().any(|c| c.interrupted) {
@@ -482,6 +483,8 @@ fn interrupted_note(cells: &[Cell]) -> String {
     }
 }
 
+/// The pass/fail table, like the published results table, with per-variant totals and then
+/// one line per failing cell ending with its replay command.
 pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
     let mut out = interrupted_note(cells);
     if !sims.iter().any(|s| s.has_expectations()) {
@@ -596,6 +599,7 @@ fn violation_lines(cells: &[Cell]) -> String {
     out
 }
 
+/// The matrix as JSON: every cell (see [`cell_json`]) and the per-model totals.
 pub fn matrix_json(models: &[Arc<Model>], cells: &[Cell]) -> String {
     let json: Vec<serde_json::Value> = cells.iter().map(cell_json).collect();
     let v = serde_json::json!({
@@ -654,171 +658,3 @@ pub const SURVIVAL_LEGEND: &str = "Designs ranked by safety: `safe in` counts th
      Otherwise each violation with the share of seeds it occurred on (*italics*: \
      policy-permitted), `bound N%`: runs cut short by a time or step bound, `spec ✗ N%`: seeds on \
      which the sim's expectations failed. n/a: the sim does not apply to the model.";
-
-/// One run as a self-contained HTML page: verdict, diagram, attempts, trace, replay.
-pub fn run_html(
-    sim: &Sim,
-    model: &Model,
-    out: &RunOutput,
-    history: &crate::history::History,
-    replay: &str,
-) -> String {
-    use crate::picture;
-    let r = &out.report;
-    let hard: Vec<&crate::report::Violation> =
-        r.violations.iter().filter(|v| !v.permitted).collect();
-    let verdict = if !r.passed() {
-        "FAIL: an expectation of the sim did not hold.".to_string()
-    } else if hard.is_empty() {
-        "PASS: every expectation held and the oracle named no violation.".to_string()
-    } else {
-        format!("PASS · {} violation(s) found by the oracle.", hard.len())
-    };
-    let mut sections = vec![("Verdict".to_string(), picture::paragraphs(&verdict))];
-    if !r.violations.is_empty() {
-        let list: Vec<String> = r
-            .violations
-            .iter()
-            .map(|v| {
-                format!(
-                    "{}{}: intent {}: {} ({})",
-                    v.name.name(),
-                    if v.permitted { " (policy-permitted)" } else { "" },
-                    v.intent,
-                    v.detail,
-                    v.name.meaning()
-                )
-            })
-            .collect();
-        sections.push(("Violations".into(), picture::pre(&list.join("\n"))));
-    }
-    let focus = hard.first().map(|v| v.intent.as_str());
-    let title = format!("{} × {} · seed {}", model.name, sim.name, r.seed);
-    sections.push((
-        "The run".into(),
-        format!("<div class=\"fig\">{}</div>", picture::svg(history, sim, &title, focus)),
-    ));
-    let checks: Vec<String> = r
-        .checks
-        .iter()
-        .map(|c| {
-            if c.held {
-                format!("ok    {}: {}", c.what, c.actual)
-            } else {
-                format!("FAIL  {}: expected {}, got {}", c.what, c.expected, c.actual)
-            }
-        })
-        .collect();
-    if !checks.is_empty() {
-        sections.push(("Expectations".into(), picture::pre(&checks.join("\n"))));
-    }
-    sections.push(("Trace".into(), picture::pre(&history.render())));
-    sections.push(("Replay".into(), picture::pre(replay)));
-    picture::html_page(&title, &sections)
-}
-
-/// The survival table as a self-contained HTML page: rates as bars, and for every failing
-/// cell its first failing seed's diagram.
-pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
-    use crate::picture::{self, esc};
-    /// At most this many diagrams in one page.
-    const MAX_DIAGRAMS: usize = 60;
-    let mut t = String::from("<table><tr><th>design</th><th>safe in</th>");
-    for s in sims {
-        let _ = write!(t, "<th>{}</th>", esc(&s.name));
-    }
-    t.push_str("</tr>\n");
-    let mut figs: Vec<(String, String)> = Vec::new();
-    let mut anchor = 0;
-    for (mi, (safe, applicable)) in ranked_by_safety(sims, models, cells) {
-        let m = &models[mi];
-        let _ = write!(t, "<tr><th>{}</th><td>{safe}/{applicable}</td>", esc(&m.name));
-        for (si, s) in sims.iter().enumerate() {
-            let c = sweep::cell(cells, models.len(), si, mi);
-            let mut td = html_cell(c);
-            if figs.len() < MAX_DIAGRAMS
-                && let Some((seed, fig)) = failing_diagram(s, m, c, anchor + 1)
-            {
-                anchor += 1;
-                let _ = write!(td, "<div><a href=\"#f{anchor}\">seed {seed}</a></div>");
-                figs.push(fig);
-            }
-            let _ = write!(t, "<td>{td}</td>");
-        }
-        t.push_str("</tr>\n");
-    }
-    t.push_str("</table>");
-    let mut sections = vec![(
-        String::new(),
-        format!(
-            "{}<p>{} Bars: the share of seeds; * policy-permitted. Failing cells link to \
-             their first failing seed's diagram.</p>{t}",
-            esc(interrupted_note(cells).trim()),
-            esc(&SURVIVAL_LEGEND.replace('*', ""))
-        ),
-    )];
-    if figs.len() == MAX_DIAGRAMS {
-        sections.push((
-            String::new(),
-            format!("<p>Diagrams of the first {MAX_DIAGRAMS} failing cells only.</p>"),
-        ));
-    }
-    sections.extend(figs);
-    picture::html_page("Which design survives which fault", &sections)
-}
-
-/// One cell of the HTML survival table, before its diagram link: ✓ or n/a, a bar per
-/// violation (the share of seeds), the verdict marks.
-fn html_cell(c: &Cell) -> String {
-    use crate::picture::esc;
-    let mut td = String::new();
-    if !c.applicable {
-        td.push_str("<span class=\"na\">n/a</span>");
-    } else if c.verdict().is_some_and(|v| v.safe && v.as_specified) {
-        td.push_str("<span class=\"ok\">✓</span>");
-    }
-    for (n, v) in c.violations_in_order() {
-        let pct = 100.0 * v.seeds as f64 / c.runs.max(1) as f64;
-        let _ = write!(
-            td,
-            "<div><span class=\"bar\" style=\"width:{:.0}px{}\"></span>{}{} {pct:.0}%</div>",
-            (pct * 0.6).max(1.0),
-            if v.permitted { ";background:#e0b84c" } else { "" },
-            esc(short(n)),
-            if v.permitted { "*" } else { "" }
-        );
-    }
-    for m in verdict_marks(c) {
-        let _ = write!(td, "<div>{m}</div>");
-    }
-    td
-}
-
-/// The diagram of a failing cell's first failing seed (its first violation that is not
-/// policy-permitted, else its first failed expectation), as section `f{anchor}` of the page:
-/// the seed and the (title, body) section; None for a cell that did not fail.
-fn failing_diagram(
-    s: &Arc<Sim>,
-    m: &Arc<Model>,
-    c: &Cell,
-    anchor: usize,
-) -> Option<(u64, (String, String))> {
-    use crate::picture::{self, esc};
-    let seed = c
-        .violations
-        .values()
-        .filter(|v| !v.permitted)
-        .map(|v| v.first_seed)
-        .min()
-        .or(c.first_failed_seed)?;
-    let o = run::run(s, m, seed, run::RunOptions { keep_history: true }).ok()?;
-    let h = o.history.as_ref()?;
-    let focus = o.report.violations.iter().find(|v| !v.permitted).map(|v| v.intent.as_str());
-    let title = format!("{} × {} · seed {seed}", m.name, s.name);
-    let body = format!(
-        "<div id=\"f{anchor}\" class=\"fig\">{}</div><pre>{}</pre>",
-        picture::svg(h, s, &title, focus),
-        esc(&catalog::replay_command(&c.sim_path, &c.model_cli, seed))
-    );
-    Some((seed, (title, body)))
-}

@@ -20,6 +20,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome's name in reports and JSON (`reply`, `transport-failure`).
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Reply => "reply",
@@ -31,14 +32,19 @@ impl Outcome {
 /// What the client saw for one attempt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AttemptOutcome {
+    /// How the attempt ended: a reply, or none within the client's timeout.
     pub outcome: Outcome,
+    /// The reply's HTTP status (None: no reply).
     pub status: Option<u16>,
+    /// The reply was a stored outcome replayed (the server's replay marker), not a fresh execution.
     pub replayed: bool,
+    /// The reply's body (None: no reply).
     pub body: Option<String>,
     /// The key sent, if any.
     pub key: Option<String>,
     /// Simulated time the attempt was sent and finished (ms since start).
     pub sent_ms: f64,
+    /// Simulated time the attempt finished: its reply arrived or it failed (ms since start).
     pub done_ms: f64,
     /// What the server meant by the status (instrumentation), if anything beyond it.
     pub reason: Option<Reason>,
@@ -76,14 +82,19 @@ pub fn body_id(body: &str) -> Option<i64> {
 /// Everything the clients of one `[[request]]` saw.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RequestReport {
+    /// The `[[request]]`'s id in the sim.
     pub id: String,
+    /// The intent the request carries (`X-Intent`): what the oracle counts rows and effects by.
     pub intent: String,
     /// Attempts per copy, in order.
     pub copies: Vec<Vec<AttemptOutcome>>,
     /// Rows and stored keys right after the request finished (when the sim asks).
     pub rows_after: Option<u64>,
+    /// Stored keys right after the request finished (when the sim asks).
     pub keys_after: Option<u64>,
+    /// Key records holding a completed outcome right after the request finished (when the sim asks).
     pub responses_after: Option<u64>,
+    /// Every copy reached a final attempt (none was cut off by the end of the run).
     pub finished: bool,
 }
 
@@ -118,9 +129,13 @@ impl Verdict {
 /// completed outcome (not a claim in progress), and when (µs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Collected {
+    /// The intent of the request that made the record.
     pub intent: String,
+    /// The client's idempotency key the record was stored under.
     pub key: String,
+    /// The record held a completed outcome (`Done`), not a claim in progress.
     pub done: bool,
+    /// Model time the record disappeared (µs).
     pub at_us: u64,
 }
 
@@ -139,12 +154,19 @@ impl Collected {
 /// A business row as the judges see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RowRecord {
+    /// The row's id (SQLite's rowid, never reused in a run).
     pub id: i64,
+    /// The user the order came from (`X-User`).
     pub user: String,
+    /// The operation (the route's name).
     pub operation: String,
+    /// The ordered item.
     pub item: String,
+    /// The ordered quantity.
     pub qty: i64,
+    /// The intent of the request that inserted it (`X-Intent`, instrumentation).
     pub intent: String,
+    /// The insert's timestamp as stored in the row (µs).
     pub created_us: i64,
     /// The server execution that inserted it (instrumentation).
     pub exec: i64,
@@ -157,8 +179,11 @@ pub struct RowRecord {
 /// Where a key record lives: (user, operation, key), unscoped fields stored as "".
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Scope {
+    /// The user, when keys are scoped per user ("" otherwise).
     pub user: String,
+    /// The operation, when keys are scoped per operation ("" otherwise).
     pub operation: String,
+    /// The client's idempotency key.
     pub key: String,
 }
 
@@ -184,6 +209,7 @@ impl RecordState {
         }
     }
 
+    /// The state stored as `s` in the `keys.state` column (the inverse of [`RecordState::as_str`]); None for any other text.
     pub fn parse(s: &str) -> Option<RecordState> {
         match s {
             "in-progress" => Some(RecordState::InProgress),
@@ -197,15 +223,21 @@ impl RecordState {
 /// A key record, wherever it is stored (the `keys` table, a TTL cache, process memory).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRecord {
+    /// The request's fingerprint under the model's `[key] fingerprint` policy (compared on a hit).
     pub fingerprint: String,
+    /// The stored outcome's HTTP status (None while in progress).
     pub status: Option<i64>,
+    /// The stored outcome's body, replayed on a hit (None while in progress).
     pub response: Option<String>,
+    /// In progress, done or failed.
     pub state: RecordState,
     /// Model time (µs) of creation, and end of the claim's lease.
     pub created_us: u64,
+    /// Model time (µs) the claim's lease ends, if it has one.
     pub lease_until_us: Option<u64>,
     /// The owner token of the execution that claimed it.
     pub token: Option<u64>,
+    /// The intent of the request that claimed it (instrumentation).
     pub intent: String,
 }
 
@@ -244,14 +276,18 @@ pub struct Observation {
 /// One write to a document: the version it made and the intent that made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DocWriteRecord {
+    /// The document's id.
     pub doc: String,
+    /// The version this write made.
     pub version: i64,
+    /// The intent of the request that wrote it.
     pub intent: String,
 }
 
 /// One external effect the receiver counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EffectRecord {
+    /// The intent the effect was performed for.
     pub intent: String,
     /// Model time it happened (µs).
     pub at_us: u64,
@@ -273,9 +309,13 @@ impl Observation {
 /// One expectation of the sim and whether it held.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Check {
+    /// What the expectation is about, as printed.
     pub what: String,
+    /// The actual value met the expectation.
     pub held: bool,
+    /// The expected value, as printed.
     pub expected: String,
+    /// The actual value, as printed.
     pub actual: String,
 }
 
@@ -283,24 +323,43 @@ pub struct Check {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ViolationKind {
+    /// `duplicate-row`: more than one row for one intent.
     DuplicateRow,
+    /// `duplicate-effect`: more than one external effect for one intent.
     DuplicateEffect,
+    /// `lost-success`: the client saw a success whose row does not exist.
     LostSuccess,
+    /// `phantom-success`: the intent was applied, but its client ended on a failure answer and believes it failed.
     PhantomSuccess,
+    /// `false-safe-retry`: a 503 "safe to retry" answered by an execution whose row or effect had already been committed.
     FalseSafeRetry,
+    /// `foreign-reply`: a success naming a row of another intent of the same user.
     ForeignReply,
+    /// `scope-leak`: a success naming another user's row (a stored reply crossed users).
     ScopeLeak,
+    /// `replay-mismatch`: successes for one (user, operation, key) with different status or body.
     ReplayMismatch,
+    /// `payload-mismatch-executed`: a different payload executed under a used key.
     PayloadMismatchExecuted,
+    /// `lost-effect`: the client saw a success but the intent's external effect never happened.
     LostEffect,
+    /// `unacknowledged-effect`: an effect happened but the client never saw a success and stopped trying.
     UnacknowledgedEffect,
+    /// `stuck-key`: a key still in progress at quiescence.
     StuckKey,
+    /// `stuck-outbox`: an outbox message never delivered by the end of the run.
     StuckOutbox,
+    /// `regressed-state`: a resource's final status is behind a status its sender was told was applied.
     RegressedState,
+    /// `lost-update`: an acknowledged update was never written, or was overwritten by a write whose client had not seen it.
     LostUpdate,
+    /// `unfinished-intent`: no attempt chain of the intent ended with a final outcome within its retry budget.
     UnfinishedIntent,
+    /// `expired-duplicate-row` (policy-permitted): a second row once the key had expired after the documented retention.
     ExpiredDuplicateRow,
+    /// `expired-duplicate-effect` (policy-permitted): a second effect once the key had expired after the documented retention.
     ExpiredDuplicateEffect,
+    /// `expired-replay-mismatch` (policy-permitted): a different reply once the key had expired after the documented retention.
     ExpiredReplayMismatch,
 }
 
@@ -432,8 +491,11 @@ impl ViolationKind {
 /// One violation found in a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
+    /// Which invariant was broken.
     pub name: ViolationKind,
+    /// The intent it is about.
     pub intent: String,
+    /// What happened, in words (seeds, rows, statuses).
     pub detail: String,
     /// Caused only by documented expiry (a retry after the key was collected).
     pub permitted: bool,
@@ -442,21 +504,30 @@ pub struct Violation {
 /// The report of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
+    /// The seed of the run (a real round's number).
     pub seed: u64,
+    /// The sim's name.
     pub sim: String,
+    /// The model's name.
     pub model: String,
+    /// What the clients saw, per `[[request]]` in sim order.
     pub requests: Vec<RequestReport>,
+    /// The business rows at the end, in id order.
     pub rows: Vec<RowRecord>,
     /// Document writes (`update-doc`), by document and version; absent for other models.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<DocWriteRecord>,
+    /// Key records alive at the end (every store).
     pub keys: u64,
+    /// Of those, records still in progress.
     pub keys_in_progress: u64,
     /// External effects delivered to the receiver, per intent.
     pub effects: BTreeMap<String, u64>,
+    /// External effects counted in all (after deduplication).
     pub effects_total: u64,
     /// Deliveries the receiver got, before deduplication.
     pub deliveries: u64,
+    /// The sim's expectations, each with whether it held.
     pub checks: Vec<Check>,
     /// Invariant violations found by the oracle (bugs and policy-permitted ones).
     pub violations: Vec<Violation>,
@@ -469,8 +540,11 @@ pub struct RunReport {
     pub warnings: Vec<String>,
     /// Limits hit (simulated time, steps): reported, never a hang.
     pub bounds_hit: Vec<String>,
+    /// Simulated time of the last event (ms).
     pub end_ms: f64,
+    /// Number of events in the history.
     pub events: usize,
+    /// The trace hash, 16 hex digits (what determinism checks compare).
     pub trace_hash: String,
 }
 
@@ -483,6 +557,7 @@ impl RunReport {
         v
     }
 
+    /// Every expectation of the sim held and no bound was hit (the "as specified" verdict).
     pub fn passed(&self) -> bool {
         self.checks.iter().all(|c| c.held) && self.bounds_hit.is_empty()
     }

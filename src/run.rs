@@ -22,7 +22,9 @@ pub struct RunOptions {
 
 /// A run's report and (optionally) its history.
 pub struct RunOutput {
+    /// The judged report.
     pub report: RunReport,
+    /// The typed event history, when the run was asked to keep it.
     pub history: Option<History>,
 }
 

@@ -24,6 +24,7 @@ pub mod policy;
 
 /// The format name and version every shard file carries.
 pub const FORMAT: &str = "idemsim-shard";
+/// The shard file format's version; this build reads only this one.
 pub const VERSION: u32 = 1;
 /// The madsim release the build pins (`Cargo.toml`: `madsim = "=0.2.34"`).
 pub const MADSIM: &str = "0.2.34";
@@ -31,7 +32,9 @@ pub const MADSIM: &str = "0.2.34";
 /// Which shard this process runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardSpec {
+    /// This shard's index K, 0-based (K < N).
     pub k: u64,
+    /// The number of shards N the work is split into.
     pub n: u64,
     /// Where K came from: `--shard` or the engine's variable.
     pub source: String,
@@ -172,13 +175,18 @@ impl std::fmt::Display for Build {
 /// The build a shard ran: merged shards must come from one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Build {
+    /// idemsim's version (`Cargo.toml`).
     pub idemsim: String,
+    /// The madsim release pinned ([`MADSIM`]).
     pub madsim: String,
+    /// The machine it ran on: `arch-os`.
     pub target: String,
+    /// `debug` or `release`.
     pub profile: String,
 }
 
 impl Build {
+    /// The build of this binary.
     pub fn current() -> Build {
         Build {
             idemsim: env!("CARGO_PKG_VERSION").into(),
@@ -192,11 +200,14 @@ impl Build {
 /// A sim or model file, identified by its content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileId {
+    /// The sim's or model's name.
     pub name: String,
+    /// Its file's path as shown (`catalog::display_path`).
     pub path: String,
     /// How `--model` names it (models only).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cli: String,
+    /// SHA-256 of the file's bytes, hex: merged shards must have run the same files.
     pub sha256: String,
 }
 
@@ -206,6 +217,7 @@ fn file_sha(path: &std::path::Path) -> String {
 }
 
 impl FileId {
+    /// A loaded sim's identity (its file read again and hashed).
     pub fn of_sim(s: &Sim) -> FileId {
         FileId {
             name: s.name.clone(),
@@ -215,6 +227,7 @@ impl FileId {
         }
     }
 
+    /// A loaded model's identity, with how `--model` names it.
     pub fn of_model(m: &Model) -> FileId {
         FileId {
             name: m.name.clone(),
@@ -228,32 +241,42 @@ impl FileId {
 /// One cell of a shard: what it is, which seeds it covered, its aggregate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardCell {
+    /// The sim it ran.
     pub sim: FileId,
+    /// The model it ran.
     pub model: FileId,
     /// The cell's whole seed range `A..B`.
     pub seeds: String,
     /// The seed intervals `[a, b)` this file covers, sorted, disjoint.
     pub covered: Vec<[u64; 2]>,
+    /// The aggregate over the covered seeds.
     pub aggregate: Cell,
 }
 
 /// Information only: never compared.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timing {
+    /// Wall-clock seconds the shard took (summed in a merge).
     pub wall_s: f64,
+    /// Worker threads it used (the most of any, in a merge).
     pub jobs: usize,
 }
 
 /// A shard file (or a merge of several).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardFile {
+    /// Always [`FORMAT`].
     pub format: String,
+    /// Always [`VERSION`] when written.
     pub version: u32,
+    /// The build that ran it.
     pub build: Build,
+    /// Its cells, sim-major as the matrix orders them.
     pub cells: Vec<ShardCell>,
     /// The shard this file came from (None for a merge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardSpec>,
+    /// How long it took (never compared).
     #[serde(default)]
     pub timing: Timing,
 }

@@ -50,11 +50,15 @@ impl Default for ShrinkOptions {
 pub struct Shrunk {
     /// The minimal sim file (with its provenance header).
     pub text: String,
+    /// The minimal sim, loaded.
     pub sim: Arc<Sim>,
+    /// The seed on which the minimal sim shows the violation.
     pub seed: u64,
+    /// The violation kept while shrinking (not policy-permitted).
     pub violation: ViolationKind,
     /// What was removed or reduced, in order.
     pub removed: Vec<String>,
+    /// Runs spent (the budget is counted in runs, so the result is the same on every machine).
     pub runs: u64,
     /// The wall-clock cap stopped it (the result may differ on another machine).
     pub capped: bool,
@@ -62,16 +66,20 @@ pub struct Shrunk {
     pub budget_spent: bool,
     /// Seeds of 0..window on which the minimal sim shows the violation.
     pub failing_in_window: u64,
+    /// The seed window searched per candidate (`0..window`).
     pub window: u64,
 }
 
 /// Why nothing could be shrunk.
 #[derive(Debug, thiserror::Error)]
 pub enum ShrinkError {
+    /// The sim or model file could not be loaded.
     #[error(transparent)]
     Input(#[from] InputError),
+    /// No seed of the named sim shows a violation that is not policy-permitted.
     #[error("no seed of {0} shows a violation that is not policy-permitted: nothing to shrink")]
     NoFailure(String),
+    /// The harness could not run (its own database failed).
     #[error("the harness could not run: {0}")]
     Run(String),
 }

@@ -18,13 +18,19 @@ use crate::scenario::Sim;
 /// The aggregate of one cell: one sim × one model over a seed range.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cell {
+    /// The model's name.
     pub model: String,
+    /// The sim's name.
     pub sim: String,
+    /// The seed range swept, `A..B`.
     pub seeds: String,
+    /// Seeds run (fewer than the range when interrupted, none when n/a).
     pub runs: u64,
     /// Expectations held on every seed tried.
     pub passed: bool,
+    /// Seeds on which an expectation failed.
     pub failed_seeds: u64,
+    /// The lowest seed on which an expectation failed, if any.
     pub first_failed_seed: Option<u64>,
     /// The checks that failed on the first failing seed.
     pub first_failure: Vec<Check>,
@@ -61,8 +67,10 @@ pub struct Cell {
     /// The seeds this cell ran when a shard ran a slice of the work (`--shard`).
     #[serde(skip)]
     pub covered: Option<Range<u64>>,
+    /// The sim file's path as replay commands name it (not serialised).
     #[serde(skip)]
     pub sim_path: String,
+    /// How `--model` names the model in replay commands (not serialised).
     #[serde(skip)]
     pub model_cli: String,
 }
@@ -199,6 +207,7 @@ impl Cell {
         })
     }
 
+    /// The command that replays the first failing seed, if any seed failed.
     pub fn replay_command(&self) -> Option<String> {
         self.first_failed_seed.map(|s| catalog::replay_command(&self.sim_path, &self.model_cli, s))
     }
@@ -218,6 +227,7 @@ pub struct ViolationStat {
     pub seeds: u64,
     /// Occurrences over all seeds.
     pub occurrences: u64,
+    /// The lowest seed on which it occurred.
     pub first_seed: u64,
     /// Policy-permitted (caused only by documented expiry).
     pub permitted: bool,
@@ -257,10 +267,13 @@ pub fn cell(cells: &[Cell], models: usize, si: usize, mi: usize) -> &Cell {
 /// Per-model totals: cells passed out of cells.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Total {
+    /// The model's name.
     pub model: String,
+    /// Applicable cells whose expectations held on every seed.
     pub passed: u64,
     /// Applicable cells (n/a ones are not counted).
     pub total: u64,
+    /// Cells that do not apply to the model (`n/a`).
     #[serde(skip_serializing_if = "is_zero")]
     pub not_applicable: u64,
 }
@@ -284,6 +297,7 @@ pub fn shard_slice(total: u64, k: u64, n: u64) -> Range<u64> {
     at(k)..at(k + 1)
 }
 
+/// Per-model totals over `cells`, in `models`' order.
 pub fn totals(models: &[Arc<Model>], cells: &[Cell]) -> Vec<Total> {
     models
         .iter()
@@ -316,8 +330,11 @@ pub static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::Atomi
 /// What one seed contributes to a cell (compact: no traces are kept).
 #[derive(Debug, Clone)]
 pub struct SeedResult {
+    /// The index of the cell it belongs to.
     pub cell: usize,
+    /// The seed.
     pub seed: u64,
+    /// The run's report.
     pub report: RunReport,
     /// Set by `check_determinism`: the second run's trace hash differed.
     pub nondeterministic: bool,
@@ -326,6 +343,7 @@ pub struct SeedResult {
 /// Options of a matrix or sweep.
 #[derive(Debug, Clone, Default)]
 pub struct SweepOptions {
+    /// Worker threads (at most [`MAX_JOBS`]).
     pub jobs: usize,
     /// Run each seed twice and compare trace hashes.
     pub check_determinism: bool,

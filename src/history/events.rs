@@ -18,7 +18,14 @@ pub enum Node {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Actor {
     /// Attempt `attempt` (1-based) of copy `copy` of request `req`.
-    Attempt { req: u32, copy: u32, attempt: u32 },
+    Attempt {
+        /// The request (sim order).
+        req: u32,
+        /// The copy (0-based).
+        copy: u32,
+        /// The attempt (1-based).
+        attempt: u32,
+    },
     /// The outbox relay of a process, between messages.
     Relay,
     /// The outbox relay delivering outbox message `id`.
@@ -30,15 +37,23 @@ pub enum Actor {
 /// Which SQL statement a lock wait or an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stmt {
+    /// `BEGIN` (the `begin` step).
     Begin,
+    /// `COMMIT` (the `commit` step).
     Commit,
     /// The commit that ends a transaction after a lookup hit (nothing written).
     CommitReadOnly,
+    /// The key lookup.
     Lookup,
+    /// The claim (insert of an in-progress record).
     Claim,
+    /// `insert-row`.
     InsertRow,
+    /// `save-response`.
     SaveResponse,
+    /// `outbox`: queueing a message.
     Outbox,
+    /// `release-claim`.
     ReleaseClaim,
     /// The relay reading unsent outbox messages.
     Relay,
@@ -48,16 +63,22 @@ pub enum Stmt {
     RecoveryPoint,
     /// `on_error = ["unlock"]`: the claim's lock is released, the record kept.
     Unlock,
+    /// `take-stock`.
     TakeStock,
+    /// `apply-status`.
     ApplyStatus,
+    /// `update-doc`.
     UpdateDoc,
     /// `on_error = ["mark-failed"]`: the claim is kept as failed.
     MarkFailed,
+    /// `check-row`.
     CheckRow,
+    /// `mark-processed`.
     MarkProcessed,
 }
 
 impl Stmt {
+    /// The statement's name in trace lines (the step's name; `COMMIT` after a lookup hit).
     pub fn name(self) -> &'static str {
         match self {
             Stmt::Begin => "begin",
@@ -100,10 +121,14 @@ impl Stmt {
 pub enum Refusal {
     /// The fixed front half (404, 401, 400) with its body.
     FrontHalf {
+        /// The status (404, 401 or 400).
         status: u16,
+        /// The error body sent.
         body: String,
     },
+    /// No `Idempotency-Key` and the model requires one (400).
     MissingKey,
+    /// The key is longer than `[key] max_len` (400).
     KeyTooLong,
     /// Shorter than `[key] min_len`.
     KeyTooShort,
@@ -128,33 +153,50 @@ pub enum What {
     // -- clients
     /// A request sent to a server process (a message).
     Sent {
+        /// The server process it goes to (0-based).
         to: u32,
+        /// The HTTP method.
         method: String,
+        /// The path.
         path: String,
+        /// The `Idempotency-Key` sent, if any.
         key: Option<String>,
     },
     /// A reply received.
     Received {
+        /// The reply's status.
         status: u16,
+        /// The reply's body.
         body: String,
+        /// It carried the model's replay marker.
         replayed: bool,
     },
+    /// No reply within the client's timeout.
     TransportFailure {
+        /// The timeout that passed (µs).
         timeout_us: u64,
     },
+    /// The request's retry horizon passed: no further attempt.
     GaveUp {
+        /// The horizon (µs after the first attempt).
         horizon_us: u64,
     },
     // -- the network
+    /// A request lost in the network (fault).
     RequestDropped,
     /// A proxy or client library resends the request after a stall.
     RequestDuplicated {
+        /// The stall before the resend (µs).
         after_us: u64,
     },
+    /// A reply lost in the network (fault).
     ReplyDropped {
+        /// The lost reply's status.
         status: u16,
     },
+    /// A message held back by an extra delay (fault).
     Delayed {
+        /// The extra delay (µs).
         us: u64,
     },
     /// A message cut by a partition (at the process on the cut side).
@@ -170,102 +212,159 @@ pub enum What {
     Arrived,
     /// A reply sent to the client of request `to` (a message).
     Reply {
+        /// The request's client (sim order).
         to: u32,
+        /// The status.
         status: u16,
+        /// The body.
         body: String,
     },
+    /// A fresh success's reply lost after the server committed (fault).
     ReplyLostAfterCommit,
+    /// The process dropped the connection: the reply is never sent.
     ConnectionDropped {
+        /// The status that was never sent.
         status: u16,
     },
+    /// The fixed front half or the key checks refused the request before any step ran.
     Rejected(Refusal),
     /// A request's own code before its first statement, on a loop in phases (`cold`: the
     /// process's first request).
     HandlerCode {
+        /// The time the code takes (µs).
         us: u64,
+        /// The process's first request (cold code).
         cold: bool,
     },
+    /// An await in the driver (0 µs: one event-loop turn).
     DriverAwait {
+        /// The await's latency (µs).
         us: u64,
     },
+    /// A statement found the database locked and waits (on SQLite's busy schedule).
     LockWait {
+        /// The statement.
         stmt: Stmt,
+        /// How long it may wait (µs).
         budget_us: u64,
     },
+    /// The statement's wait budget ran out with the database still locked.
     StillLocked {
+        /// The statement.
         stmt: Stmt,
+        /// How long it waited (µs).
         waited_us: u64,
     },
     /// `SQLITE_BUSY` that SQLite does not wait out (it does not call its busy handler): a
     /// transaction that has read cannot take the write lock (`snapshot`: in WAL, its snapshot
     /// is stale).
     LockedAtOnce {
+        /// The statement.
         stmt: Stmt,
+        /// In WAL, the transaction's snapshot is stale (`SQLITE_BUSY_SNAPSHOT`).
         snapshot: bool,
     },
     /// Waiting for one of the process's pooled connections.
     PoolWait,
+    /// No pooled connection came free within the wait budget.
     PoolExhausted {
+        /// How long the request waited (µs).
         waited_us: u64,
     },
+    /// A statement failed with an SQLite error.
     SqlError {
+        /// The statement.
         stmt: Stmt,
+        /// SQLite's message.
         error: String,
     },
     /// `BEGIN DEFERRED | IMMEDIATE | EXCLUSIVE` (the SQL).
     Begin {
+        /// The statement as run.
         sql: &'static str,
     },
+    /// `COMMIT` of a transaction.
     Commit,
+    /// `COMMIT` of a transaction that wrote nothing.
     CommitNothingWritten,
+    /// `ROLLBACK` of a transaction.
     Rollback,
+    /// The lookup found no record for the key.
     LookupMiss,
+    /// The lookup found the key with a different fingerprint.
     Mismatch {
+        /// The status answered (the model's `on_mismatch`).
         status: u16,
     },
+    /// The lookup found the original still in progress and answers at once.
     InFlight {
+        /// The status answered (the model's `in_flight`).
         status: u16,
     },
+    /// The lookup found the original in progress and waits for it to finish.
     WaitingForOriginal,
+    /// The lookup found a completed record (a model that does not replay the stored reply).
     HitCompleted {
+        /// The status answered.
         status: u16,
     },
+    /// The lookup found a completed record and replays its stored reply.
     Replayed {
+        /// The replayed status.
         status: u16,
     },
+    /// The claim took the key (an in-progress record).
     Claimed,
+    /// The claim's insert met the key's unique constraint.
     ClaimUniqueFailed,
+    /// The claim took over a record whose lease had expired.
     TookOver,
+    /// The key is already claimed by another execution.
     AlreadyClaimed,
+    /// The claim conflicted, but the record was gone when read back.
     ClaimGone,
+    /// `insert-row` inserted the business row.
     RowInserted {
+        /// The row's id.
         row: i64,
     },
+    /// `outbox` queued a message.
     OutboxQueued {
+        /// The message's id.
         message: i64,
     },
+    /// The relay marked a message sent.
     OutboxMarkedSent {
+        /// The message's id.
         message: i64,
     },
     /// `fencing`: the completion was refused by the owner token check.
     SaveRefused {
+        /// Refused by the owner-token check (else the claim was no longer there to complete).
         fencing: bool,
     },
+    /// `save-response` completed the request's claim with its outcome.
     ClaimCompleted {
+        /// The stored status.
         status: u16,
     },
+    /// `save-response` stored the outcome (no claim held).
     Stored {
+        /// The stored status.
         status: u16,
     },
     /// An effect call to the receiver (a message).
     EffectCall {
+        /// The intent the effect is for.
         intent: String,
     },
+    /// The effect call got no answer within its timeout.
     EffectUnacknowledged,
     /// The provider answered an error (the server cannot know whether it performed it).
     ProviderError,
     /// The connection to the database was lost around COMMIT.
     CommitLost {
+        /// The COMMIT took effect (the server cannot tell).
         committed: bool,
     },
     /// The cache refused the connection.
@@ -278,27 +377,42 @@ pub enum What {
     CacheEvicted,
     /// A cache operation was applied but its reply was lost.
     CacheReplyLost,
+    /// An `[[inject]]` fired at a point of the program.
     Injected {
+        /// The point's name (without the `@`).
         point: String,
+        /// The injected action's name (`fail`, `crash` …).
         action: &'static str,
     },
+    /// A random crash fault struck the process.
     CrashFault(CrashSite),
+    /// The execution failed; the error path runs.
     Failed {
+        /// Why, in words.
         why: String,
     },
+    /// `release-claim` deleted the request's claim.
     ClaimReleased {
+        /// Records deleted.
         n: usize,
     },
+    /// The process could not start serving.
     CannotBind {
+        /// The error.
         error: String,
     },
+    /// The process could not open its database connection.
     CannotOpenDatabase {
+        /// The error.
         error: String,
     },
+    /// The process crashed (a fault, an injection); its connections are reset.
     ProcessCrashed,
+    /// The process restarted after a crash.
     ProcessRestarted,
     /// The process's wall clock runs off the database's by this much (µs; drawn at start).
     ClockOffset {
+        /// The offset (µs; negative: behind).
         us: i64,
     },
     // -- the receiver (the external effect provider)
@@ -310,61 +424,98 @@ pub enum What {
     EffectCallLost,
     /// The provider receives the effect call twice.
     EffectCallDuplicated,
+    /// The receiver performed an effect.
     EffectApplied {
+        /// The intent it is for.
         intent: String,
+        /// Who called (an attempt, the relay, the completer).
         from: Actor,
     },
+    /// The receiver ignored a delivery whose dedupe key it had seen.
     EffectDeduplicated {
+        /// The intent it is for.
         intent: String,
+        /// Who called.
         from: Actor,
     },
     // -- the control node
+    /// A partition window began: the process is cut off.
     Partitioned {
+        /// The process (0-based).
         process: u32,
     },
+    /// The partition window ended.
     Reconnected {
+        /// The process (0-based).
         process: u32,
     },
+    /// Nothing is left to run: the run is over.
     Quiescent,
+    /// An action could not open the database.
     ActionNoDatabase {
+        /// The action (sim order).
         action: u32,
+        /// The error.
         error: String,
     },
+    /// A `hold-lock` action holds the write lock (`BEGIN IMMEDIATE`).
     LockHeld {
+        /// The action (sim order).
         action: u32,
     },
+    /// The `hold-lock` action released the write lock.
     LockReleased {
+        /// The action (sim order).
         action: u32,
     },
+    /// The `hold-lock` action could not take the write lock.
     LockNotTaken {
+        /// The action (sim order).
         action: u32,
     },
+    /// A `delete-keys` action failed.
     DeleteKeysFailed {
+        /// The action (sim order).
         action: u32,
+        /// The error.
         error: String,
     },
+    /// A `delete-keys` action deleted every stored key.
     KeysDeleted {
+        /// The action (sim order).
         action: u32,
+        /// Records deleted.
         n: usize,
     },
+    /// The key collector deleted expired keys.
     Collected {
+        /// Records deleted.
         n: usize,
+        /// The retention they were older than (µs).
         retention_us: u64,
     },
+    /// The observer's counts right after a request finished (for `rows_after`, `keys_after`).
     Probe {
+        /// The request (sim order).
         req: u32,
+        /// Business rows.
         rows: u64,
+        /// Stored key records.
         keys: u64,
     },
+    /// The observer's probe gave up: the database stayed locked.
     ProbeGaveUp {
+        /// The request (sim order).
         req: u32,
     },
     /// `insert-row` met the rows table's UNIQUE business key, held by row `row`.
     RowClash {
+        /// The row holding the key.
         row: i64,
     },
     /// `check-row`: a row with the business key exists (the first, `row`).
     RowFound {
+        /// The first row holding the key.
         row: i64,
     },
     /// `check-row`: no row with the business key (yet).
@@ -372,27 +523,34 @@ pub enum What {
     /// `on_clash = "unprocessed"`: the row holding the key is not marked processed; this
     /// request takes it as its own and goes on.
     RowTaken {
+        /// The row holding the key.
         row: i64,
     },
     /// `mark-processed`: the row is marked handled.
     RowProcessed {
+        /// The row.
         row: i64,
     },
     /// The claim now remembers this recovery point (and the row, if any).
     RecoveryPointSaved {
+        /// The point's name.
         point: String,
     },
     /// A takeover found a recovery point: the program continues after it.
     Resumed {
+        /// The recovery point's name.
         point: String,
+        /// The row the claim remembered, if any.
         row: Option<i64>,
     },
     /// The error path released the claim's lock and kept the record (`n` records).
     ClaimUnlocked {
+        /// Records unlocked.
         n: usize,
     },
     /// The error path kept the claim as a `failed` record (`n` records).
     MarkedFailed {
+        /// Records marked.
         n: usize,
     },
     /// A lookup found a `failed` record with this payload: the request runs again.
@@ -405,14 +563,17 @@ pub enum What {
     DeadlineKilled,
     /// `rate-limit`: a token taken (`allowed`), or none left (→ 429).
     RateLimited {
+        /// A token was taken (false: 429).
         allowed: bool,
     },
     /// `on_error = ["release-key"]`: the key's record deleted by key alone (`n` records).
     KeyReleased {
+        /// Records deleted.
         n: usize,
     },
     /// `expiry = "on-read"`: the record read had expired; deleted, it reads as absent.
     KeyExpired {
+        /// The intent of the request that made the record.
         intent: String,
     },
     /// `on_expired = 410`: the record read had expired; answered 410 Gone.
@@ -421,73 +582,100 @@ pub enum What {
     RetookFailed,
     /// The completer took over an abandoned claim to finish it.
     CompleterTookOver {
+        /// The intent of the claim's request.
         intent: String,
+        /// The claim's key.
         key: String,
     },
     /// The completer finished a claim's program: its outcome is stored.
     CompleterFinished {
+        /// The stored status.
         status: u16,
     },
     /// The completer left a claim older than its horizon alone.
     CompleterPastHorizon {
+        /// The intent of the claim's request.
         intent: String,
+        /// The claim's key.
         key: String,
     },
     /// `retry-transaction`: the database was busy; rolled back, running the transaction again.
     TransactionRetried {
+        /// This retry's number (1-based).
         attempt: u32,
+        /// The retries allowed (`transaction_retries`).
         of: u32,
     },
     /// `take-stock`: `units` taken from `item`.
     StockTaken {
+        /// The item.
         item: String,
+        /// Units taken.
         units: i64,
     },
     /// `take-stock`: the CHECK refused it: sold out.
     SoldOut {
+        /// The item.
         item: String,
     },
     /// The provider declined the call (a business refusal; nothing done).
     Declined {
+        /// The intent the call was for.
         intent: String,
     },
     /// `update-doc`: the document's value set; it is now at `version`.
     DocUpdated {
+        /// The document's id.
         doc: String,
+        /// Its version after the write.
         version: i64,
+        /// The value written.
         value: i64,
     },
     /// `update-doc` on a DELETE: the document is gone (soft-deleted at `version`; 0: it was
     /// already gone and the model answers 204 anyway).
     DocDeleted {
+        /// The document's id.
         doc: String,
+        /// The version the delete made (0: already gone).
         version: i64,
     },
     /// `update-doc` under `check = "client-time"`: the client's stamp is not newer than the
     /// stored one; nothing written, answered 200 anyway.
     DocIgnored {
+        /// The document's id.
         doc: String,
+        /// The client's time stamp (ms).
         stamp: i64,
+        /// The document's version, unchanged.
         current: i64,
     },
     /// `update-doc` refused: 412 (the `If-Match` is not the current version), 428 (no
     /// `If-Match` and one is required) or 404 (no such document: `current` is None).
     DocRefused {
+        /// The document's id.
         doc: String,
+        /// The status answered (412, 428 or 404).
         status: u16,
+        /// The `If-Match` version sent, if any.
         if_match: Option<i64>,
+        /// The document's current version (None: no such document).
         current: Option<i64>,
     },
     /// `apply-status`: the resource's status set (or left, `applied = false`: not past it).
     StatusApplied {
+        /// The resource's id.
         resource: String,
+        /// The status the event reports.
         status: &'static str,
+        /// The status changed (false: the stored one is at or past it).
         applied: bool,
     },
     // (Variants added after this line keep the discriminants, and so the trace hashes, of
     // runs that never emit them.)
     /// An injected `stall`: the whole process stops for `us` (none of its tasks runs).
     ProcessStalled {
+        /// The stall (µs).
         us: u64,
     },
     /// The stalled process runs again.
@@ -502,9 +690,13 @@ pub enum What {
 /// One event. `t_us` is simulated time since the run started, in microseconds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Event {
+    /// Simulated time since the run started (µs).
     pub t_us: u64,
+    /// Where it happened.
     pub node: Node,
+    /// Who it is about (None: the node itself).
     pub who: Option<Actor>,
+    /// What happened.
     pub what: What,
 }
 

@@ -18,7 +18,9 @@ pub use text::{Legend, attempt_label, save_refused};
 /// The typed events of one run, with the names they refer to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
+    /// The events, in the order they happened.
     pub events: Vec<Event>,
+    /// The names the events refer to by index: request ids (with their copies) and action ids.
     pub legend: Legend,
 }
 

@@ -13,6 +13,7 @@ pub struct StateTrack {
 }
 
 impl StateTrack {
+    /// Replay `h`'s events: the committed rows and key records after each one (writes inside a transaction count from its COMMIT, or a lost COMMIT that committed).
     pub fn of(h: &History) -> StateTrack {
         #[derive(Default, Clone)]
         struct Pending {

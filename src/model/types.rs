@@ -67,6 +67,7 @@ pub enum EffectDedupe {
     Row,
 }
 
+/// What the stored fingerprint is computed from (`[key] fingerprint`): a hit whose fingerprint differs is a mismatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fingerprint {
     /// SHA-256 of the validated input in canonical field order.
@@ -77,6 +78,7 @@ pub enum Fingerprint {
     None,
 }
 
+/// What a lookup answers when it finds the key's record still in progress (`[key] in_flight`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InFlight {
     /// Answer with this status while the original is in progress.
@@ -155,6 +157,7 @@ impl Expiry {
 /// The longest key a model may accept (`key.max_len`).
 pub const MAX_KEY_LEN: usize = 4096;
 
+/// The `[key]` section: how the key is read, scoped, stored, claimed and replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyPolicy {
     /// Missing key → 400.
@@ -165,7 +168,9 @@ pub struct KeyPolicy {
     pub scope_user: bool,
     /// The key's scope includes the tenant (`X-Tenant`).
     pub scope_tenant: bool,
+    /// The key's scope includes the operation (the route).
     pub scope_operation: bool,
+    /// What the fingerprint covers.
     pub fingerprint: Fingerprint,
     /// `fingerprint_fields`: the validated fingerprint covers only these input fields
     /// (Powertools' `payload_validation_jmespath`). None: all of them.
@@ -182,6 +187,7 @@ pub struct KeyPolicy {
     pub local_cache: bool,
     /// Status for the same key with a different payload.
     pub on_mismatch: u16,
+    /// What a lookup answers while the original is in progress.
     pub in_flight: InFlight,
     /// Header added to a replayed response (`Idempotent-Replayed: true`).
     pub replay_marker: String,
@@ -189,6 +195,7 @@ pub struct KeyPolicy {
     pub retention_us: Option<u64>,
     /// How `retention_us` is enforced on SQLite records (`expiry`, `on_expired`).
     pub expiry: Expiry,
+    /// Where key records live (SQLite, a TTL cache, process memory).
     pub store: KeyStore,
     /// Latency of one cache operation (µs, inclusive), for `store = "cache"`.
     pub store_latency_us: (u64, u64),
@@ -215,10 +222,13 @@ pub struct KeyPolicy {
     pub keep_on_failed_save: bool,
     /// Completion checks the claim's owner token: a stale owner's save is rejected.
     pub fencing: bool,
+    /// What a hit on a completed record answers.
     pub replay: Replay,
+    /// What a losing `claim` (unique-insert conflict) does.
     pub claim_conflict: ClaimConflict,
 }
 
+/// Where a request's execution yields to the process's other requests (`[driver] awaits`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Awaits {
     /// Requests interleave only at `await` steps (and at network I/O).
@@ -240,6 +250,7 @@ pub enum BeginMode {
 }
 
 impl BeginMode {
+    /// The statement that begins a transaction in this mode.
     pub fn sql(self) -> &'static str {
         match self {
             BeginMode::Deferred => "BEGIN DEFERRED",
@@ -261,6 +272,7 @@ pub enum Journal {
 }
 
 impl Journal {
+    /// The mode's name as written in model files and shown in output (`rollback`, `wal`).
     pub fn name(self) -> &'static str {
         match self {
             Journal::Rollback => "rollback",
@@ -272,8 +284,10 @@ impl Journal {
 /// Most pooled connections a process may have.
 pub const MAX_POOL: u32 = 64;
 
+/// The `[driver]` section: how the server process runs its requests' code and SQL (awaits, statement and commit times, transaction mode, journal, pool, deadline).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Driver {
+    /// Where requests interleave.
     pub awaits: Awaits,
     /// Driver latency of one await (µs, inclusive range drawn uniformly); [0, 0] is one
     /// event-loop turn: a scheduling point that takes no time.
@@ -286,7 +300,9 @@ pub struct Driver {
     /// `COMMIT` of a transaction that wrote, or a write run in autocommit mode (the journal
     /// sync: an fsync with `synchronous = FULL`).
     pub commit_us: (u64, u64),
+    /// How transactions begin.
     pub begin: BeginMode,
+    /// The database's journal mode.
     pub journal: Journal,
     /// Connections per process that requests check out for their whole execution (0: every
     /// request of a process shares its one connection).
@@ -329,9 +345,12 @@ pub enum ClaimCleanup {
     MarkFailed,
 }
 
+/// The `on_error` list: what the error path does after a step fails.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnError {
+    /// Which transaction it rolls back.
     pub rollback: Rollback,
+    /// What it does with the request's claim.
     pub claim: ClaimCleanup,
     /// A busy database inside a transaction: roll back and run the transaction again from its
     /// `begin`, up to `transaction_retries` times (Firestore's and ORMs' retry loops).
@@ -341,8 +360,11 @@ pub struct OnError {
 /// A field of an order that a business key is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowField {
+    /// The order's user (`X-User`).
     User,
+    /// The order's operation (the route).
     Operation,
+    /// The ordered item.
     Item,
     /// The request's `Idempotency-Key` as sent (a webhook's event id).
     Key,
@@ -368,7 +390,9 @@ pub enum OnClash {
 /// even without a transaction or an idempotency key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowsPolicy {
+    /// The fields the business key is made of, in order.
     pub unique: Vec<RowField>,
+    /// What `insert-row` answers when the key is taken.
     pub on_clash: OnClash,
     /// `enforce = "constraint"` (true): a partial UNIQUE index on the business key refuses a
     /// second row. `"read"` (false): no index; only a `check-row` read guards it.
@@ -401,17 +425,25 @@ impl RowsPolicy {
 /// A server variant, loaded and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Model {
+    /// The model's name (its `name`, else its file's name without `.toml`), as in tables and replay commands.
     pub name: String,
+    /// One line on what the design is.
     pub summary: String,
+    /// The file it was loaded from.
     pub path: PathBuf,
+    /// The step program each request's execution runs, in order.
     pub program: Vec<Step>,
+    /// What the error path does.
     pub on_error: OnError,
     /// None: the variant never reads the key.
     pub key: Option<KeyPolicy>,
+    /// Which outcomes are recorded under the key and replayed.
     pub store_outcomes: StoreOutcomes,
+    /// How the process runs its requests' code and SQL.
     pub driver: Driver,
     /// How long a statement waits for a locked database before 503 (the sim may override).
     pub wait_budget_us: u64,
+    /// How the effect receiver deduplicates deliveries.
     pub effect_dedupe: EffectDedupe,
     /// Period of the outbox relay (µs), when the program has an `outbox` step.
     pub relay_every_us: u64,

@@ -23,7 +23,9 @@ pub enum Route {
 /// What a client retries on.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RetryOn {
+    /// Retry after a transport failure (no reply within the timeout, a reset connection).
     pub transport: bool,
+    /// Retry after a reply with one of these statuses.
     pub statuses: BTreeSet<u16>,
 }
 
@@ -32,10 +34,13 @@ pub struct RetryOn {
 pub struct Policy {
     /// Attempts in all, the first included (1 = no retry).
     pub max_attempts: u32,
+    /// What the client retries on.
     pub on: RetryOn,
     /// Backoff before retry n (µs): base * 2^(n-1), capped, plus jitter drawn from the seed.
     pub backoff_us: u64,
+    /// The cap on the backoff before jitter (µs).
     pub backoff_cap_us: u64,
+    /// Add jitter drawn from the seed to each backoff.
     pub jitter: bool,
     /// No retry starts later than this after the first attempt.
     pub horizon_us: Option<u64>,
@@ -79,9 +84,13 @@ impl Default for Policy {
 /// What must hold for one request (for its final attempt, for every copy).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestExpect {
+    /// The final attempt's status.
     pub status: Option<u16>,
+    /// How the final attempt ended (a reply, a transport failure).
     pub outcome: Option<Outcome>,
+    /// Whether the final reply was a replayed stored outcome.
     pub replayed: Option<bool>,
+    /// The `id` in the final reply's JSON body.
     pub id: Option<i64>,
     /// Same `id` in the body as this other request.
     pub same_id_as: Option<String>,
@@ -118,13 +127,16 @@ impl RequestSpec {
 }
 
 impl RequestExpect {
+    /// Does the client need the observer's probe after this request (one of `rows_after`, `keys_after`, `responses_after` is set)?
     pub fn needs_probe(&self) -> bool {
         self.rows_after.is_some() || self.keys_after.is_some() || self.responses_after.is_some()
     }
 }
 
+/// One `[[request]]` of a sim (one of its `intents` when it has several), checked: what its client sends, when, how it retries, and what must hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestSpec {
+    /// The request's id (unique in the sim; `group-N` for an expanded intent).
     pub id: String,
     /// The id as written in the file (`id-3` of `intents = 5` has group `id`).
     pub group: String,
@@ -139,15 +151,20 @@ pub struct RequestSpec {
     /// The client's clock is this far off true time (µs); when set, every attempt sends its
     /// clock's time as `X-Client-Time` (ms). None: no header.
     pub clock_skew_us: Option<i64>,
+    /// The HTTP method sent.
     pub method: String,
+    /// The path sent.
     pub path: String,
+    /// The `Idempotency-Key` sent (None: not sent).
     pub key: Option<String>,
+    /// The body of the first attempt (see `Policy::retry_body` for retries).
     pub body: String,
     /// Concurrent copies of each attempt (double submit; 20 in case 11).
     pub copies: u32,
     /// Each copy leaves after a delay drawn from this range (µs): a client sending its copies
     /// one after the other, spread over a window. [0, 0]: all at once.
     pub spread_us: (u64, u64),
+    /// Which server process each attempt goes to.
     pub route: Route,
     /// Starts when all of these (requests or actions) have finished.
     pub after: Vec<String>,
@@ -155,27 +172,41 @@ pub struct RequestSpec {
     pub delay_us: u64,
     /// How long (µs) the client waits for a reply before it sees a transport failure.
     pub timeout_us: u64,
+    /// How the client retries.
     pub policy: Policy,
+    /// What must hold for the request's final attempts.
     pub expect: RequestExpect,
 }
 
+/// What a `[[action]]` does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ActionKind {
     /// Another connection takes `BEGIN IMMEDIATE` and holds it until `until` has finished or
     /// `for_us` has passed.
-    HoldLock { until: Option<String>, for_us: Option<u64> },
+    HoldLock {
+        /// Hold until this request or action has finished.
+        until: Option<String>,
+        /// Hold for this long (µs).
+        for_us: Option<u64>,
+    },
     /// Delete every stored key (an operator or a collector wiping the key store).
     DeleteKeys,
 }
 
+/// One `[[action]]`: an operation on the database by the control node, ordered with the requests by `after` and `delay_us`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionSpec {
+    /// The action's id (shares one namespace with the requests' ids).
     pub id: String,
+    /// What the action does.
     pub kind: ActionKind,
+    /// Starts when all of these (requests or actions) have finished.
     pub after: Vec<String>,
+    /// Wait (µs) after `after` before starting.
     pub delay_us: u64,
 }
 
+/// What an `[[inject]]` does at its point.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InjectAction {
     /// The step fails: an error, handled by the model's on_error (→ 500).
@@ -183,22 +214,38 @@ pub enum InjectAction {
     /// An external effect is performed (counted by the receiver) here. A fallback effect
     /// fires only in designs with no effect step of their own: it is where the operation's
     /// external call goes when the design does not say.
-    Effect { fallback: bool },
+    Effect {
+        /// Fires only when the design has no effect step of its own.
+        fallback: bool,
+    },
     /// The connection drops: the request goes on, the reply is never sent.
     DropReply,
     /// The server process crashes here; it restarts after `restart_us`.
-    Crash { restart_us: u64 },
+    Crash {
+        /// How long (µs) the process stays down.
+        restart_us: u64,
+    },
     /// The request waits here for `us` on something asynchronous (a slow downstream call):
     /// an await; the process's event loop serves its other requests meanwhile.
-    Pause { us: u64 },
+    Pause {
+        /// The wait (µs).
+        us: u64,
+    },
     /// The whole process stops here for `us` (a stop-the-world GC pause, a VM or container
     /// frozen, SIGSTOP): none of its tasks runs, whatever its driver; messages to it queue.
-    Stall { us: u64 },
+    Stall {
+        /// The stall (µs).
+        us: u64,
+    },
     /// The process's clock jumps by `us` (may be negative): an NTP step, a VM resumed.
-    ClockJump { us: i64 },
+    ClockJump {
+        /// The jump (µs, may be negative).
+        us: i64,
+    },
 }
 
 impl InjectAction {
+    /// The action's name as written in sim files (`fail`, `effect`, `drop-reply` …).
     pub fn name(&self) -> &'static str {
         match self {
             InjectAction::Fail => "fail",
@@ -212,10 +259,12 @@ impl InjectAction {
     }
 }
 
+/// One `[[inject]]`: an action fired at a named point of the model's program.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Inject {
     /// Point name without the `@`.
     pub point: String,
+    /// What happens at the point.
     pub action: InjectAction,
     /// Only requests with this id (all copies and attempts); None: every request.
     pub request: Option<String>,
@@ -225,14 +274,17 @@ pub struct Inject {
     pub rate: f64,
 }
 
+/// The `[world]` section: the server processes, the network and the run's bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorldSpec {
     /// How a server process takes in work: None, the event loop as a lock handed to a waiter
     /// drawn from the seed; Some, Node.js's libuv loop in phases (`[world.event_loop]`).
     pub event_loop: Option<LoopTimes>,
+    /// Number of server processes.
     pub processes: usize,
     /// Overrides the model's wait budget (µs).
     pub wait_budget_us: Option<u64>,
+    /// Default time (µs) a client waits for a reply (a request's `timeout_ms` unless it sets its own).
     pub client_timeout_us: u64,
     /// Network latency per message (µs, inclusive range).
     pub latency_us: (u64, u64),
@@ -275,10 +327,14 @@ pub struct LoopTimes {
     pub connect_gap_us: (u64, u64),
 }
 
+/// The sim's `[expect]`: what must hold at the end of the run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Expect {
+    /// Business rows at the end.
     pub rows: Option<u64>,
+    /// Stored key records at the end.
     pub keys: Option<u64>,
+    /// External effects the receiver counted (after deduplication).
     pub effects: Option<u64>,
     /// `qty` of every row, in id order.
     pub row_qty: Option<Vec<i64>>,
@@ -287,15 +343,25 @@ pub struct Expect {
 /// A scenario, loaded and checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sim {
+    /// The sim's name (its file name without `.toml`).
     pub name: String,
+    /// The file it was loaded from.
     pub path: PathBuf,
+    /// What the sim is about, in words.
     pub description: String,
+    /// The seeds a sweep runs by default (from the file, else [`DEFAULT_SEEDS`]).
     pub seeds: Range<u64>,
+    /// The world: processes, network, bounds.
     pub world: WorldSpec,
+    /// The requests, in file order (intents expanded).
     pub requests: Vec<RequestSpec>,
+    /// The actions, in file order.
     pub actions: Vec<ActionSpec>,
+    /// The injections, in file order.
     pub injects: Vec<Inject>,
+    /// The random faults.
     pub faults: Faults,
+    /// What must hold at the end.
     pub expect: Expect,
     /// `limitation`: the expectations describe what a reference design does *not* do (the
     /// article's cases 14-16): holding them means "behaves like that design", not "passes".
@@ -307,7 +373,9 @@ pub struct Sim {
 pub struct Partition {
     /// 0-based process index.
     pub process: usize,
+    /// Model time (µs) the partition starts.
     pub from_us: u64,
+    /// How long (µs) it lasts.
     pub for_us: u64,
 }
 
@@ -323,12 +391,15 @@ pub struct Faults {
     /// A request is sent twice: a proxy or a client library resends it after a stall drawn
     /// from `duplicate_after_us`, and the client gets the resent copy's reply.
     pub duplicate: f64,
+    /// The stall before the resend (µs, inclusive range).
     pub duplicate_after_us: (u64, u64),
     /// A message is held back by an extra delay drawn from `delay_us` (reorders messages).
     pub delay: f64,
+    /// The extra delay (µs, inclusive range).
     pub delay_us: (u64, u64),
     /// A server process crashes at a step boundary with this probability per step.
     pub crash: f64,
+    /// How long (µs) a crashed process stays down before it restarts.
     pub restart_us: u64,
     /// What the client of a crashed process sees: a reset connection at once (a process that
     /// dies: its kernel resets its connections and refuses new ones), or silence until its
@@ -336,6 +407,7 @@ pub struct Faults {
     pub crash_signal: CrashSignal,
     /// Period of the key collector (deletes keys older than the model's `retention_us`).
     pub gc_every_us: Option<u64>,
+    /// Windows in which a process is cut off from the network.
     pub partitions: Vec<Partition>,
     /// The external effect provider (a payment API, a mailer).
     pub effects: EffectFaults,
@@ -359,6 +431,7 @@ pub struct EffectFaults {
     pub error_after_success: f64,
     /// The provider answers late, by a delay drawn from `delay_us`.
     pub delay: f64,
+    /// The late answer's extra delay (µs, inclusive range).
     pub delay_us: (u64, u64),
     /// The provider refuses the call as a business outcome (a card declined): no effect, a
     /// "declined" answer; a retry with the same dedupe key is declined again.
@@ -458,6 +531,7 @@ impl Faults {
     }
 }
 
+/// The seeds of a sim that names none: 0 to 99.
 pub const DEFAULT_SEEDS: Range<u64> = 0..100;
 
 /// Bound on requests in one sim (after `intents` expansion): each is a client node.

@@ -55,6 +55,7 @@ pub struct Statement {
 }
 
 impl Statement {
+    /// This thread's empty run database with `journal`, and a connection checked out of its pool.
     pub fn new(journal: Journal) -> Result<Statement, RunError> {
         let db = store::fresh_run_database(journal)?;
         let conn = store::checkout(&db)?;
@@ -126,6 +127,7 @@ pub struct SqlFloor {
 }
 
 impl SqlFloor {
+    /// An empty database on `vfs` (idemsim's, or SQLite's memdb with its own server and observer connections).
     pub fn new(vfs: FloorVfs) -> Result<SqlFloor, RunError> {
         let db = store::fresh_run_database(Journal::Rollback)?;
         let memdb = match vfs {

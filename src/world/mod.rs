@@ -37,6 +37,7 @@ use crate::scenario::Sim;
 /// expectations are not errors: they are in the observation.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The harness's SQLite database failed (not the model's statements, which fail inside the run).
     #[error("SQLite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// A sweep could not start its worker threads.
@@ -46,6 +47,7 @@ pub enum RunError {
 
 /// What one simulation gives back.
 pub struct Simulated {
+    /// What the run observed, for the judges.
     pub observation: Observation,
     /// The typed event history, when asked for (it is always hashed).
     pub history: Option<History>,

@@ -22,8 +22,11 @@ mod run;
 mod shrink;
 mod sweep;
 
+/// Every expectation held.
 pub const EXIT_OK: i32 = 0;
+/// An expectation failed, a bound was hit, or (sweep) a violation was found.
 pub const EXIT_FAILED: i32 = 1;
+/// Bad input or usage.
 pub const EXIT_INPUT: i32 = 2;
 /// `run` or `sweep` of a sim that does not apply to the model (it injects at a point the
 /// model lacks): nothing ran, nothing failed.
@@ -51,12 +54,16 @@ fn parse_jobs(s: &str) -> Result<usize, String> {
                   --sim: it injects at a point the model lacks); 130 interrupted.\nModels and sims are looked up by name under models/ and sims/, or \
                   given as file paths."
 )]
+// clap turns a doc comment into help text: these types' help is their attributes'.
+#[allow(missing_docs)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
 #[derive(Subcommand, Debug)]
+// clap turns a doc comment into help text: these types' help is their attributes'.
+#[allow(missing_docs)]
 pub enum Command {
     /// List the models and sims found.
     List,
@@ -86,6 +93,8 @@ pub enum Command {
 }
 
 #[derive(Args, Debug)]
+// clap turns a doc comment into help text: these types' help is their attributes'.
+#[allow(missing_docs)]
 pub struct ShrinkArgs {
     /// Sim name or file path.
     sim: String,
@@ -110,6 +119,8 @@ pub struct ShrinkArgs {
 }
 
 #[derive(Args, Debug)]
+// clap turns a doc comment into help text: these types' help is their attributes'.
+#[allow(missing_docs)]
 pub struct ExplainArgs {
     /// Model name or file path.
     model: String,
@@ -124,6 +135,8 @@ pub struct ExplainArgs {
 }
 
 #[derive(Args, Debug)]
+// clap turns a doc comment into help text: these types' help is their attributes'.
+#[allow(missing_docs)]
 pub struct RunArgs {
     /// Sim name or file path.
     sim: String,
@@ -154,6 +167,8 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug)]
+// clap turns a doc comment into help text: these types' help is their attributes'.
+#[allow(missing_docs)]
 pub struct SweepArgs {
     /// Sim name or file path.
     sim: String,
@@ -196,6 +211,8 @@ pub struct ShardArgs {
 }
 
 #[derive(Args, Debug)]
+// clap turns a doc comment into help text: these types' help is their attributes'.
+#[allow(missing_docs)]
 pub struct MergeArgs {
     /// Shard files (from `--shard`) or earlier merges, or folders of them (every `*.json`).
     #[arg(required = true)]
@@ -219,6 +236,8 @@ pub struct MergeArgs {
 }
 
 #[derive(Args, Debug)]
+// clap turns a doc comment into help text: these types' help is their attributes'.
+#[allow(missing_docs)]
 pub struct MatrixArgs {
     /// Sim files or folders, several after one flag or comma-separated (default: sims/article).
     #[arg(long = "sims", num_args = 1.., value_delimiter = ',')]

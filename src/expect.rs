@@ -20,79 +20,19 @@ pub fn check(sim: &Sim, report: &Observation) -> Vec<Check> {
     let mut out = Vec::new();
     for (i, spec) in sim.requests.iter().enumerate() {
         let r = &report.requests[i];
-        let e = &spec.expect;
-        let finals: Vec<_> = r.finals().collect();
         let many = spec.copies > 1;
         for (c, a) in r.copies.iter().enumerate() {
             let who = if many { format!("{}[{c}]", spec.id) } else { spec.id.clone() };
-            let Some(a) = a.last() else {
-                push(&mut out, format!("{who} finished"), "true".into(), "false".into());
-                continue;
-            };
-            if let Some(s) = e.status {
-                push(
-                    &mut out,
-                    format!("{who}.status"),
-                    s.to_string(),
-                    a.status
-                        .map_or_else(|| Outcome::TransportFailure.name().into(), |s| s.to_string()),
-                );
-            }
-            if let Some(o) = &e.outcome {
-                push(
-                    &mut out,
-                    format!("{who}.outcome"),
-                    o.name().to_string(),
-                    a.outcome.name().to_string(),
-                );
-            }
-            if let Some(rp) = e.replayed {
-                push(&mut out, format!("{who}.replayed"), rp.to_string(), a.replayed.to_string());
-            }
-            if let Some(id) = e.id {
-                push(&mut out, format!("{who}.id"), id.to_string(), opt(a.id()));
-            }
-            if let Some(other) = &e.same_id_as {
-                let j = sim.request_index(other).expect("checked at load");
-                let theirs = report.requests[j].finals().next().and_then(|x| x.id());
-                out.push(Check {
-                    what: format!("{who}.id = {other}.id"),
-                    held: theirs.is_some() && a.id() == theirs,
-                    expected: opt(theirs),
-                    actual: opt(a.id()),
-                });
-            }
-            if let Some(other) = &e.id_differs_from {
-                let j = sim.request_index(other).expect("checked at load");
-                let theirs = report.requests[j].finals().next().and_then(|x| x.id());
-                let differs = a.id().is_some() && a.id() != theirs;
-                out.push(Check {
-                    what: format!("{who}.id ≠ {other}.id"),
-                    held: differs,
-                    expected: format!("an id other than {}", opt(theirs)),
-                    actual: opt(a.id()),
-                });
+            match a.last() {
+                None => push(&mut out, format!("{who} finished"), "true".into(), "false".into()),
+                Some(a) => copy_checks(sim, report, spec, &who, a, &mut out),
             }
         }
-        if let Some(same) = e.same_id {
-            // Distinct ids in text order, and whether some copy got no id at all.
-            let ids: BTreeSet<String> =
-                finals.iter().filter_map(|a| a.id()).map(|i| i.to_string()).collect();
-            let without = finals.iter().any(|a| a.id().is_none());
-            let list: Vec<&str> = ids.iter().map(String::as_str).collect();
-            let suffix = if without { " (and copies without an id)" } else { "" };
-            out.push(Check {
-                what: format!("{}: every copy got the same id", spec.id),
-                held: if same { ids.len() == 1 && !without } else { ids.len() > 1 },
-                expected: if same {
-                    "1 distinct id, on every copy".into()
-                } else {
-                    "more than 1 distinct id".into()
-                },
-                actual: format!("{} distinct id(s): {}{suffix}", ids.len(), list.join(", ")),
-            });
+        if let Some(same) = spec.expect.same_id {
+            out.push(same_id_check(spec, r, same));
         }
         // What the probe read right after the request finished.
+        let e = &spec.expect;
         for (what, expected, actual) in [
             ("rows", e.rows_after, r.rows_after),
             ("stored keys", e.keys_after, r.keys_after),
@@ -103,19 +43,98 @@ pub fn check(sim: &Sim, report: &Observation) -> Vec<Check> {
             }
         }
     }
+    end_state_checks(sim, report, &mut out);
+    out
+}
+
+/// The expectations on one copy's final attempt: status, outcome, replay marker, id, and its
+/// id against another request's.
+fn copy_checks(
+    sim: &Sim,
+    report: &Observation,
+    spec: &crate::scenario::RequestSpec,
+    who: &str,
+    a: &crate::report::AttemptOutcome,
+    out: &mut Vec<Check>,
+) {
+    let e = &spec.expect;
+    if let Some(s) = e.status {
+        let actual =
+            a.status.map_or_else(|| Outcome::TransportFailure.name().into(), |s| s.to_string());
+        push(out, format!("{who}.status"), s.to_string(), actual);
+    }
+    if let Some(o) = &e.outcome {
+        push(out, format!("{who}.outcome"), o.name().to_string(), a.outcome.name().to_string());
+    }
+    if let Some(rp) = e.replayed {
+        push(out, format!("{who}.replayed"), rp.to_string(), a.replayed.to_string());
+    }
+    if let Some(id) = e.id {
+        push(out, format!("{who}.id"), id.to_string(), opt(a.id()));
+    }
+    let theirs = |other: &str| {
+        let j = sim.request_index(other).expect("checked at load");
+        report.requests[j].finals().next().and_then(|x| x.id())
+    };
+    if let Some(other) = &e.same_id_as {
+        let theirs = theirs(other);
+        out.push(Check {
+            what: format!("{who}.id = {other}.id"),
+            held: theirs.is_some() && a.id() == theirs,
+            expected: opt(theirs),
+            actual: opt(a.id()),
+        });
+    }
+    if let Some(other) = &e.id_differs_from {
+        let theirs = theirs(other);
+        out.push(Check {
+            what: format!("{who}.id ≠ {other}.id"),
+            held: a.id().is_some() && a.id() != theirs,
+            expected: format!("an id other than {}", opt(theirs)),
+            actual: opt(a.id()),
+        });
+    }
+}
+
+/// `same_id`: every copy got the same id (or, false: more than one distinct id).
+fn same_id_check(
+    spec: &crate::scenario::RequestSpec,
+    r: &crate::report::RequestReport,
+    same: bool,
+) -> Check {
+    let finals: Vec<_> = r.finals().collect();
+    // Distinct ids in text order, and whether some copy got no id at all.
+    let ids: BTreeSet<String> =
+        finals.iter().filter_map(|a| a.id()).map(|i| i.to_string()).collect();
+    let without = finals.iter().any(|a| a.id().is_none());
+    let list: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let suffix = if without { " (and copies without an id)" } else { "" };
+    Check {
+        what: format!("{}: every copy got the same id", spec.id),
+        held: if same { ids.len() == 1 && !without } else { ids.len() > 1 },
+        expected: if same {
+            "1 distinct id, on every copy".into()
+        } else {
+            "more than 1 distinct id".into()
+        },
+        actual: format!("{} distinct id(s): {}{suffix}", ids.len(), list.join(", ")),
+    }
+}
+
+/// `[expect]`: rows, stored keys, effects and the rows' quantities at the end.
+fn end_state_checks(sim: &Sim, report: &Observation, out: &mut Vec<Check>) {
     let x = &sim.expect;
     if let Some(n) = x.rows {
-        push(&mut out, "rows".into(), n.to_string(), report.rows.len().to_string());
+        push(out, "rows".into(), n.to_string(), report.rows.len().to_string());
     }
     if let Some(n) = x.keys {
-        push(&mut out, "stored keys".into(), n.to_string(), report.keys.len().to_string());
+        push(out, "stored keys".into(), n.to_string(), report.keys.len().to_string());
     }
     if let Some(n) = x.effects {
-        push(&mut out, "effects".into(), n.to_string(), report.effect_log.len().to_string());
+        push(out, "effects".into(), n.to_string(), report.effect_log.len().to_string());
     }
     if let Some(q) = &x.row_qty {
         let actual: Vec<i64> = report.rows.iter().map(|r| r.qty).collect();
-        push(&mut out, "row qty".into(), format!("{q:?}"), format!("{actual:?}"));
+        push(out, "row qty".into(), format!("{q:?}"), format!("{actual:?}"));
     }
-    out
 }

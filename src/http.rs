@@ -259,74 +259,71 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
         _ => return Err(Response::error(401, "unauthenticated")),
     };
     let tenant = req.header(TENANT_HEADER).filter(|t| !t.is_empty()).map(str::to_string);
+    let base = Order {
+        operation,
+        user,
+        item: String::new(),
+        qty: 0,
+        tenant,
+        if_match: None,
+        client_time: None,
+    };
     if operation == "doc.delete" {
         // DELETE /api/docs/<id>, with an optional `If-Match`; the body is not read.
         let (doc, if_match) = (document(req)?, if_match(req)?);
-        let client_time = None;
-        return Ok(Order {
-            operation,
-            user,
-            item: doc.to_string(),
-            qty: 0,
-            tenant,
-            if_match,
-            client_time,
-        });
+        return Ok(Order { item: doc.to_string(), if_match, ..base });
     }
     let value: serde_json::Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
         Err(_) => return Err(Response::error(400, "invalid JSON")),
     };
-    if operation == "event.apply" {
-        // A status event: {"resource": "<id>", "status": "<one of STATUSES>"}, kept in an
-        // `Order` as (item = resource, qty = the status's rank, 1-based).
-        let invalid = || Response::error(400, "invalid event");
-        let obj = value.as_object().filter(|o| o.len() == 2).ok_or_else(invalid)?;
-        let resource = obj.get("resource").and_then(|v| v.as_str()).ok_or_else(invalid)?;
-        if !plain_id(resource) {
-            return Err(invalid());
-        }
-        let status = obj.get("status").and_then(|v| v.as_str()).ok_or_else(invalid)?;
-        let rank = STATUSES.iter().position(|s| *s == status).ok_or_else(invalid)? as i64 + 1;
-        return Ok(Order {
-            operation,
-            user,
-            item: resource.to_string(),
-            qty: rank,
-            tenant,
-            if_match: None,
-            client_time: None,
-        });
+    match operation {
+        "event.apply" => admit_event(&value, base),
+        "doc.update" => admit_doc_update(req, &value, base),
+        _ => admit_order(&value, base),
     }
-    if operation == "doc.update" {
-        // A document update: PUT /api/docs/<id> with {"value": 0..=1000000}, and an optional
-        // `If-Match: "<version>"`. The value is kept in `qty`, the document's id in `item`.
-        let doc = document(req)?;
-        let invalid = || Response::error(400, "invalid document");
-        let obj = value.as_object().filter(|o| o.len() == 1).ok_or_else(invalid)?;
-        let v = obj.get("value").and_then(|v| v.as_i64()).ok_or_else(invalid)?;
-        if !(0..=1_000_000).contains(&v) {
-            return Err(invalid());
-        }
-        let if_match = if_match(req)?;
-        let client_time = match req.header(CLIENT_TIME_HEADER) {
-            None => None,
-            Some(h) => Some(
-                h.trim()
-                    .parse::<i64>()
-                    .map_err(|_| Response::error(400, "invalid X-Client-Time"))?,
-            ),
-        };
-        return Ok(Order {
-            operation,
-            user,
-            item: doc.to_string(),
-            qty: v,
-            tenant,
-            if_match,
-            client_time,
-        });
+}
+
+/// A status event: {"resource": "<id>", "status": "<one of STATUSES>"}, kept in an `Order` as
+/// (item = resource, qty = the status's rank, 1-based).
+fn admit_event(value: &serde_json::Value, base: Order) -> Result<Order, Response> {
+    let invalid = || Response::error(400, "invalid event");
+    let obj = value.as_object().filter(|o| o.len() == 2).ok_or_else(invalid)?;
+    let resource = obj.get("resource").and_then(|v| v.as_str()).ok_or_else(invalid)?;
+    if !plain_id(resource) {
+        return Err(invalid());
     }
+    let status = obj.get("status").and_then(|v| v.as_str()).ok_or_else(invalid)?;
+    let rank = STATUSES.iter().position(|s| *s == status).ok_or_else(invalid)? as i64 + 1;
+    Ok(Order { item: resource.to_string(), qty: rank, ..base })
+}
+
+/// A document update: PUT /api/docs/<id> with {"value": 0..=1000000}, and an optional
+/// `If-Match: "<version>"`. The value is kept in `qty`, the document's id in `item`.
+fn admit_doc_update(
+    req: &Request,
+    value: &serde_json::Value,
+    base: Order,
+) -> Result<Order, Response> {
+    let doc = document(req)?;
+    let invalid = || Response::error(400, "invalid document");
+    let obj = value.as_object().filter(|o| o.len() == 1).ok_or_else(invalid)?;
+    let v = obj.get("value").and_then(|v| v.as_i64()).ok_or_else(invalid)?;
+    if !(0..=1_000_000).contains(&v) {
+        return Err(invalid());
+    }
+    let if_match = if_match(req)?;
+    let client_time = match req.header(CLIENT_TIME_HEADER) {
+        None => None,
+        Some(h) => Some(
+            h.trim().parse::<i64>().map_err(|_| Response::error(400, "invalid X-Client-Time"))?,
+        ),
+    };
+    Ok(Order { item: doc.to_string(), qty: v, if_match, client_time, ..base })
+}
+
+/// An order: exactly {"item": one of the catalogue, "qty": 1..=10}.
+fn admit_order(value: &serde_json::Value, base: Order) -> Result<Order, Response> {
     let invalid = || Response::error(400, "invalid order");
     let obj = value.as_object().ok_or_else(invalid)?;
     if obj.len() != 2 {
@@ -340,15 +337,7 @@ pub fn admit(req: &Request) -> Result<Order, Response> {
     if !(1..=10).contains(&qty) {
         return Err(invalid());
     }
-    Ok(Order {
-        operation,
-        user,
-        item: item.to_string(),
-        qty,
-        tenant,
-        if_match: None,
-        client_time: None,
-    })
+    Ok(Order { item: item.to_string(), qty, ..base })
 }
 
 /// The fields of a validated input that a fingerprint or a derived key may select: an

@@ -38,12 +38,10 @@ pub mod report;
 pub mod run;
 
 // The second world: real servers, real sockets, wall-clock time (never used by a simulated run).
-#[allow(missing_docs)]
 pub mod real;
 
 // Many runs and the front end.
 pub mod agree;
-#[allow(missing_docs)]
 pub mod cli;
 pub mod explain;
 pub mod fuzz;

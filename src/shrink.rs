@@ -183,16 +183,37 @@ fn forget_id(t: &mut Table, id: &str) {
     }
 }
 
+/// Candidate edits of one sim table, in the order they are tried.
+struct Edits<'a> {
+    t: &'a Table,
+    out: Vec<Candidate>,
+}
+
+impl Edits<'_> {
+    /// A copy of the table with `f` applied, kept when it changed something.
+    fn edit(&mut self, what: String, f: &dyn Fn(&mut Table)) {
+        let mut c = self.t.clone();
+        f(&mut c);
+        if &c != self.t {
+            self.out.push((c, what));
+        }
+    }
+}
+
 /// The candidates of every pass, in order: faults, structure, sizes, time, noise.
 fn candidates(t: &Table) -> Vec<Candidate> {
-    let mut out: Vec<Candidate> = Vec::new();
-    let mut edit = |what: String, f: &dyn Fn(&mut Table)| {
-        let mut c = t.clone();
-        f(&mut c);
-        if &c != t {
-            out.push((c, what));
-        }
-    };
+    let mut e = Edits { t, out: Vec::new() };
+    fault_edits(&mut e);
+    structure_edits(&mut e);
+    size_edits(&mut e);
+    time_edits(&mut e);
+    noise_edits(&mut e);
+    e.out
+}
+
+/// Pass 1: faults, one kind at a time; injections and partitions; extra processes.
+fn fault_edits(e: &mut Edits) {
+    let t = e.t;
     // 1. Faults, one kind at a time.
     if let Some(f) = get_table(t, "faults") {
         for (k, v) in f {
@@ -201,7 +222,7 @@ fn candidates(t: &Table) -> Vec<Candidate> {
                 _ => format!("faults.{k} removed"),
             };
             let key = k.clone();
-            edit(what, &move |c: &mut Table| {
+            e.edit(what, &move |c: &mut Table| {
                 if let Some(Value::Table(f)) = c.get_mut("faults") {
                     f.remove(&key);
                 }
@@ -209,7 +230,7 @@ fn candidates(t: &Table) -> Vec<Candidate> {
             if let Value::Table(sub) = v {
                 for sk in sub.keys() {
                     let (k, sk) = (k.clone(), sk.clone());
-                    edit(format!("faults.{k}.{sk} removed"), &move |c: &mut Table| {
+                    e.edit(format!("faults.{k}.{sk} removed"), &move |c: &mut Table| {
                         if let Some(Value::Table(f)) = c.get_mut("faults")
                             && let Some(Value::Table(s)) = f.get_mut(&k)
                         {
@@ -222,7 +243,7 @@ fn candidates(t: &Table) -> Vec<Candidate> {
     }
     for section in ["partition", "inject"] {
         for i in 0..array_len(t, section) {
-            edit(format!("[[{section}]] {} removed", i + 1), &move |c: &mut Table| {
+            e.edit(format!("[[{section}]] {} removed", i + 1), &move |c: &mut Table| {
                 if let Some(Value::Array(a)) = c.get_mut(section) {
                     a.remove(i);
                 }
@@ -230,7 +251,7 @@ fn candidates(t: &Table) -> Vec<Candidate> {
         }
     }
     for i in 0..array_len(t, "inject") {
-        edit(format!("[[inject]] {}: fires every time", i + 1), &move |c: &mut Table| {
+        e.edit(format!("[[inject]] {}: fires every time", i + 1), &move |c: &mut Table| {
             if let Some(Value::Array(a)) = c.get_mut("inject")
                 && let Some(Value::Table(it)) = a.get_mut(i)
             {
@@ -241,7 +262,7 @@ fn candidates(t: &Table) -> Vec<Candidate> {
     if let Some(w) = get_table(t, "world") {
         for k in ["clock_skew_ms", "processes"] {
             if w.contains_key(k) {
-                edit(format!("world.{k} removed"), &move |c: &mut Table| {
+                e.edit(format!("world.{k} removed"), &move |c: &mut Table| {
                     if let Some(Value::Table(w)) = c.get_mut("world") {
                         w.remove(k);
                     }
@@ -253,12 +274,17 @@ fn candidates(t: &Table) -> Vec<Candidate> {
             }
         }
     }
+}
+
+/// Pass 2: structure, each request and action.
+fn structure_edits(e: &mut Edits) {
+    let t = e.t;
     // 2. Structure: each request and action.
     for section in ["request", "action"] {
         for i in 0..array_len(t, section) {
             let id = t[section].as_array().and_then(|a| a[i].get("id")).and_then(Value::as_str);
             let id = id.unwrap_or("?").to_string();
-            edit(format!("[[{section}]] `{id}` removed"), &move |c: &mut Table| {
+            e.edit(format!("[[{section}]] `{id}` removed"), &move |c: &mut Table| {
                 if let Some(Value::Array(a)) = c.get_mut(section) {
                     a.remove(i);
                 }
@@ -266,13 +292,18 @@ fn candidates(t: &Table) -> Vec<Candidate> {
             });
         }
     }
+}
+
+/// Pass 3: sizes (copies, intents toward 1) and each request's optional fields.
+fn size_edits(e: &mut Edits) {
+    let t = e.t;
     // 3. Sizes: copies, intents, attempts toward 1 (to 1, then halving).
     for (field, floor) in [("copies", 2), ("copies", 1), ("intents", 1)] {
         for i in 0..array_len(t, "request") {
             let n = t["request"][i].get(field).and_then(Value::as_integer).unwrap_or(1);
             for to in [floor, n / 2] {
                 if to >= 1 && to < n {
-                    edit(
+                    e.edit(
                         format!("request {}: {field} {n} → {to}", i + 1),
                         &move |c: &mut Table| {
                             set_request(c, i, field, Value::Integer(to));
@@ -285,18 +316,23 @@ fn candidates(t: &Table) -> Vec<Candidate> {
     for i in 0..array_len(t, "request") {
         let q = &t["request"][i];
         if q.get("retry").is_some() {
-            edit(format!("request {}: retry removed", i + 1), &move |c: &mut Table| {
+            e.edit(format!("request {}: retry removed", i + 1), &move |c: &mut Table| {
                 remove_request_field(c, i, "retry");
             });
         }
         for k in ["spread_ms", "process", "timeout_ms", "delay_ms"] {
             if q.get(k).is_some() {
-                edit(format!("request {}: {k} removed", i + 1), &move |c: &mut Table| {
+                e.edit(format!("request {}: {k} removed", i + 1), &move |c: &mut Table| {
                     remove_request_field(c, i, k);
                 });
             }
         }
     }
+}
+
+/// Pass 4: time, the world's latency pinned to its low end.
+fn time_edits(e: &mut Edits) {
+    let t = e.t;
     // 4. Time: the world's latency pinned to its low end.
     if let Some(w) = get_table(t, "world")
         && let Some(Value::Array(l)) = w.get("latency_ms")
@@ -304,28 +340,32 @@ fn candidates(t: &Table) -> Vec<Candidate> {
         && l[0] != l[1]
     {
         let lo = l[0].clone();
-        edit("world.latency_ms pinned to its low end".into(), &move |c: &mut Table| {
+        e.edit("world.latency_ms pinned to its low end".into(), &move |c: &mut Table| {
             if let Some(Value::Table(w)) = c.get_mut("world") {
                 w.insert("latency_ms".into(), Value::Array(vec![lo.clone(), lo.clone()]));
             }
         });
     }
+}
+
+/// Pass 5: noise, expectations and the description (the oracle judges on its own).
+fn noise_edits(e: &mut Edits) {
+    let t = e.t;
     // 5. Noise: expectations and the description (the oracle judges on its own).
     for i in 0..array_len(t, "request") {
         if t["request"][i].get("expect").is_some() {
-            edit(format!("request {}: expect removed", i + 1), &move |c: &mut Table| {
+            e.edit(format!("request {}: expect removed", i + 1), &move |c: &mut Table| {
                 remove_request_field(c, i, "expect");
             });
         }
     }
     for k in ["expect", "description"] {
         if t.contains_key(k) {
-            edit(format!("{k} removed"), &move |c: &mut Table| {
+            e.edit(format!("{k} removed"), &move |c: &mut Table| {
                 c.remove(k);
             });
         }
     }
-    out
 }
 
 fn set_request(c: &mut Table, i: usize, k: &str, v: Value) {

@@ -183,7 +183,13 @@ pub fn cli_name(model: &Model) -> String {
     }
 }
 
-/// The command that replays one seed of a cell with its trace.
+/// The command that replays `seed` of `sim` × `model` with its trace.
+pub fn replay_for(sim: &Sim, model: &Model, seed: u64) -> String {
+    replay_command(&display_path(&sim.path), &cli_name(model), seed)
+}
+
+/// The command that replays one seed of a cell with its trace, from the sim's path as shown
+/// and the model's `--model` name.
 pub fn replay_command(sim_path: &str, model: &str, seed: u64) -> String {
     format!("cargo run --release -- run {sim_path} --model {model} --seed {seed} --trace")
 }

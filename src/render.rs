@@ -214,7 +214,7 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         c.violating_seeds, c.bounded_runs, c.ambiguous_intents
     );
     out.push_str(&verdict_line(c));
-    sweep_violations(&mut out, c);
+    sweep_violations(&mut out, c, sim, model);
     let hist = |h: &std::collections::BTreeMap<u64, u64>| {
         h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
     };
@@ -232,7 +232,7 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
             c.nondeterministic_seeds
         );
     }
-    if let Some(cmd) = c.replay_command() {
+    if let Some(cmd) = c.replay_command(sim, model) {
         let _ = writeln!(
             out,
             "\nexpectations failed first on seed {}; replay: {cmd}",
@@ -277,7 +277,7 @@ fn percent(k: u64, runs: u64) -> (f64, f64, f64) {
 }
 
 /// The sweep's violations table: seeds, rate, interval, first seed and its replay.
-fn sweep_violations(out: &mut String, c: &Cell) {
+fn sweep_violations(out: &mut String, c: &Cell, sim: &Sim, model: &Model) {
     if c.violations.is_empty() {
         let _ = writeln!(out, "\nno violations on any seed");
     } else {
@@ -294,7 +294,7 @@ fn sweep_violations(out: &mut String, c: &Cell) {
                 "{label:<28} {:>6} {p:>7.1}%  {lo:>6.1}%–{hi:>6.1}%  {:>10}\n    replay: {}",
                 v.seeds,
                 v.first_seed,
-                catalog::replay_command(&c.sim_path, &c.model_cli, v.first_seed)
+                catalog::replay_for(sim, model, v.first_seed)
             );
         }
     }
@@ -490,7 +490,7 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
     if !sims.iter().any(|s| s.has_expectations()) {
         out.push_str("(these sims state no expectations: the oracle's findings are the result)\n");
         out.push_str(&na_lines(cells));
-        return out + &violation_lines(cells);
+        return out + &violation_lines(sims, models, cells);
     }
     let width = sims.iter().map(|s| s.name.len()).max().unwrap_or(4).max(5) + 2;
     let colw = models.iter().map(|m| m.name.len()).max().unwrap_or(8).max(12) + 2;
@@ -524,11 +524,13 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
     out.push('\n');
     out.push_str(REFERENCE_LEGEND);
     out.push_str(&na_lines(cells));
-    out.push_str(&violation_lines(cells));
-    let failing: Vec<&Cell> = cells.iter().filter(|c| !c.passed).collect();
+    out.push_str(&violation_lines(sims, models, cells));
+    let failing: Vec<(usize, &Cell)> =
+        cells.iter().enumerate().filter(|(_, c)| !c.passed).collect();
     if !failing.is_empty() {
         out.push_str("\nfailures (first failing seed of each cell):\n");
-        for c in failing {
+        for (i, c) in failing {
+            let (sim, model) = (&sims[i / models.len()], &models[i % models.len()]);
             let why = c
                 .first_failure
                 .first()
@@ -547,7 +549,7 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
                 c.failed_seeds,
                 c.runs,
                 c.first_failed_seed.unwrap_or_default(),
-                c.replay_command().unwrap_or_default()
+                c.replay_command(sim, model).unwrap_or_default()
             );
         }
     }
@@ -568,9 +570,10 @@ fn na_lines(cells: &[Cell]) -> String {
 }
 
 /// One line per cell with violations: names, seeds with each, first seed's replay command.
-fn violation_lines(cells: &[Cell]) -> String {
+fn violation_lines(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
     let mut out = String::new();
-    let violating: Vec<&Cell> = cells.iter().filter(|c| !c.violations.is_empty()).collect();
+    let violating: Vec<(usize, &Cell)> =
+        cells.iter().enumerate().filter(|(_, c)| !c.violations.is_empty()).collect();
     if violating.is_empty() {
         out.push_str("\nno violations found by the oracle on any seed\n");
         return out;
@@ -578,7 +581,8 @@ fn violation_lines(cells: &[Cell]) -> String {
     out.push_str(
         "\nviolations found by the oracle (seeds with each / seeds run; * = policy-permitted):\n",
     );
-    for c in violating {
+    for (i, c) in violating {
+        let (sim, model) = (&sims[i / models.len()], &models[i % models.len()]);
         let list: Vec<String> = c
             .violations_in_order()
             .into_iter()
@@ -589,11 +593,7 @@ fn violation_lines(cells: &[Cell]) -> String {
         let first = c.violations.values().filter(|v| !v.permitted).map(|v| v.first_seed).min();
         let _ = writeln!(out, "  {} × {}: {}", c.model, c.sim, list.join(", "));
         if let Some(seed) = first {
-            let _ = writeln!(
-                out,
-                "    replay: {}",
-                catalog::replay_command(&c.sim_path, &c.model_cli, seed)
-            );
+            let _ = writeln!(out, "    replay: {}", catalog::replay_for(sim, model, seed));
         }
     }
     out

@@ -67,12 +67,6 @@ pub struct Cell {
     /// The seeds this cell ran when a shard ran a slice of the work (`--shard`).
     #[serde(skip)]
     pub covered: Option<Range<u64>>,
-    /// The sim file's path as replay commands name it (not serialised).
-    #[serde(skip)]
-    pub sim_path: String,
-    /// How `--model` names the model in replay commands (not serialised).
-    #[serde(skip)]
-    pub model_cli: String,
 }
 
 impl Cell {
@@ -81,7 +75,6 @@ impl Cell {
         Cell {
             model: model.name.clone(),
             sim: sim.name.clone(),
-            model_cli: catalog::cli_name(model),
             seeds: format!("{}..{}", seeds.start, seeds.end),
             runs: 0,
             passed: true,
@@ -102,7 +95,6 @@ impl Cell {
             applicable: reason.is_none(),
             reason,
             covered: None,
-            sim_path: catalog::display_path(&sim.path),
         }
     }
 
@@ -207,9 +199,10 @@ impl Cell {
         })
     }
 
-    /// The command that replays the first failing seed, if any seed failed.
-    pub fn replay_command(&self) -> Option<String> {
-        self.first_failed_seed.map(|s| catalog::replay_command(&self.sim_path, &self.model_cli, s))
+    /// The command that replays the first failing seed of this cell of `sim` × `model`, if any
+    /// seed failed.
+    pub fn replay_command(&self, sim: &Sim, model: &Model) -> Option<String> {
+        self.first_failed_seed.map(|s| catalog::replay_for(sim, model, s))
     }
 }
 

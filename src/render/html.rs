@@ -175,7 +175,7 @@ fn failing_diagram(
     let body = format!(
         "<div id=\"f{anchor}\" class=\"fig\">{}</div><pre>{}</pre>",
         picture::svg(h, s, &title, focus),
-        esc(&catalog::replay_command(&c.sim_path, &c.model_cli, seed))
+        esc(&catalog::replay_for(s, m, seed))
     );
     Some((seed, (title, body)))
 }

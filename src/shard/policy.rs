@@ -122,10 +122,7 @@ pub fn report(merged: &ShardFile) -> Result<Report, InputError> {
                 .ok_or_else(|| {
                     InputError::file(Path::new("merge"), format!("no cell {} × {}", m.name, s.name))
                 })?;
-            let mut a = c.aggregate.clone();
-            a.sim_path = catalog::display_path(&s.path);
-            a.model_cli = catalog::cli_name(m);
-            cells.push(a);
+            cells.push(c.aggregate.clone());
         }
     }
     Ok(Report { sims, models, cells, jobs: merged.timing.jobs.max(1) })

@@ -572,15 +572,8 @@ pub fn run_matrix(
 
 /// The Wilson score interval for k successes in n trials at 95 % confidence.
 pub fn wilson(k: u64, n: u64) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 1.0);
-    }
-    let (k, n, z) = (k as f64, n as f64, 1.959_963_984_540_054_f64);
-    let p = k / n;
-    let denom = 1.0 + z * z / n;
-    let center = (p + z * z / (2.0 * n)) / denom;
-    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
-    ((center - half).max(0.0), (center + half).min(1.0))
+    // A merged shard may claim more seeds than runs: clamp rather than panic.
+    crate::agree::wilson(k.min(n), n, crate::agree::Z_95)
 }
 
 /// One JSON line per seed, for researchers' own analysis.

@@ -322,10 +322,43 @@ fn parse_range(s: &str) -> Option<Range<u64>> {
     crate::input::parse_seeds(s).ok()
 }
 
-/// Read and check one shard file.
+/// The largest shard file read (bytes): a shard of 20,000 cells is about 40 MB.
+pub const MAX_SHARD_BYTES: u64 = 256 << 20;
+
+/// A regular file of at most [`MAX_SHARD_BYTES`], whole (never a FIFO, a device or stdin).
+fn read_bounded(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let shown = crate::text::printable(&path.display().to_string());
+    // Checked before opening: opening a FIFO for reading blocks until a writer comes.
+    let before = std::fs::metadata(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    if !before.is_file() {
+        return Err(format!("{shown}: not a regular file"));
+    }
+    let f = std::fs::File::open(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown}: not a regular file"));
+    }
+    if meta.len() > MAX_SHARD_BYTES {
+        return Err(format!(
+            "{shown}: {} bytes; a shard file is at most {MAX_SHARD_BYTES}",
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    f.take(MAX_SHARD_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    if text.len() as u64 > MAX_SHARD_BYTES {
+        return Err(format!("{shown}: more than {MAX_SHARD_BYTES} bytes"));
+    }
+    Ok(text)
+}
+
+/// Read and check one shard file: its format, then every cell against itself (see
+/// [`check_cell`]).
 pub fn read(path: &std::path::Path) -> Result<ShardFile, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let text = read_bounded(path)?;
     let f: ShardFile = serde_json::from_str(&text)
         .map_err(|e| format!("{}: not a shard file: {e}", path.display()))?;
     if f.format != FORMAT || f.version != VERSION {
@@ -336,7 +369,88 @@ pub fn read(path: &std::path::Path) -> Result<ShardFile, String> {
             f.version
         ));
     }
+    if f.cells.is_empty() {
+        return Err(format!("{}: no cells", crate::text::printable(&path.display().to_string())));
+    }
+    for c in &f.cells {
+        check_cell(c).map_err(|e| {
+            format!(
+                "{}: cell {} × {}: {e}",
+                crate::text::printable(&path.display().to_string()),
+                crate::text::printable(&c.model.name),
+                crate::text::printable(&c.sim.name)
+            )
+        })?;
+    }
     Ok(f)
+}
+
+/// A shard's cell must agree with itself: its range parses, its covered intervals are sorted,
+/// disjoint and inside the range, it ran exactly the seeds it covers, no count exceeds its runs,
+/// every first seed lies in what it covered, its histograms count its runs, and `passed` is
+/// what its failed seeds say. A shard is untrusted input: what it claims is checked, not
+/// believed.
+pub fn check_cell(c: &ShardCell) -> Result<(), String> {
+    let whole = parse_range(&c.seeds)
+        .ok_or_else(|| format!("seeds `{}`: expected A..B", crate::text::shown(&c.seeds)))?;
+    let mut at = whole.start;
+    let mut covered: u64 = 0;
+    for i in &c.covered {
+        if i[0] >= i[1] || i[0] < at || i[1] > whole.end {
+            return Err(format!(
+                "covered [{}, {}) is empty, out of order, overlapping or outside {}..{}",
+                i[0], i[1], whole.start, whole.end
+            ));
+        }
+        covered += i[1] - i[0];
+        at = i[1];
+    }
+    let a = &c.aggregate;
+    if !a.applicable {
+        return match (a.runs, c.covered.is_empty() || covered == 0) {
+            (0, _) => Ok(()),
+            _ => Err(format!("n/a but {} runs", a.runs)),
+        };
+    }
+    // An interrupted shard covers its slice but ran only the seeds that finished.
+    if a.runs > covered || (a.runs != covered && !a.interrupted) {
+        return Err(format!("{} runs for {covered} seeds covered", a.runs));
+    }
+    let inside = |s: u64| c.covered.iter().any(|i| i[0] <= s && s < i[1]);
+    for (what, n) in [
+        ("failed seeds", a.failed_seeds),
+        ("violating seeds", a.violating_seeds),
+        ("bounded runs", a.bounded_runs),
+    ] {
+        if n > a.runs {
+            return Err(format!("{n} {what} out of {} runs", a.runs));
+        }
+    }
+    for (name, v) in &a.violations {
+        if v.seeds > a.runs || v.seeds == 0 || !inside(v.first_seed) || v.occurrences < v.seeds {
+            return Err(format!(
+                "violation {}: {} seeds, first seed {} do not fit the seeds covered",
+                crate::text::shown(name),
+                v.seeds,
+                v.first_seed
+            ));
+        }
+    }
+    if a.first_failed_seed.is_some_and(|s| !inside(s))
+        || a.first_failed_seed.is_some() != (a.failed_seeds > 0)
+    {
+        return Err("first failing seed does not fit the seeds covered and failed".into());
+    }
+    if a.passed != (a.failed_seeds == 0) {
+        return Err(format!("passed is {} with {} failed seeds", a.passed, a.failed_seeds));
+    }
+    for (what, h) in [("rows", &a.rows), ("effects", &a.effects)] {
+        let total = h.values().try_fold(0u64, |t, n| t.checked_add(*n));
+        if total != Some(a.runs) {
+            return Err(format!("the {what} histogram does not count {} runs", a.runs));
+        }
+    }
+    Ok(())
 }
 
 /// Union of sorted disjoint intervals; an error on overlap.

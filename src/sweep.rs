@@ -155,9 +155,9 @@ impl Cell {
     /// Fold another part of this cell (other seeds) into it: commutative and associative, the
     /// monoid that workers and shards merge with.
     pub fn merge(&mut self, o: Cell) {
-        self.runs += o.runs;
+        self.runs = self.runs.saturating_add(o.runs);
         self.passed &= o.passed;
-        self.failed_seeds += o.failed_seeds;
+        self.failed_seeds = self.failed_seeds.saturating_add(o.failed_seeds);
         if let Some(s) = o.first_failed_seed
             && self.first_failed_seed.is_none_or(|m| s < m)
         {
@@ -176,19 +176,18 @@ impl Cell {
                 first_seed: v.first_seed,
                 permitted: v.permitted,
             });
-            e.seeds += v.seeds;
-            e.occurrences += v.occurrences;
+            e.seeds = e.seeds.saturating_add(v.seeds);
+            e.occurrences = e.occurrences.saturating_add(v.occurrences);
             e.first_seed = e.first_seed.min(v.first_seed);
         }
-        self.bounded_runs += o.bounded_runs;
-        self.ambiguous_intents += o.ambiguous_intents;
-        self.violating_seeds += o.violating_seeds;
+        self.bounded_runs = self.bounded_runs.saturating_add(o.bounded_runs);
+        self.ambiguous_intents = self.ambiguous_intents.saturating_add(o.ambiguous_intents);
+        self.violating_seeds = self.violating_seeds.saturating_add(o.violating_seeds);
         self.nondeterministic_seeds.extend(o.nondeterministic_seeds);
         self.interrupted |= o.interrupted;
         self.nondeterministic_seeds.sort_unstable();
     }
 
-    /// The command that replays this cell's first failure.
     /// The cell's two verdicts (None when the sim does not apply): safe on every seed (no
     /// violation that is not policy-permitted, no run cut short by a bound) and as specified
     /// (the sim's expectations held on every seed).
@@ -209,7 +208,9 @@ impl Cell {
 /// Add the counts of `b` to those of `a`.
 fn sum_into<K: Ord>(a: &mut BTreeMap<K, u64>, b: BTreeMap<K, u64>) {
     for (k, v) in b {
-        *a.entry(k).or_insert(0) += v;
+        let e = a.entry(k).or_insert(0);
+        // Saturating: a merged shard's counts are untrusted input.
+        *e = e.saturating_add(v);
     }
 }
 

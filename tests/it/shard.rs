@@ -312,3 +312,66 @@ fn auto_reads_each_engines_variables() {
     assert!(err("2", &[]).contains("expected K/N"));
     assert!(err("auto", &[("SLURM_ARRAY_TASK_ID", "abc")]).contains("not a number"));
 }
+
+/// A shard is untrusted input: every claim that does not fit the seeds it covers is refused
+/// by name, and a shard that is not a regular file is refused without reading it.
+#[test]
+fn forged_shards_are_refused_not_believed() {
+    let s = vec![super::sim("sims/teaching/check-first-race.toml")];
+    let m = vec![super::model("check-first")];
+    let good = cells_of(&s, &m, 0..40, Some((1, 2)));
+    let dir = std::env::temp_dir().join(format!("idemsim-forged-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, f: &ShardFile| {
+        let p = dir.join(name);
+        std::fs::write(&p, serde_json::to_string(f).unwrap()).unwrap();
+        p
+    };
+    assert!(shard::read(&write("good.json", &good)).is_ok());
+    let forge = |name: &str, edit: &dyn Fn(&mut ShardFile), want: &str| {
+        let mut f = good.clone();
+        edit(&mut f);
+        let e = shard::read(&write(name, &f)).unwrap_err();
+        assert!(e.contains(want), "{name}: {e}");
+    };
+    forge("runs.json", &|f| f.cells[0].aggregate.runs *= 17, "runs for 20 seeds covered");
+    forge("wide.json", &|f| f.cells[0].covered = vec![[0, 40]], "runs for 40 seeds covered");
+    forge("outside.json", &|f| f.cells[0].covered = vec![[30, 50]], "outside 0..40");
+    forge("overlap.json", &|f| f.cells[0].covered = vec![[0, 15], [10, 20]], "overlapping");
+    forge("banana.json", &|f| f.cells[0].seeds = "banana".into(), "seeds `banana`");
+    forge("empty.json", &|f| f.cells.clear(), "no cells");
+    forge(
+        "max.json",
+        &|f| f.cells[0].aggregate.violating_seeds = u64::MAX,
+        "violating seeds out of 20 runs",
+    );
+    forge(
+        "passed.json",
+        &|f| {
+            let a = &mut f.cells[0].aggregate;
+            a.passed = true;
+            a.failed_seeds = 0;
+            a.first_failed_seed = None;
+            a.first_failure.clear();
+            a.violations.insert(
+                "duplicate-row".into(),
+                sweep::ViolationStat {
+                    seeds: 10,
+                    occurrences: 10,
+                    first_seed: 99,
+                    permitted: false,
+                },
+            );
+        },
+        "violation duplicate-row",
+    );
+    // Not a regular file: refused at once (a FIFO would block a reader forever).
+    let e = shard::read(Path::new("/dev/zero")).unwrap_err();
+    assert!(e.contains("not a regular file"), "{e}");
+    let fifo = dir.join("fifo.json");
+    let _ = std::fs::remove_file(&fifo);
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let e = shard::read(&fifo).unwrap_err();
+    assert!(e.contains("not a regular file"), "{e}");
+}

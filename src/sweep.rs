@@ -571,6 +571,20 @@ pub fn run_matrix(
     run_cells(sims, models, seeds, &SweepOptions { jobs, ..Default::default() }, |_, _| {})
 }
 
+/// Install `handler` for the first SIGINT; `SA_RESETHAND` restores the default action, so a
+/// second SIGINT terminates. The handler must be async-signal-safe (atomics, `kill`).
+pub fn on_first_sigint(handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: sigaction with a zeroed struct, an empty mask and a handler the caller
+    // guarantees async-signal-safe.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESETHAND;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+    }
+}
+
 /// The Wilson score interval for k successes in n trials at 95 % confidence.
 pub fn wilson(k: u64, n: u64) -> (f64, f64) {
     // A merged shard may claim more seeds than runs: clamp rather than panic.

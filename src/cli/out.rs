@@ -47,15 +47,8 @@ pub(super) fn stop_on_interrupt() {
     extern "C" fn on_sigint(_: libc::c_int) {
         sweep::INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe; SA_RESETHAND
-    // restores the default action, so a second SIGINT terminates.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
-        sa.sa_flags = libc::SA_RESETHAND;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
-    }
+    // The handler only stores to an atomic, which is async-signal-safe.
+    sweep::on_first_sigint(on_sigint);
 }
 
 pub(super) fn interrupted() -> bool {

@@ -43,15 +43,8 @@ pub fn end_servers_on_interrupt() {
         }
         crate::sweep::INTERRUPTED.store(true, Ordering::Relaxed);
     }
-    // SAFETY: the handler uses only atomics and kill, both async-signal-safe; SA_RESETHAND
-    // restores the default action for a second SIGINT.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
-        sa.sa_flags = libc::SA_RESETHAND;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
-    }
+    // The handler uses only atomics and kill, both async-signal-safe.
+    crate::sweep::on_first_sigint(on_sigint);
 }
 
 /// What the processes of a round are given.

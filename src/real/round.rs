@@ -16,7 +16,6 @@ use super::hub::Hub;
 use super::procs::{Launch, Servers};
 use super::target::Target;
 use super::{db, wire};
-use crate::http;
 use crate::model::Model;
 use crate::report::{AttemptOutcome, Observation, Outcome, RequestReport};
 use crate::scenario::{ActionKind, RequestSpec, Route, Sim};
@@ -352,25 +351,6 @@ fn route(spec: &RequestSpec, copy: u32, processes: usize, rng: &mut StdRng) -> u
     }
 }
 
-fn headers(spec: &RequestSpec, key: &Option<String>, attempt_id: &str) -> Vec<(String, String)> {
-    let mut h = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
-    if let Some(u) = &spec.user {
-        h.push((http::USER_HEADER.into(), u.clone()));
-    }
-    if let Some(t) = &spec.tenant {
-        h.push((http::TENANT_HEADER.into(), t.clone()));
-    }
-    if let Some(m) = &spec.if_match {
-        h.push((http::IF_MATCH_HEADER.into(), m.clone()));
-    }
-    if let Some(k) = key {
-        h.push((http::KEY_HEADER.into(), k.clone()));
-    }
-    h.push((http::INTENT_HEADER.into(), spec.intent.clone()));
-    h.push(("X-Attempt".into(), attempt_id.to_string()));
-    h
-}
-
 fn chance(rng: &mut StdRng, rate: f64) -> bool {
     rate > 0.0 && rng.r#gen::<f64>() < rate
 }
@@ -410,12 +390,9 @@ fn attempt_once(
     rng: &mut StdRng,
 ) -> AttemptOutcome {
     let attempt_id = format!("{qi}.{copy}.{attempt}");
-    let bytes = wire::request_bytes(
-        &spec.method,
-        &spec.path,
-        &headers(spec, &key, &attempt_id),
-        spec.body_for(attempt).as_bytes(),
-    );
+    let mut req = spec.request(attempt, key.as_deref(), None);
+    req.headers.push(("X-Attempt".into(), attempt_id));
+    let bytes = wire::request_bytes(&req.method, &req.path, &req.headers, &req.body);
     let faults = NetFaults::draw(&ctx.sim, rng);
     let sent = Instant::now();
     let deadline = (sent + Duration::from_micros(spec.timeout_us)).min(ctx.deadline);

@@ -108,6 +108,53 @@ pub struct RequestExpect {
 }
 
 impl RequestSpec {
+    /// The key attempt `attempt` (1-based) sends: the spec's, or a fresh one per retry with
+    /// `new_key_per_attempt`.
+    pub fn attempt_key(&self, attempt: u32) -> Option<String> {
+        self.key.as_ref().map(|k| {
+            if self.policy.new_key_per_attempt && attempt > 1 {
+                format!("{k}-{attempt}")
+            } else {
+                k.clone()
+            }
+        })
+    }
+
+    /// The HTTP request of attempt `attempt`: method, path, body and headers, in one order
+    /// for the simulated and the real client. `client_time_ms`: the client's clock, sent as
+    /// `X-Client-Time` when the spec has a clock skew.
+    pub fn request(
+        &self,
+        attempt: u32,
+        key: Option<&str>,
+        client_time_ms: Option<i64>,
+    ) -> crate::http::Request {
+        use crate::http;
+        let mut headers = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
+        if let Some(u) = &self.user {
+            headers.push((http::USER_HEADER.to_string(), u.clone()));
+        }
+        if let Some(t) = &self.tenant {
+            headers.push((http::TENANT_HEADER.to_string(), t.clone()));
+        }
+        if let Some(t) = client_time_ms {
+            headers.push((http::CLIENT_TIME_HEADER.to_string(), t.to_string()));
+        }
+        if let Some(m) = &self.if_match {
+            headers.push((http::IF_MATCH_HEADER.to_string(), m.clone()));
+        }
+        if let Some(k) = key {
+            headers.push((http::KEY_HEADER.to_string(), k.to_string()));
+        }
+        headers.push((http::INTENT_HEADER.to_string(), self.intent.clone()));
+        http::Request {
+            method: self.method.clone(),
+            path: self.path.clone(),
+            headers,
+            body: self.body_for(attempt).as_bytes().to_vec(),
+        }
+    }
+
     /// Who the request is for, as the server records it: `tenant/user`, or the user alone.
     pub fn principal(&self) -> Option<String> {
         let u = self.user.as_ref()?;

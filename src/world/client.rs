@@ -7,7 +7,7 @@ use super::net::{self, Envelope, Mailbox, Msg};
 use super::shared::{World, draw};
 use super::{clock, control};
 use crate::history::{Actor, Node, What};
-use crate::http::{self, Request};
+use crate::http::Request;
 use crate::report::{AttemptOutcome, Outcome};
 use crate::scenario::RequestSpec;
 
@@ -77,51 +77,19 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
     }
 }
 
-/// The key an attempt sends: the request's, or a new one per attempt if the policy says so.
-fn attempt_key(spec: &RequestSpec, attempt: u32) -> Option<String> {
-    spec.key.as_ref().map(|k| {
-        if spec.policy.new_key_per_attempt && attempt > 1 {
-            format!("{k}-{attempt}")
-        } else {
-            k.clone()
-        }
-    })
-}
-
-/// The HTTP request of one attempt: the spec's method, path, body and headers.
+/// The HTTP request of one attempt (the client's clock sent when it is skewed).
 fn attempt_request(world: &World, spec: &RequestSpec, attempt: u32, key: Option<&str>) -> Request {
-    let body = spec.body_for(attempt).to_string();
-    let mut headers = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
-    if let Some(u) = &spec.user {
-        headers.push((http::USER_HEADER.to_string(), u.clone()));
-    }
-    if let Some(t) = &spec.tenant {
-        headers.push((http::TENANT_HEADER.to_string(), t.clone()));
-    }
-    if let Some(skew) = spec.clock_skew_us {
-        let t = (world.now_us() as i64).saturating_add(skew).div_euclid(1000);
-        headers.push((http::CLIENT_TIME_HEADER.to_string(), t.to_string()));
-    }
-    if let Some(m) = &spec.if_match {
-        headers.push((http::IF_MATCH_HEADER.to_string(), m.clone()));
-    }
-    if let Some(k) = key {
-        headers.push((http::KEY_HEADER.to_string(), k.to_string()));
-    }
-    headers.push((http::INTENT_HEADER.to_string(), spec.intent.clone()));
-    Request {
-        method: spec.method.clone(),
-        path: spec.path.clone(),
-        headers,
-        body: body.into_bytes(),
-    }
+    let client_time = spec
+        .clock_skew_us
+        .map(|skew| (world.now_us() as i64).saturating_add(skew).div_euclid(1000));
+    spec.request(attempt, key, client_time)
 }
 
 /// Send one attempt and wait for its reply (or a reset, or the timeout): what it saw.
 async fn send_attempt(world: &Arc<World>, req: usize, copy: u32, attempt: u32) -> AttemptOutcome {
     let spec = &world.sim.requests[req];
     let (node, who) = (Node::Client(req as u32), Actor::Attempt { req: req as u32, copy, attempt });
-    let key = attempt_key(spec, attempt);
+    let key = spec.attempt_key(attempt);
     let http = attempt_request(world, spec, attempt, key.as_deref());
     let process = world.route(req, copy);
     let mailbox = Mailbox::open(world);

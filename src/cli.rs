@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::input::{InputError, parse_seeds};
 
+mod compare;
 mod explain;
 mod list;
 mod matrix;
@@ -90,6 +91,9 @@ pub enum Command {
     /// Measure a real target's event loop on this machine (from its instrumentation) and
     /// write a `[world.event_loop]` profile a sim can name.
     Calibrate(crate::real::cmd::CalibrateArgs),
+    /// Two designs over the same sims and seeds: per sim, whether their unsafe and failed
+    /// rates differ significantly (Fisher's exact test) and, if not, how many seeds would tell.
+    Compare(compare::CompareArgs),
 }
 
 #[derive(Args, Debug)]
@@ -298,6 +302,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Shrink(args)) => shrink::shrink_cmd(args),
         Some(Command::Merge(args)) => merge::merge_cmd(args),
         Some(Command::Explain(args)) => explain::explain_cmd(args),
+        Some(Command::Compare(args)) => compare::compare_cmd(args),
         Some(Command::Real(args)) => crate::real::cmd::real_cmd(args).map(real_exit),
         Some(Command::Validate(args)) => crate::real::cmd::validate_cmd(args).map(real_exit),
         Some(Command::Calibrate(args)) => crate::real::cmd::calibrate_cmd(args).map(real_exit),

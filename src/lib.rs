@@ -42,7 +42,9 @@ pub mod real;
 
 // Many runs and the front end.
 pub mod agree;
+pub mod baseline;
 pub mod cli;
+pub mod compare;
 pub mod explain;
 pub mod fuzz;
 pub mod render;

@@ -401,7 +401,14 @@ fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Vi
                 permitted,
             });
         }
-        let fresh: Vec<_> = list.iter().filter(|x| !x.1.replayed).collect();
+        // Executed: not a replay, and not a reply handing back a row another execution
+        // inserted (get-or-create, `[rows] on_clash = "existing"`: a 200 with the existing
+        // row and no replay marker runs nothing of its own payload).
+        let handed_back = |a: &AttemptOutcome| {
+            let row = a.id().and_then(|id| obs.rows.iter().find(|r| r.id == id));
+            matches!((row, a.exec), (Some(r), Some(e)) if i64::try_from(e).ok() != Some(r.exec))
+        };
+        let fresh: Vec<_> = list.iter().filter(|x| !x.1.replayed && !handed_back(x.1)).collect();
         if let Some(f0) = fresh.first()
             && let Some(other) = fresh.iter().find(|x| x.2 != f0.2)
         {

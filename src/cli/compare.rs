@@ -46,7 +46,9 @@ pub(super) fn compare_cmd(args: CompareArgs) -> anyhow::Result<i32> {
     let cells = sweep::run_matrix(&sims, &models, seeds, jobs)?;
     report_speed(&cells, started, jobs);
     let diffs: Vec<SimDiff> = (0..sims.len())
-        .map(|si| compare::compare_cells(sweep::cell(&cells, 2, si, 0), sweep::cell(&cells, 2, si, 1)))
+        .map(|si| {
+            compare::compare_cells(sweep::cell(&cells, 2, si, 0), sweep::cell(&cells, 2, si, 1))
+        })
         .collect();
     if args.json {
         let v = serde_json::json!({ "a": models[0].name, "b": models[1].name, "sims": diffs });

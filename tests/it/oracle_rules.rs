@@ -289,3 +289,43 @@ fn only_a_definitive_refusal_is_a_failure_answer() {
     let v = ends_on(taken);
     assert!(v.contains(&V::PhantomSuccess) && !v.contains(&V::UnfinishedIntent), "{v:?}");
 }
+
+/// Two intents with one key and different payloads (case 03's shape), both answered 2xx
+/// without a replay marker: two executions only when each inserted its own row. A
+/// get-or-create reply (`on_clash = "existing"`: 200 with the row another execution inserted)
+/// executed nothing, so it is no `payload-mismatch-executed` (issue 24).
+#[test]
+fn a_reply_handing_back_an_existing_row_executed_nothing() {
+    let s = sim(
+        "[[request]]\nid = \"first\"\nkey = \"k1\"\nbody = '{\"item\":\"test-item\",\"qty\":2}'\n\
+         [[request]]\nid = \"second\"\nafter = \"first\"\nkey = \"k1\"\n\
+         body = '{\"item\":\"test-item\",\"qty\":3}'\n",
+    );
+    let two = |second: AttemptOutcome, rows: Vec<RowRecord>| {
+        let first = AttemptOutcome {
+            exec: Some(1),
+            ..reply(201, r#"{"id":1,"item":"test-item","qty":2}"#, "k1", 0.0)
+        };
+        let mut obs = observation(vec![first], rows);
+        let mut other = obs.requests[0].clone();
+        obs.requests[0].id = "first".into();
+        obs.requests[0].intent = "first".into();
+        other.id = "second".into();
+        other.intent = "second".into();
+        other.copies = vec![vec![second]];
+        obs.requests.push(other);
+        oracle::violations(&s, &keyed(), &obs)
+    };
+    let existing = AttemptOutcome {
+        exec: Some(2),
+        ..reply(200, r#"{"id":1,"item":"test-item","qty":2}"#, "k1", 5.0)
+    };
+    let v = two(existing, vec![row(1, "first", 10)]);
+    assert!(!names(&v).contains(&V::PayloadMismatchExecuted), "{v:?}");
+    let executed = AttemptOutcome {
+        exec: Some(2),
+        ..reply(201, r#"{"id":2,"item":"test-item","qty":3}"#, "k1", 5.0)
+    };
+    let v = two(executed, vec![row(1, "first", 10), row(2, "second", 20)]);
+    assert!(names(&v).contains(&V::PayloadMismatchExecuted), "{v:?}");
+}

@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::input::{InputError, parse_seeds};
 
 mod compare;
+mod complete;
 mod explain;
 mod list;
 mod matrix;
@@ -94,6 +95,10 @@ pub enum Command {
     /// Two designs over the same sims and seeds: per sim, whether their unsafe and failed
     /// rates differ significantly (Fisher's exact test) and, if not, how many seeds would tell.
     Compare(compare::CompareArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(complete::CompletionsArgs),
+    /// Print the man page (or write one per command with --dir).
+    Man(complete::ManArgs),
 }
 
 #[derive(Args, Debug)]
@@ -303,6 +308,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Merge(args)) => merge::merge_cmd(args),
         Some(Command::Explain(args)) => explain::explain_cmd(args),
         Some(Command::Compare(args)) => compare::compare_cmd(args),
+        Some(Command::Completions(args)) => complete::completions(args),
+        Some(Command::Man(args)) => complete::man(args),
         Some(Command::Real(args)) => crate::real::cmd::real_cmd(args).map(real_exit),
         Some(Command::Validate(args)) => crate::real::cmd::validate_cmd(args).map(real_exit),
         Some(Command::Calibrate(args)) => crate::real::cmd::calibrate_cmd(args).map(real_exit),

@@ -6,6 +6,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 mod business;
+mod conventions;
 mod dependencies;
 mod explain;
 mod fidelity;

@@ -21,6 +21,7 @@ compile_error!(
 pub mod catalog;
 pub mod http;
 pub mod input;
+pub mod library;
 pub mod model;
 pub mod scenario;
 pub mod text;

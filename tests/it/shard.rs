@@ -566,6 +566,103 @@ fn merge_refuses_forged_claims_naming_file_and_field() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `merge --out FILE` writes nothing when the merge is refused, and the file once every check
+/// passed; `--out -` writes the merged file to standard output and the report to standard
+/// error (never a file named `-`).
+#[test]
+fn merge_out_waits_for_every_check_and_dash_is_stdout() {
+    let dir = tmp_dir("merge-out");
+    let s = vec![sim("sims/teaching/check-first-race.toml")];
+    let m = vec![model("check-first")];
+    let parts: Vec<String> = (0..2)
+        .map(|k| {
+            let p = dir.join(format!("part-{k}.json"));
+            let f = cells_of(&s, &m, 0..30, Some((k, 2)));
+            std::fs::write(&p, serde_json::to_string(&f).unwrap()).unwrap();
+            p.to_str().unwrap().to_string()
+        })
+        .collect();
+    let out = dir.join("merged.json");
+    let o = out.to_str().unwrap();
+    // Refused after the files were read and merged: nothing is written.
+    for extra in [&["--expect-seeds", "0..31"][..], &[]] {
+        let mut args = vec![parts[0].as_str(), "--out", o];
+        args.extend(extra);
+        let (code, _, err) = merge_cli(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(!out.exists(), "written although refused: {err}");
+    }
+    let mut forged: ShardFile =
+        serde_json::from_str(&std::fs::read_to_string(&parts[1]).unwrap()).unwrap();
+    forged.cells[0].aggregate.statuses.insert("PASS".into(), 1);
+    let fp = dir.join("forged.json");
+    std::fs::write(&fp, serde_json::to_string(&forged).unwrap()).unwrap();
+    let (code, _, err) = merge_cli(&[&parts[0], fp.to_str().unwrap(), "--out", o]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!out.exists(), "written although refused: {err}");
+    // Accepted: written, and it merges again to the same report.
+    let (code, report, _) = merge_cli(&[&parts[0], &parts[1], "--out", o]);
+    assert_eq!(code, 1);
+    let (code, again, _) = merge_cli(&[o]);
+    assert_eq!((code, &again), (1, &report));
+    // `-`: the merged file on stdout, the report on stderr.
+    let (code, stdout, stderr) = merge_cli(&[&parts[0], &parts[1], "--out", "-"]);
+    assert_eq!(code, 1);
+    let f: ShardFile = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(f, serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap());
+    assert_eq!(stdout.trim_end(), std::fs::read_to_string(&out).unwrap());
+    assert_eq!(stderr, report);
+    assert!(!root().join("-").exists(), "a file named `-`");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `merge --json` prints what `sweep --json` prints (one cell, with `speed`: the shards'
+/// summed wall time) and what `matrix --json` prints (several), key for key.
+#[test]
+fn merge_json_equals_sweep_and_matrix_json() {
+    let dir = tmp_dir("merge-json");
+    let d = dir.to_str().unwrap();
+    let sweep_args = ["sweep", "sims/teaching/check-first-race.toml", "--model", "check-first"];
+    let matrix_args = [
+        "matrix",
+        "--sims",
+        "sims/teaching/check-first-race.toml",
+        "sims/article/01-same-key-same-content.toml",
+        "--models",
+        "check-first",
+        "transactional",
+    ];
+    for (what, args) in [("sweep", &sweep_args[..]), ("matrix", &matrix_args[..])] {
+        let mut one: Vec<&str> = args.to_vec();
+        one.extend(["--seeds", "0..40", "--json"]);
+        let (_, whole, err) = run_in(&dir, &one, &[]);
+        let out = format!("{d}/{what}");
+        for k in ["0/3", "1/3", "2/3"] {
+            let mut a: Vec<&str> = args.to_vec();
+            a.extend(["--seeds", "0..40", "--shard", k, "--out-dir", &out]);
+            let (code, _, err) = run_in(&dir, &a, &[]);
+            assert_eq!(code, 0, "{err}");
+        }
+        let (_, merged, _) = merge_cli(&[&out, "--json"]);
+        let mut whole: serde_json::Value =
+            serde_json::from_str(&whole).unwrap_or_else(|_| panic!("{err}"));
+        let mut merged: serde_json::Value = serde_json::from_str(&merged).unwrap();
+        if what == "sweep" {
+            let keys = |v: &serde_json::Value| -> Vec<String> {
+                v["speed"].as_object().unwrap().keys().cloned().collect()
+            };
+            assert_eq!(keys(&whole), keys(&merged));
+            assert_eq!(merged["speed"]["runs"], 40);
+            whole.as_object_mut().unwrap().remove("speed");
+            merged.as_object_mut().unwrap().remove("speed");
+        }
+        assert_eq!(whole, merged, "{what}");
+        // Key order as printed, too.
+        assert_eq!(serde_json::to_string(&whole).unwrap(), serde_json::to_string(&merged).unwrap());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Cells are matched by an index, not by scanning: a merge of two files of 20,000 cells each
 /// (the second in reverse order, with 500 pairs of its own) keeps the first file's order, then
 /// the new pairs in the order the second brings them, each cell the merge of its two halves.

@@ -663,6 +663,47 @@ fn merge_json_equals_sweep_and_matrix_json() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Two sim files of one name cannot be told apart in a matrix's rows or a shard's cells:
+/// `matrix` refuses them up front naming both paths, and a merged file that pairs two sim
+/// files of one name with different models is refused.
+#[test]
+fn sims_of_one_name_are_refused() {
+    let dir = tmp_dir("same-name");
+    for (sub, from) in
+        [("a", "teaching/check-first-race"), ("b", "article/01-same-key-same-content")]
+    {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        std::fs::copy(root().join(format!("sims/{from}.toml")), dir.join(sub).join("x.toml"))
+            .unwrap();
+    }
+    let (a, b) = (dir.join("a/x.toml"), dir.join("b/x.toml"));
+    let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+    for sims in
+        [vec![a_s, b_s], vec![dir.join("a").to_str().unwrap(), dir.join("b").to_str().unwrap()]]
+    {
+        let mut args = vec!["matrix", "--sims"];
+        args.extend(&sims);
+        args.extend(["--models", "check-first", "--seeds", "0..2", "--shard", "0/1"]);
+        let (code, out, err) = run_in(&dir, &args, &[]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains(a_s) && err.contains(b_s), "{err}");
+    }
+    let (code, _, err) = run_in(&dir, &["matrix", "--sims", a_s, a_s, "--seeds", "0..2"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("given twice"), "{err}");
+    // Each cell is right about its own file; together they name two files `x`.
+    let one = cells_of(&[Arc::new(Sim::load(&a).unwrap())], &[model("check-first")], 0..4, None);
+    let mut f =
+        cells_of(&[Arc::new(Sim::load(&b).unwrap())], &[model("transactional")], 0..4, None);
+    f.cells.insert(0, one.cells[0].clone());
+    let p = dir.join("two.json");
+    std::fs::write(&p, serde_json::to_string(&f).unwrap()).unwrap();
+    let (code, _, err) = merge_cli(&[p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("two sim files are named `x`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Cells are matched by an index, not by scanning: a merge of two files of 20,000 cells each
 /// (the second in reverse order, with 500 pairs of its own) keeps the first file's order, then
 /// the new pairs in the order the second brings them, each cell the merge of its two halves.

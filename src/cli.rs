@@ -233,7 +233,7 @@ pub struct MergeArgs {
     /// interrupted (otherwise: exit 2).
     #[arg(long)]
     allow_partial: bool,
-    /// Also write the merged shard file (for merges of merges).
+    /// Also write the merged shard file (for merges of merges), once every check passed; `-` writes it to stdout and the report to stderr.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Print the merged cell (one cell) or `cells` and `totals` (a matrix) as JSON.

@@ -17,10 +17,12 @@ use sha2::{Digest, Sha256};
 
 use crate::catalog;
 use crate::model::Model;
+use crate::report::ViolationKind;
 use crate::scenario::Sim;
 use crate::sweep::Cell;
 
 pub mod policy;
+pub mod verify;
 
 /// The format name and version every shard file carries.
 pub const FORMAT: &str = "idemsim-shard";
@@ -356,43 +358,118 @@ fn read_bounded(path: &std::path::Path) -> Result<String, String> {
 }
 
 /// Read and check one shard file: its format, then every cell against itself (see
-/// [`check_cell`]).
+/// [`check_cell`]); one cell per (sim, model) pair.
 pub fn read(path: &std::path::Path) -> Result<ShardFile, String> {
     let text = read_bounded(path)?;
-    let f: ShardFile = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not a shard file: {e}", path.display()))?;
+    let shown = crate::text::printable(&path.display().to_string());
+    let f: ShardFile =
+        serde_json::from_str(&text).map_err(|e| format!("{shown}: not a shard file: {e}"))?;
     if f.format != FORMAT || f.version != VERSION {
         return Err(format!(
-            "{}: format {} version {}; this build reads {FORMAT} version {VERSION}",
-            path.display(),
-            f.format,
+            "{shown}: format {} version {}; this build reads {FORMAT} version {VERSION}",
+            crate::text::shown(&f.format),
             f.version
         ));
     }
     if f.cells.is_empty() {
-        return Err(format!("{}: no cells", crate::text::printable(&path.display().to_string())));
+        return Err(format!("{shown}: no cells"));
     }
     for c in &f.cells {
-        check_cell(c).map_err(|e| {
-            format!(
-                "{}: cell {} × {}: {e}",
-                crate::text::printable(&path.display().to_string()),
-                crate::text::printable(&c.model.name),
-                crate::text::printable(&c.sim.name)
-            )
-        })?;
+        check_cell(c).map_err(|e| format!("{shown}: cell {}: {e}", pair(c)))?;
+    }
+    if let Some(c) = first_repeated(&f.cells) {
+        return Err(format!(
+            "{shown}: cells: {} appears twice (two sims or two models of one name, or one pair \
+             run twice): a (sim, model) pair is one cell",
+            pair(c)
+        ));
     }
     Ok(f)
 }
 
-/// A shard's cell must agree with itself: its range parses, its covered intervals are sorted,
-/// disjoint and inside the range, it ran exactly the seeds it covers, no count exceeds its runs,
-/// every first seed lies in what it covered, its histograms count its runs, and `passed` is
-/// what its failed seeds say. A shard is untrusted input: what it claims is checked, not
-/// believed.
+/// `model × sim` of a cell, as messages name it (printable: the names come from a file).
+pub fn pair(c: &ShardCell) -> String {
+    format!("{} × {}", crate::text::shown(&c.model.name), crate::text::shown(&c.sim.name))
+}
+
+/// A cell's key in a merge: its sim's and its model's names.
+fn key(c: &ShardCell) -> (String, String) {
+    (c.sim.name.clone(), c.model.name.clone())
+}
+
+/// The first cell whose (sim, model) pair an earlier cell of `cells` already has.
+fn first_repeated(cells: &[ShardCell]) -> Option<&ShardCell> {
+    let mut seen = std::collections::HashSet::with_capacity(cells.len());
+    cells.iter().find(|c| !seen.insert((c.sim.name.as_str(), c.model.name.as_str())))
+}
+
+/// A shard's cell must agree with itself; each refusal names the field. A shard is untrusted
+/// input: what it claims is checked, not believed. What a cell is checked for here needs
+/// neither its sim nor its model (those checks are [`policy`]'s, which reloads them):
+///
+/// - `seeds` is a range `A..B` written as a shard writes it, and the aggregate's `seeds`,
+///   `sim` and `model` are the cell's;
+/// - `covered`: sorted, disjoint intervals inside the range;
+/// - an n/a cell holds no result at all (a sweep runs nothing for it);
+/// - `runs` are the seeds covered (fewer only when interrupted); no count exceeds the runs;
+/// - see [`check_violations`], [`check_failures`] and [`check_histograms`].
 pub fn check_cell(c: &ShardCell) -> Result<(), String> {
+    let whole = check_names(c)?;
+    let covered = check_covered(c, &whole)?;
+    let a = &c.aggregate;
+    if !a.applicable {
+        return check_not_applicable(a);
+    }
+    // An interrupted shard covers its slice but ran only the seeds that finished.
+    if a.runs > covered || (a.runs != covered && !a.interrupted) {
+        return Err(format!("aggregate.runs: {} runs for {covered} seeds covered", a.runs));
+    }
+    for (what, n) in [
+        ("failed_seeds", a.failed_seeds),
+        ("violating_seeds", a.violating_seeds),
+        ("bounded_runs", a.bounded_runs),
+    ] {
+        if n > a.runs {
+            let words = what.replace('_', " ");
+            return Err(format!("aggregate.{what}: {n} {words} out of {} runs", a.runs));
+        }
+    }
+    check_violations(c)?;
+    check_failures(c)?;
+    check_histograms(a)
+}
+
+/// The cell's range, parsed; the aggregate names the cell's sim, model and range.
+fn check_names(c: &ShardCell) -> Result<Range<u64>, String> {
     let whole = parse_range(&c.seeds)
         .ok_or_else(|| format!("seeds `{}`: expected A..B", crate::text::shown(&c.seeds)))?;
+    if c.seeds != format!("{}..{}", whole.start, whole.end) {
+        return Err(format!(
+            "seeds `{}`: not written as a shard writes it ({}..{})",
+            crate::text::shown(&c.seeds),
+            whole.start,
+            whole.end
+        ));
+    }
+    let a = &c.aggregate;
+    for (field, claim, want) in [
+        ("seeds", &a.seeds, &c.seeds),
+        ("sim", &a.sim, &c.sim.name),
+        ("model", &a.model, &c.model.name),
+    ] {
+        if claim != want {
+            return Err(format!(
+                "aggregate.{field} `{}` is not the cell's `{}`",
+                crate::text::shown(claim),
+                crate::text::shown(want)
+            ));
+        }
+    }
+    Ok(whole)
+}
+
+/// `covered`: sorted, disjoint, non-empty intervals inside the range; the seeds they hold.
+fn check_covered(c: &ShardCell, whole: &Range<u64>) -> Result<u64, String> {
     let mut at = whole.start;
     let mut covered: u64 = 0;
     for i in &c.covered {
@@ -405,49 +482,168 @@ pub fn check_cell(c: &ShardCell) -> Result<(), String> {
         covered += i[1] - i[0];
         at = i[1];
     }
+    Ok(covered)
+}
+
+/// An n/a cell ran nothing: no runs, no counts, no histograms, no violations, no failure
+/// (as `Cell::new` makes it; only `interrupted` may be set, by the shard's interruption).
+fn check_not_applicable(a: &Cell) -> Result<(), String> {
+    if a.runs != 0 {
+        return Err(format!("aggregate.runs: n/a but {} runs", a.runs));
+    }
+    let empty = a.passed
+        && a.failed_seeds == 0
+        && a.first_failed_seed.is_none()
+        && a.first_failure.is_empty()
+        && a.rows.is_empty()
+        && a.effects.is_empty()
+        && a.statuses.is_empty()
+        && a.bounded_runs == 0
+        && a.violations.is_empty()
+        && a.rows_per_intent.is_empty()
+        && a.effects_per_intent.is_empty()
+        && a.violating_seeds == 0
+        && a.ambiguous_intents == 0
+        && a.nondeterministic_seeds.is_empty();
+    if !empty {
+        return Err("aggregate: n/a (nothing ran) but it holds results".into());
+    }
+    Ok(())
+}
+
+/// Is a violation of this kind policy-permitted? Exactly the `expired-*` kinds: the oracle
+/// names a permitted duplicate or mismatch `expired-*` and every other violation is
+/// `permitted: false` (`oracle::duplicates`, `oracle::replies`).
+fn permitted_kind(k: ViolationKind) -> bool {
+    matches!(
+        k,
+        ViolationKind::ExpiredDuplicateRow
+            | ViolationKind::ExpiredDuplicateEffect
+            | ViolationKind::ExpiredReplayMismatch
+    )
+}
+
+/// `violations`: every name a [`ViolationKind`]'s, `permitted` as that kind always is, seen
+/// on at least one and at most `runs` seeds, its first seed covered, at least one occurrence
+/// per seed. `violating_seeds` (seeds with a violation that is not permitted) lies between the
+/// most seeds of one such kind and their sum, and is 0 exactly when there is none.
+/// `ambiguous_intents` counts the `unfinished-intent` occurrences (`oracle::ambiguous_intents`).
+fn check_violations(c: &ShardCell) -> Result<(), String> {
     let a = &c.aggregate;
-    if !a.applicable {
-        return match (a.runs, c.covered.is_empty() || covered == 0) {
-            (0, _) => Ok(()),
-            _ => Err(format!("n/a but {} runs", a.runs)),
-        };
-    }
-    // An interrupted shard covers its slice but ran only the seeds that finished.
-    if a.runs > covered || (a.runs != covered && !a.interrupted) {
-        return Err(format!("{} runs for {covered} seeds covered", a.runs));
-    }
     let inside = |s: u64| c.covered.iter().any(|i| i[0] <= s && s < i[1]);
-    for (what, n) in [
-        ("failed seeds", a.failed_seeds),
-        ("violating seeds", a.violating_seeds),
-        ("bounded runs", a.bounded_runs),
-    ] {
-        if n > a.runs {
-            return Err(format!("{n} {what} out of {} runs", a.runs));
-        }
-    }
+    let (mut most, mut sum) = (0u64, 0u64);
     for (name, v) in &a.violations {
+        let kind = ViolationKind::from_name(name).ok_or_else(|| {
+            format!("aggregate.violations: `{}` is not a violation", crate::text::shown(name))
+        })?;
         if v.seeds > a.runs || v.seeds == 0 || !inside(v.first_seed) || v.occurrences < v.seeds {
             return Err(format!(
-                "violation {}: {} seeds, first seed {} do not fit the seeds covered",
-                crate::text::shown(name),
-                v.seeds,
-                v.first_seed
+                "aggregate.violations: violation {name}: {} seeds, first seed {} do not fit the \
+                 seeds covered",
+                v.seeds, v.first_seed
             ));
         }
+        if v.permitted != permitted_kind(kind) {
+            return Err(format!(
+                "aggregate.violations: violation {name}: permitted is {}; a {name} is {}",
+                v.permitted,
+                if permitted_kind(kind) { "always permitted" } else { "never permitted" }
+            ));
+        }
+        if !v.permitted {
+            most = most.max(v.seeds);
+            sum = sum.saturating_add(v.seeds);
+        }
     }
+    if a.violating_seeds < most || a.violating_seeds > sum {
+        return Err(format!(
+            "aggregate.violating_seeds: {} seeds with a violation that is not permitted; the \
+             violations say {most} to {sum}",
+            a.violating_seeds
+        ));
+    }
+    let unfinished = a.violations.get(ViolationKind::UnfinishedIntent.name());
+    if a.ambiguous_intents != unfinished.map_or(0, |v| v.occurrences) {
+        return Err(format!(
+            "aggregate.ambiguous_intents: {} but {} unfinished-intent violations",
+            a.ambiguous_intents,
+            unfinished.map_or(0, |v| v.occurrences)
+        ));
+    }
+    Ok(())
+}
+
+/// Failures: a first failing seed exactly when some seed failed, covered, with the checks
+/// that failed on it (each one failed, at least one); `passed` exactly when no seed failed;
+/// every run cut short by a bound failed (a bound fails its run: `RunReport::passed`);
+/// nondeterministic seeds sorted, distinct, covered and at most `runs`.
+fn check_failures(c: &ShardCell) -> Result<(), String> {
+    let a = &c.aggregate;
+    let inside = |s: u64| c.covered.iter().any(|i| i[0] <= s && s < i[1]);
     if a.first_failed_seed.is_some_and(|s| !inside(s))
         || a.first_failed_seed.is_some() != (a.failed_seeds > 0)
     {
-        return Err("first failing seed does not fit the seeds covered and failed".into());
+        return Err("aggregate.first_failed_seed: first failing seed does not fit the seeds \
+                    covered and failed"
+            .into());
+    }
+    if a.first_failure.is_empty() != a.first_failed_seed.is_none()
+        || a.first_failure.iter().any(|k| k.held)
+    {
+        return Err("aggregate.first_failure: not the failed checks of a first failing seed".into());
     }
     if a.passed != (a.failed_seeds == 0) {
-        return Err(format!("passed is {} with {} failed seeds", a.passed, a.failed_seeds));
+        return Err(format!(
+            "aggregate.passed: passed is {} with {} failed seeds",
+            a.passed, a.failed_seeds
+        ));
     }
+    if a.bounded_runs > a.failed_seeds {
+        return Err(format!(
+            "aggregate.failed_seeds: {} failed seeds but {} runs cut short by a bound, which \
+             fail",
+            a.failed_seeds, a.bounded_runs
+        ));
+    }
+    let n = &a.nondeterministic_seeds;
+    if n.windows(2).any(|w| w[0] >= w[1])
+        || n.iter().any(|s| !inside(*s))
+        || n.len() as u64 > a.runs
+    {
+        return Err("aggregate.nondeterministic_seeds: not distinct seeds that ran".into());
+    }
+    Ok(())
+}
+
+/// Histograms: `rows` and `effects` count every run once; `rows_per_intent` and
+/// `effects_per_intent` count the same intents (every run's, `oracle::per_intent`); every
+/// `statuses` key is an HTTP status or `transport-failure` (`RunReport::status_histogram`).
+fn check_histograms(a: &Cell) -> Result<(), String> {
+    let total = |h: &BTreeMap<u64, u64>| h.values().try_fold(0u64, |t, n| t.checked_add(*n));
     for (what, h) in [("rows", &a.rows), ("effects", &a.effects)] {
-        let total = h.values().try_fold(0u64, |t, n| t.checked_add(*n));
-        if total != Some(a.runs) {
-            return Err(format!("the {what} histogram does not count {} runs", a.runs));
+        if total(h) != Some(a.runs) {
+            return Err(format!(
+                "aggregate.{what}: the {what} histogram does not count {} runs",
+                a.runs
+            ));
+        }
+    }
+    if total(&a.rows_per_intent).is_none()
+        || total(&a.rows_per_intent) != total(&a.effects_per_intent)
+    {
+        return Err(
+            "aggregate.effects_per_intent: does not count the intents rows_per_intent counts"
+                .into(),
+        );
+    }
+    let transport = crate::report::Outcome::TransportFailure.name();
+    for k in a.statuses.keys() {
+        let status = k.parse::<u16>().is_ok_and(|s| s.to_string() == *k);
+        if !status && k != transport {
+            return Err(format!(
+                "aggregate.statuses: `{}` is neither an HTTP status nor {transport}",
+                crate::text::shown(k)
+            ));
         }
     }
     Ok(())
@@ -468,13 +664,30 @@ fn union(a: &[[u64; 2]], b: &[[u64; 2]]) -> Result<Vec<[u64; 2]>, [u64; 2]> {
     Ok(out)
 }
 
-/// Merge shard files: one build, the same files per cell, no seed covered twice. The result
-/// covers the union; a cell's aggregate is the merge of its parts.
+/// Merge shard files: one build, the same files per cell, one cell per (sim, model) pair in a
+/// file, no seed covered twice. The result covers the union; a cell's aggregate is the merge
+/// of its parts. Its cells are the first file's in their order, then each new pair in the
+/// order the files bring it. Linear: cells are matched through an index by (sim, model).
 pub fn merge(files: Vec<ShardFile>) -> Result<ShardFile, String> {
-    let mut it = files.into_iter();
-    let mut acc = it.next().ok_or("merge: no shard file")?;
+    merge_refs(&files)
+}
+
+/// [`merge`] of borrowed files (the cells are copied into the result).
+pub fn merge_refs(files: &[ShardFile]) -> Result<ShardFile, String> {
+    let (first, rest) = files.split_first().ok_or("merge: no shard file")?;
+    let mut acc = first.clone();
     acc.shard = None;
-    for f in it {
+    let repeated = |f: &ShardFile| {
+        first_repeated(&f.cells)
+            .map(|c| format!("merge: {}: one file has this cell twice", pair(c)))
+    };
+    if let Some(e) = repeated(first) {
+        return Err(e);
+    }
+    // The position of each pair's cell in `acc.cells`.
+    let mut index: std::collections::HashMap<(String, String), usize> =
+        acc.cells.iter().enumerate().map(|(i, c)| (key(c), i)).collect();
+    for f in rest {
         if f.build != acc.build {
             return Err(format!(
                 "merge: shards from different builds ({} and {}); a seed reproduces only with \
@@ -482,37 +695,42 @@ pub fn merge(files: Vec<ShardFile>) -> Result<ShardFile, String> {
                 acc.build, f.build
             ));
         }
+        if let Some(e) = repeated(f) {
+            return Err(e);
+        }
         acc.timing.wall_s += f.timing.wall_s;
         acc.timing.jobs = acc.timing.jobs.max(f.timing.jobs);
-        for c in f.cells {
-            let key = |x: &ShardCell| (x.sim.name.clone(), x.model.name.clone());
-            match acc.cells.iter_mut().find(|a| key(a) == key(&c)) {
-                Some(a) => {
-                    if a.sim.sha256 != c.sim.sha256 || a.model.sha256 != c.model.sha256 {
-                        return Err(format!(
-                            "merge: {} × {}: the sim or model file differs between shards",
-                            c.model.name, c.sim.name
-                        ));
-                    }
-                    if a.seeds != c.seeds {
-                        return Err(format!(
-                            "merge: {} × {}: seed ranges {} and {} differ",
-                            c.model.name, c.sim.name, a.seeds, c.seeds
-                        ));
-                    }
-                    a.covered = union(&a.covered, &c.covered).map_err(|o| {
-                        format!(
-                            "merge: {} × {}: seeds {}..{} are covered twice",
-                            c.model.name, c.sim.name, o[0], o[1]
-                        )
-                    })?;
-                    a.aggregate.merge(c.aggregate);
+        for c in &f.cells {
+            match index.get(&key(c)) {
+                Some(&i) => merge_cell(&mut acc.cells[i], c)?,
+                None => {
+                    index.insert(key(c), acc.cells.len());
+                    acc.cells.push(c.clone());
                 }
-                None => acc.cells.push(c),
             }
         }
     }
     Ok(acc)
+}
+
+/// Fold cell `c` of another shard into `a`, the same pair's cell: the same files and range,
+/// no seed covered twice.
+fn merge_cell(a: &mut ShardCell, c: &ShardCell) -> Result<(), String> {
+    if a.sim.sha256 != c.sim.sha256 || a.model.sha256 != c.model.sha256 {
+        return Err(format!("merge: {}: the sim or model file differs between shards", pair(c)));
+    }
+    if a.seeds != c.seeds {
+        return Err(format!(
+            "merge: {}: seed ranges {} and {} differ",
+            pair(c),
+            crate::text::shown(&a.seeds),
+            crate::text::shown(&c.seeds)
+        ));
+    }
+    a.covered = union(&a.covered, &c.covered)
+        .map_err(|o| format!("merge: {}: seeds {}..{} are covered twice", pair(c), o[0], o[1]))?;
+    a.aggregate.merge(c.aggregate.clone());
+    Ok(())
 }
 
 /// Seeds of a cell's range the merged file does not cover.

@@ -78,7 +78,31 @@ fn load_matrix_inputs(sims: &[String], models: &[String]) -> Result<MatrixInputs
     } else {
         catalog::unique_names(models.iter().map(|m| catalog::model(m)).collect::<Result<_, _>>()?)?
     };
-    Ok((all_sims, models))
+    Ok((unique_sims(all_sims)?, models))
+}
+
+/// Sims run together name the rows of one table and the cells of one shard file (a cell is
+/// a (sim name, model name) pair, which `merge` matches): two sim files with one name (their
+/// file stem), or one file given twice, are refused up front, naming both paths.
+fn unique_sims(sims: Vec<Arc<Sim>>) -> Result<Vec<Arc<Sim>>, InputError> {
+    let mut seen: std::collections::HashMap<&str, &Sim> = std::collections::HashMap::new();
+    for s in &sims {
+        if let Some(other) = seen.insert(&s.name, s) {
+            let same = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+            let msg = if same(&other.path) == same(&s.path) {
+                "sim given twice".to_string()
+            } else {
+                format!(
+                    "sim name `{}` is also the name of {}; a matrix names its rows and its \
+                     cells by sim name (the file's stem): rename one",
+                    s.name,
+                    crate::text::printable(&catalog::display_path(&other.path))
+                )
+            };
+            return Err(InputError::file(&s.path, msg));
+        }
+    }
+    Ok(sims)
 }
 
 pub(super) fn demo() -> anyhow::Result<i32> {

@@ -1,11 +1,13 @@
 //! `idemsim merge`: shard files in, the report one run over the whole range gives out. What
 //! is accepted and what fails is the shard code's ([`crate::shard::policy`]).
 
+use std::io::Write;
+
 use super::matrix::matrix_output;
 use super::out::write_file;
 use super::{EXIT_FAILED, EXIT_OK, MergeArgs, seed_arg};
 use crate::render;
-use crate::shard::policy;
+use crate::shard::{ShardFile, policy};
 
 pub(super) fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
     let paths = policy::shard_paths(&args.files)?;
@@ -14,19 +16,52 @@ pub(super) fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
     if let Some(msg) = policy::accept(&merged, expect.as_ref(), args.allow_partial)? {
         eprintln!("{msg}");
     }
-    if let Some(p) = &args.out {
-        write_file(p, &serde_json::to_string_pretty(&merged).expect("serialisable"))?;
-    }
     let report = policy::report(&merged)?;
-    if let Some((sim, model, cell)) = report.single() {
+    let text = if let Some((sim, model, cell)) = report.single() {
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&render::cell_json(cell))?);
+            let mut v = render::cell_json(cell);
+            v["speed"] = speed(&merged);
+            format!("{}\n", serde_json::to_string_pretty(&v)?)
         } else {
-            print!("{}", render::sweep_text(sim, model, cell, report.jobs));
+            render::sweep_text(sim, model, cell, report.jobs)
         }
     } else {
         let (sims, models, cells) = (&report.sims, &report.models, &report.cells);
-        print!("{}", matrix_output(args.json, args.markdown, sims, models, cells));
+        matrix_output(args.json, args.markdown, sims, models, cells)
+    };
+    // Every check passed and the verdict is known: only now is the merged file written.
+    let merged_json = serde_json::to_string_pretty(&merged).expect("serialisable");
+    match args.out.as_deref() {
+        Some(p) if p.as_os_str() == "-" => {
+            // The merged file is standard output: the report goes to standard error.
+            println!("{merged_json}");
+            std::io::stdout().flush()?;
+            eprint!("{text}");
+        }
+        Some(p) => {
+            write_file(p, &merged_json)?;
+            print!("{text}");
+        }
+        None => print!("{text}"),
     }
     Ok(if report.failed() { EXIT_FAILED } else { EXIT_OK })
+}
+
+/// `sweep --json`'s `speed` for a merge: its runs and simulated requests, over the shards'
+/// summed wall-clock time (not the merge's own) and the most threads a shard used.
+fn speed(merged: &ShardFile) -> serde_json::Value {
+    let cells = merged.cells.iter().map(|c| &c.aggregate);
+    let runs: u64 = cells.clone().map(|c| c.runs).fold(0, u64::saturating_add);
+    let requests: u64 =
+        cells.flat_map(|c| c.statuses.values()).fold(0, |t, n| t.saturating_add(*n));
+    let wall_s = merged.timing.wall_s;
+    let per_s = |n: u64| (n as f64 / wall_s.max(1e-9)).round();
+    serde_json::json!({
+        "runs": runs,
+        "simulated_requests": requests,
+        "wall_s": wall_s,
+        "jobs": merged.timing.jobs,
+        "runs_per_s": per_s(runs),
+        "simulated_requests_per_s": per_s(requests),
+    })
 }

@@ -1,18 +1,21 @@
 //! What `idemsim merge` accepts and what its report says: the shard files named (folders as
-//! their `*.json`), read and merged; every cell over the range asked for (`--expect-seeds`)
-//! and complete, unless `--allow-partial`; the sims and models reloaded, each still the file
-//! the shards ran; and the verdict (one cell: the sweep's, a matrix: every cell passed).
+//! their `*.json`), read, merged and checked against this build and the sims and models they
+//! name, reloaded (each still the file the shards ran; see [`verify`] for what is recomputed,
+//! bounded and run again); every cell over the range asked for (`--expect-seeds`) and
+//! complete, unless `--allow-partial`; and the verdict (one cell: the sweep's, a matrix:
+//! every cell passed).
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{ShardFile, gaps, merge, read};
-use crate::catalog;
+use super::verify::{self, Loaded, Rerun};
+use super::{Build, FileId, ShardCell, ShardFile, gaps, merge_refs, pair, read};
 use crate::input::InputError;
 use crate::model::Model;
 use crate::scenario::Sim;
-use crate::sweep::Cell;
+use crate::sweep::{self, Cell};
 
 /// The shard files named on the command line: files as given, a folder as every `*.json`
 /// inside it, sorted (a folder without one is an error).
@@ -37,23 +40,78 @@ pub fn shard_paths(named: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     Ok(paths)
 }
 
-/// Read every shard file and [`merge`] them.
+/// Read every shard file (each checked against itself: [`super::check_cell`]), [`merge`]
+/// them (one build, the same files, no seed twice), then check every file's cells against
+/// this build and against the sims and models they name, reloaded ([`verify`]: names,
+/// `applicable` and `reason` recomputed, what the sim's expectations imply, the first failing
+/// seed and each violation's first seed run again). A refusal names the shard file and the
+/// field; a sim or model that changed is named itself.
+///
+/// [`merge`]: super::merge
 pub fn read_and_merge(paths: &[PathBuf]) -> Result<ShardFile, InputError> {
     let mut files = Vec::new();
     for p in paths {
         files.push(read(p).map_err(|m| InputError::file(p, m))?);
     }
-    merge(files).map_err(|m| InputError::file(Path::new("merge"), m))
+    let merged = merge_refs(&files).map_err(|m| InputError::file(Path::new("merge"), m))?;
+    check_against_files(paths, &files)?;
+    Ok(merged)
 }
 
-/// Whether the merge is accepted: every cell ran exactly `expect` (when given), and no seed
-/// is missing and no shard was interrupted. An incomplete merge is refused unless
-/// `allow_partial`; then the message saying what is missing comes back (for stderr).
+/// Each file's build is this one (a seed reproduces, and a rerun agrees, only with the build
+/// that ran it); each cell agrees with its reloaded sim and model and with the reruns of the
+/// seeds it names (run on every core, checked in file and cell order).
+fn check_against_files(paths: &[PathBuf], files: &[ShardFile]) -> Result<(), InputError> {
+    let build = Build::current();
+    let mut loaded = Loaded::default();
+    let mut todo: Vec<Rerun> = Vec::new();
+    let mut whose: Vec<(usize, usize)> = Vec::new();
+    for (fi, (p, f)) in paths.iter().zip(files).enumerate() {
+        if f.build != build {
+            return Err(InputError::file(
+                p,
+                format!(
+                    "build: {}; this merge is {build}: a seed reproduces only with its build \
+                     (merge with the build that ran the shards)",
+                    f.build
+                ),
+            ));
+        }
+        for (ci, c) in f.cells.iter().enumerate() {
+            let (sim, model) = (loaded.sim(&c.sim)?, loaded.model(&c.model)?);
+            verify::check_files(c, &sim, &model).map_err(|e| in_cell(p, c, e))?;
+            for s in verify::spot_seeds(&c.aggregate) {
+                todo.push((sim.clone(), model.clone(), s));
+                whose.push((fi, ci));
+            }
+        }
+    }
+    let ones = verify::rerun_all(&todo, sweep::default_jobs())
+        .map_err(|e| InputError::file(Path::new("merge"), format!("running a seed again: {e}")))?;
+    for ((t, &(fi, ci)), one) in todo.iter().zip(&whose).zip(&ones) {
+        let c = &files[fi].cells[ci];
+        verify::check_rerun(&c.aggregate, t.2, one).map_err(|e| in_cell(&paths[fi], c, e))?;
+    }
+    Ok(())
+}
+
+/// A refusal of cell `c` of the shard file at `p`.
+fn in_cell(p: &Path, c: &ShardCell, e: String) -> InputError {
+    InputError::file(p, format!("cell {}: {e}", pair(c)))
+}
+
+/// Whether the merge is accepted: it has cells, every cell ran exactly `expect` (when
+/// given), and no seed is missing and no shard was interrupted. An incomplete merge is
+/// refused unless `allow_partial`; then the message saying what is missing comes back (for
+/// stderr). A merge without cells is refused: with `--expect-seeds` it misses every seed.
 pub fn accept(
     merged: &ShardFile,
     expect: Option<&Range<u64>>,
     allow_partial: bool,
 ) -> Result<Option<String>, InputError> {
+    if merged.cells.is_empty() {
+        return Err(InputError::file(Path::new("merge"), "cells: none, so nothing ran"));
+    }
     let mut incomplete = Vec::new();
     for c in &merged.cells {
         if let Some(want) = expect
@@ -61,17 +119,14 @@ pub fn accept(
         {
             return Err(InputError::file(
                 Path::new("--expect-seeds"),
-                format!("{} × {} ran seeds {}", c.model.name, c.sim.name, c.seeds),
+                format!("{} ran seeds {}", pair(c), crate::text::shown(&c.seeds)),
             ));
         }
         for g in gaps(c) {
-            incomplete.push(format!(
-                "{} × {}: seeds {}..{} missing",
-                c.model.name, c.sim.name, g.start, g.end
-            ));
+            incomplete.push(format!("{}: seeds {}..{} missing", pair(c), g.start, g.end));
         }
         if c.aggregate.interrupted {
-            incomplete.push(format!("{} × {}: a shard was interrupted", c.model.name, c.sim.name));
+            incomplete.push(format!("{}: a shard was interrupted", pair(c)));
         }
     }
     if incomplete.is_empty() {
@@ -99,54 +154,79 @@ pub struct Report {
     pub jobs: usize,
 }
 
-/// Reload the merged cells' sims and models (each must still be the file the shards ran) and
-/// lay the cells out as one run over them would.
+/// Reload the merged cells' sims and models (each must still be the file the shards ran, one
+/// file per name) and lay the cells out as one run over them would: sims and models in the
+/// order the cells first name them, every pair present. Each cell is checked against its
+/// files again ([`verify::check_files`]: names, `applicable`, `reason`, expectations), and
+/// the failed checks it carries are made printable. Linear in the cells.
 pub fn report(merged: &ShardFile) -> Result<Report, InputError> {
-    let mut sims: Vec<Arc<Sim>> = Vec::new();
-    let mut models: Vec<Arc<Model>> = Vec::new();
+    let here = |e: String| InputError::file(Path::new("merge"), e);
+    let mut loaded = Loaded::default();
+    let (mut sims, mut models) = (Vec::new(), Vec::new());
+    let mut sim_at: HashMap<&str, (usize, &FileId)> = HashMap::new();
+    let mut model_at: HashMap<&str, (usize, &FileId)> = HashMap::new();
+    let mut cell_at: HashMap<(usize, usize), &ShardCell> = HashMap::new();
     for c in &merged.cells {
-        if !sims.iter().any(|s| s.name == c.sim.name) {
-            sims.push(reload(&c.sim, catalog::sim)?);
+        let si = place(&mut sim_at, &c.sim, "sim", sims.len()).map_err(here)?;
+        if si == sims.len() {
+            sims.push(loaded.sim(&c.sim)?);
         }
-        if !models.iter().any(|m| m.name == c.model.name) {
-            models.push(reload(&c.model, catalog::model)?);
+        let mi = place(&mut model_at, &c.model, "model", models.len()).map_err(here)?;
+        if mi == models.len() {
+            models.push(loaded.model(&c.model)?);
+        }
+        verify::check_files(c, &sims[si], &models[mi])
+            .map_err(|e| here(format!("cell {}: {e}", pair(c))))?;
+        if cell_at.insert((si, mi), c).is_some() {
+            return Err(here(format!("cells: {} appears twice", pair(c))));
         }
     }
-    let mut cells = Vec::new();
-    for s in &sims {
-        for m in &models {
-            let c = merged
-                .cells
-                .iter()
-                .find(|c| c.sim.name == s.name && c.model.name == m.name)
-                .ok_or_else(|| {
-                    InputError::file(Path::new("merge"), format!("no cell {} × {}", m.name, s.name))
-                })?;
-            cells.push(c.aggregate.clone());
+    let mut cells = Vec::with_capacity(sims.len() * models.len());
+    for (si, s) in sims.iter().enumerate() {
+        for (mi, m) in models.iter().enumerate() {
+            let c = cell_at
+                .get(&(si, mi))
+                .ok_or_else(|| here(format!("no cell {} × {}", m.name, s.name)))?;
+            cells.push(printable(&c.aggregate));
         }
     }
     Ok(Report { sims, models, cells, jobs: merged.timing.jobs.max(1) })
 }
 
-/// Load a cell's sim or model as a merge found it, checking it is still the same file.
-fn reload<T>(
-    id: &super::FileId,
-    load: impl Fn(&str) -> Result<Arc<T>, InputError>,
-) -> Result<Arc<T>, InputError> {
-    let p = Path::new(&id.path);
-    let path =
-        if p.is_absolute() || p.exists() { p.to_path_buf() } else { catalog::root().join(p) };
-    let now = std::fs::read(&path).map(|b| {
-        use sha2::Digest;
-        hex::encode(sha2::Sha256::digest(&b))
-    });
-    if now.as_deref().ok() != Some(id.sha256.as_str()) {
-        return Err(InputError::file(
-            &path,
-            "changed (or missing) since the shards ran: the merged report names this file",
-        ));
+/// The index of the sim or model `id` names among those seen (`next` if it is new): one file
+/// per name, since a row or column of the report is named by it.
+fn place<'a>(
+    seen: &mut HashMap<&'a str, (usize, &'a FileId)>,
+    id: &'a FileId,
+    what: &str,
+    next: usize,
+) -> Result<usize, String> {
+    match seen.get(id.name.as_str()) {
+        Some((i, first)) if first.sha256 == id.sha256 => Ok(*i),
+        Some((_, first)) => Err(format!(
+            "two {what} files are named `{}`: {} and {}; a report names its rows and columns \
+             by name",
+            crate::text::shown(&id.name),
+            crate::text::shown(&first.path),
+            crate::text::shown(&id.path)
+        )),
+        None => {
+            seen.insert(&id.name, (next, id));
+            Ok(next)
+        }
     }
-    load(path.to_str().unwrap_or(&id.path))
+}
+
+/// A merged aggregate as printed: the failed checks it carries, which come from a shard
+/// file, made printable (as a run's own are: `text::printable` leaves them unchanged).
+fn printable(a: &Cell) -> Cell {
+    let mut a = a.clone();
+    for k in &mut a.first_failure {
+        for s in [&mut k.what, &mut k.expected, &mut k.actual] {
+            *s = crate::text::printable(s);
+        }
+    }
+    a
 }
 
 impl Report {
@@ -159,11 +239,13 @@ impl Report {
     }
 
     /// The merge's verdict (exit 1): a single sweep fails as the sweep would
-    /// ([`Cell::sweep_failed`]), a matrix when an expectation failed in some cell.
+    /// ([`Cell::sweep_failed`]), a matrix when an expectation failed in some cell or a seed
+    /// was nondeterministic (a bug of the build; a matrix never reports one, and a merge
+    /// cannot check a nondeterministic seed's claims by running it again).
     pub fn failed(&self) -> bool {
         match self.single() {
             Some((_, _, cell)) => cell.sweep_failed(),
-            None => !self.cells.iter().all(|c| c.passed),
+            None => !self.cells.iter().all(|c| c.passed && c.nondeterministic_seeds.is_empty()),
         }
     }
 }

@@ -375,3 +375,384 @@ fn forged_shards_are_refused_not_believed() {
     let e = shard::read(&fifo).unwrap_err();
     assert!(e.contains("not a regular file"), "{e}");
 }
+
+/// A temporary folder of this test process.
+fn tmp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("idemsim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `idemsim merge ARGS` from the repository root: (exit code, stdout, stderr).
+fn merge_cli(args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["merge"];
+    all.extend(args);
+    run_in(Path::new("."), &all, &[])
+}
+
+/// The aggregate of a cell that ran nothing.
+fn blank(a: &mut sweep::Cell) {
+    let (seeds, sim, model) = (a.seeds.clone(), a.sim.clone(), a.model.clone());
+    let s = serde_json::json!({
+        "model": model, "sim": sim, "seeds": seeds, "runs": 0, "passed": true,
+        "failed_seeds": 0, "first_failed_seed": null, "first_failure": [], "rows": {},
+        "effects": {}, "statuses": {}, "bounded_runs": 0, "violations": {},
+        "rows_per_intent": {}, "effects_per_intent": {}, "violating_seeds": 0,
+        "ambiguous_intents": 0, "nondeterministic_seeds": [],
+    });
+    *a = serde_json::from_value(s).unwrap();
+}
+
+/// Every forgery `merge` can tell from the files a shard names is refused with exit 2, naming
+/// the shard file and the field: recomputed (names, n/a and its reason), implied by the sim's
+/// expectations (failed seeds, per-intent counts), contradicted by running the seeds it names
+/// again, or impossible by itself (unknown violations and statuses, permitted flags, a pair
+/// twice, another build). Text from the shard never reaches the terminal raw.
+#[test]
+fn merge_refuses_forged_claims_naming_file_and_field() {
+    let dir = tmp_dir("forged-merge");
+    let s = vec![sim("sims/teaching/check-first-race.toml")];
+    let good = cells_of(&s, &[model("check-first")], 0..40, Some((0, 1)));
+    let a = &good.cells[0].aggregate;
+    assert!(a.failed_seeds > 0 && a.violations.contains_key("duplicate-row"), "{a:?}");
+    let write = |name: &str, f: &ShardFile| {
+        let p = dir.join(name);
+        std::fs::write(&p, serde_json::to_string(f).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let (code, _, err) = merge_cli(&[&write("good.json", &good)]);
+    assert_eq!(code, 1, "the honest shard merges and finds the race: {err}");
+    let refused = |name: &str, f: &ShardFile, field: &str| {
+        let p = write(name, f);
+        let (code, out, err) = merge_cli(&[&p]);
+        assert_eq!(code, 2, "{name}: {out}{err}");
+        assert!(err.contains(&format!("{p}: ")) && err.contains(field), "{name}: {err}");
+        assert!(!err.contains('\u{1b}') && err.trim_end().lines().count() == 1, "{name}: {err}");
+    };
+    let forge = |name: &str, edit: &dyn Fn(&mut ShardFile), field: &str| {
+        let mut f = good.clone();
+        edit(&mut f);
+        refused(name, &f, field);
+    };
+    // The forgery: a failing cell claims it passed while it lists duplicate-row.
+    let green = |f: &mut ShardFile| {
+        let a = &mut f.cells[0].aggregate;
+        (a.passed, a.failed_seeds, a.first_failed_seed) = (true, 0, None);
+        a.first_failure.clear();
+    };
+    forge("green.json", &green, "aggregate.failed_seeds");
+    // With the rows histogram forged too, rerunning duplicate-row's first seed tells.
+    let all_one_row = |f: &mut ShardFile| {
+        green(f);
+        let a = &mut f.cells[0].aggregate;
+        let runs = a.runs;
+        a.rows = [(1, runs)].into();
+    };
+    forge("green-rows.json", &all_one_row, "when run again");
+    forge(
+        "na.json",
+        &|f| {
+            let a = &mut f.cells[0].aggregate;
+            blank(a);
+            (a.applicable, a.reason) = (false, Some("forged".into()));
+        },
+        "aggregate.applicable",
+    );
+    let passing_seed = |f: &ShardFile| {
+        let a = &f.cells[0].aggregate;
+        let bad: Vec<u64> = a.violations.values().map(|v| v.first_seed).collect();
+        (0..a.first_failed_seed.unwrap()).find(|s| !bad.contains(s)).unwrap()
+    };
+    forge(
+        "first-seed.json",
+        &|f| f.cells[0].aggregate.first_failed_seed = Some(passing_seed(f)),
+        "aggregate.first_failed_seed",
+    );
+    forge(
+        "violation-seed.json",
+        &|f| {
+            let s = passing_seed(f);
+            f.cells[0].aggregate.violations.get_mut("duplicate-row").unwrap().first_seed = s;
+        },
+        "aggregate.violations",
+    );
+    forge(
+        "first-failure.json",
+        &|f| f.cells[0].aggregate.first_failure[0].actual = "\u{1b}[2J201".into(),
+        "aggregate.first_failure",
+    );
+    for (i, name) in ["\u{1b}[2Jduplicate-row", "duplicate-row\nPASS", "no-such-violation"]
+        .into_iter()
+        .enumerate()
+    {
+        forge(
+            &format!("violation-name-{i}.json"),
+            &|f| {
+                let a = &mut f.cells[0].aggregate;
+                let v = a.violations.remove("duplicate-row").unwrap();
+                a.violations.insert(name.into(), v);
+            },
+            "aggregate.violations",
+        );
+    }
+    forge(
+        "permitted.json",
+        &|f| f.cells[0].aggregate.violations.get_mut("duplicate-row").unwrap().permitted = true,
+        "permitted",
+    );
+    for (i, status) in ["201\nPASS", "\u{1b}[31m", "0201", "ok"].into_iter().enumerate() {
+        forge(
+            &format!("status-{i}.json"),
+            &|f| {
+                let a = &mut f.cells[0].aggregate;
+                let n = a.statuses.remove("201").unwrap();
+                a.statuses.insert(status.into(), n);
+            },
+            "aggregate.statuses",
+        );
+    }
+    forge(
+        "rows-per-intent.json",
+        &|f| {
+            let a = &mut f.cells[0].aggregate;
+            for h in [&mut a.rows_per_intent, &mut a.effects_per_intent] {
+                *h.entry(7).or_insert(0) += 1;
+            }
+        },
+        "aggregate.rows_per_intent",
+    );
+    forge(
+        "bounded.json",
+        &|f| f.cells[0].aggregate.bounded_runs = f.cells[0].aggregate.failed_seeds + 1,
+        "aggregate.failed_seeds",
+    );
+    forge(
+        "ambiguous.json",
+        &|f| f.cells[0].aggregate.ambiguous_intents += 1,
+        "aggregate.ambiguous_intents",
+    );
+    forge(
+        "sim-name.json",
+        &|f| {
+            f.cells[0].sim.name = "other\u{1b}[2J".into();
+            f.cells[0].aggregate.sim = "other\u{1b}[2J".into();
+        },
+        "sim.name",
+    );
+    forge(
+        "model-name.json",
+        &|f| f.cells[0].aggregate.model = "transactional".into(),
+        "aggregate.model",
+    );
+    forge("twice.json", &|f| f.cells.push(f.cells[0].clone()), "cells");
+    forge("build.json", &|f| f.build.idemsim = "0.0.0-forged".into(), "build");
+    // The reason of a cell that is n/a is recomputed too.
+    let bare = dir.join("bare.toml");
+    std::fs::write(&bare, "program = [\"lookup\", \"insert-row\", \"save-response\"]\n[key]\n")
+        .unwrap();
+    let na = cells_of(
+        &[sim("sims/article/10-failure-before-commit.toml")],
+        &[Arc::new(Model::load(&bare).unwrap())],
+        0..4,
+        Some((0, 1)),
+    );
+    assert!(!na.cells[0].aggregate.applicable);
+    let (code, out, err) = merge_cli(&[&write("na-good.json", &na)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let mut f = na.clone();
+    f.cells[0].aggregate.reason = Some("\u{1b}[2Jforged".into());
+    refused("na-reason.json", &f, "aggregate.reason");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `merge --out FILE` writes nothing when the merge is refused, and the file once every check
+/// passed; `--out -` writes the merged file to standard output and the report to standard
+/// error (never a file named `-`).
+#[test]
+fn merge_out_waits_for_every_check_and_dash_is_stdout() {
+    let dir = tmp_dir("merge-out");
+    let s = vec![sim("sims/teaching/check-first-race.toml")];
+    let m = vec![model("check-first")];
+    let parts: Vec<String> = (0..2)
+        .map(|k| {
+            let p = dir.join(format!("part-{k}.json"));
+            let f = cells_of(&s, &m, 0..30, Some((k, 2)));
+            std::fs::write(&p, serde_json::to_string(&f).unwrap()).unwrap();
+            p.to_str().unwrap().to_string()
+        })
+        .collect();
+    let out = dir.join("merged.json");
+    let o = out.to_str().unwrap();
+    // Refused after the files were read and merged: nothing is written.
+    for extra in [&["--expect-seeds", "0..31"][..], &[]] {
+        let mut args = vec![parts[0].as_str(), "--out", o];
+        args.extend(extra);
+        let (code, _, err) = merge_cli(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(!out.exists(), "written although refused: {err}");
+    }
+    let mut forged: ShardFile =
+        serde_json::from_str(&std::fs::read_to_string(&parts[1]).unwrap()).unwrap();
+    forged.cells[0].aggregate.statuses.insert("PASS".into(), 1);
+    let fp = dir.join("forged.json");
+    std::fs::write(&fp, serde_json::to_string(&forged).unwrap()).unwrap();
+    let (code, _, err) = merge_cli(&[&parts[0], fp.to_str().unwrap(), "--out", o]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!out.exists(), "written although refused: {err}");
+    // Accepted: written, and it merges again to the same report.
+    let (code, report, _) = merge_cli(&[&parts[0], &parts[1], "--out", o]);
+    assert_eq!(code, 1);
+    let (code, again, _) = merge_cli(&[o]);
+    assert_eq!((code, &again), (1, &report));
+    // `-`: the merged file on stdout, the report on stderr.
+    let (code, stdout, stderr) = merge_cli(&[&parts[0], &parts[1], "--out", "-"]);
+    assert_eq!(code, 1);
+    let f: ShardFile = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(f, serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap());
+    assert_eq!(stdout.trim_end(), std::fs::read_to_string(&out).unwrap());
+    assert_eq!(stderr, report);
+    assert!(!root().join("-").exists(), "a file named `-`");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `merge --json` prints what `sweep --json` prints (one cell, with `speed`: the shards'
+/// summed wall time) and what `matrix --json` prints (several), key for key.
+#[test]
+fn merge_json_equals_sweep_and_matrix_json() {
+    let dir = tmp_dir("merge-json");
+    let d = dir.to_str().unwrap();
+    let sweep_args = ["sweep", "sims/teaching/check-first-race.toml", "--model", "check-first"];
+    let matrix_args = [
+        "matrix",
+        "--sims",
+        "sims/teaching/check-first-race.toml",
+        "sims/article/01-same-key-same-content.toml",
+        "--models",
+        "check-first",
+        "transactional",
+    ];
+    for (what, args) in [("sweep", &sweep_args[..]), ("matrix", &matrix_args[..])] {
+        let mut one: Vec<&str> = args.to_vec();
+        one.extend(["--seeds", "0..40", "--json"]);
+        let (_, whole, err) = run_in(&dir, &one, &[]);
+        let out = format!("{d}/{what}");
+        for k in ["0/3", "1/3", "2/3"] {
+            let mut a: Vec<&str> = args.to_vec();
+            a.extend(["--seeds", "0..40", "--shard", k, "--out-dir", &out]);
+            let (code, _, err) = run_in(&dir, &a, &[]);
+            assert_eq!(code, 0, "{err}");
+        }
+        let (_, merged, _) = merge_cli(&[&out, "--json"]);
+        let mut whole: serde_json::Value =
+            serde_json::from_str(&whole).unwrap_or_else(|_| panic!("{err}"));
+        let mut merged: serde_json::Value = serde_json::from_str(&merged).unwrap();
+        if what == "sweep" {
+            let keys = |v: &serde_json::Value| -> Vec<String> {
+                v["speed"].as_object().unwrap().keys().cloned().collect()
+            };
+            assert_eq!(keys(&whole), keys(&merged));
+            assert_eq!(merged["speed"]["runs"], 40);
+            whole.as_object_mut().unwrap().remove("speed");
+            merged.as_object_mut().unwrap().remove("speed");
+        }
+        assert_eq!(whole, merged, "{what}");
+        // Key order as printed, too.
+        assert_eq!(serde_json::to_string(&whole).unwrap(), serde_json::to_string(&merged).unwrap());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two sim files of one name cannot be told apart in a matrix's rows or a shard's cells:
+/// `matrix` refuses them up front naming both paths, and a merged file that pairs two sim
+/// files of one name with different models is refused.
+#[test]
+fn sims_of_one_name_are_refused() {
+    let dir = tmp_dir("same-name");
+    for (sub, from) in
+        [("a", "teaching/check-first-race"), ("b", "article/01-same-key-same-content")]
+    {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        std::fs::copy(root().join(format!("sims/{from}.toml")), dir.join(sub).join("x.toml"))
+            .unwrap();
+    }
+    let (a, b) = (dir.join("a/x.toml"), dir.join("b/x.toml"));
+    let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+    for sims in
+        [vec![a_s, b_s], vec![dir.join("a").to_str().unwrap(), dir.join("b").to_str().unwrap()]]
+    {
+        let mut args = vec!["matrix", "--sims"];
+        args.extend(&sims);
+        args.extend(["--models", "check-first", "--seeds", "0..2", "--shard", "0/1"]);
+        let (code, out, err) = run_in(&dir, &args, &[]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains(a_s) && err.contains(b_s), "{err}");
+    }
+    let (code, _, err) = run_in(&dir, &["matrix", "--sims", a_s, a_s, "--seeds", "0..2"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("given twice"), "{err}");
+    // Each cell is right about its own file; together they name two files `x`.
+    let one = cells_of(&[Arc::new(Sim::load(&a).unwrap())], &[model("check-first")], 0..4, None);
+    let mut f =
+        cells_of(&[Arc::new(Sim::load(&b).unwrap())], &[model("transactional")], 0..4, None);
+    f.cells.insert(0, one.cells[0].clone());
+    let p = dir.join("two.json");
+    std::fs::write(&p, serde_json::to_string(&f).unwrap()).unwrap();
+    let (code, _, err) = merge_cli(&[p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("two sim files are named `x`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Cells are matched by an index, not by scanning: a merge of two files of 20,000 cells each
+/// (the second in reverse order, with 500 pairs of its own) keeps the first file's order, then
+/// the new pairs in the order the second brings them, each cell the merge of its two halves.
+/// (Measured by hand: two such files took 70 s to `merge` before, 1.7 s after.)
+#[test]
+fn a_merge_of_twenty_thousand_cells_keeps_order() {
+    let s = vec![sim("sims/teaching/check-first-race.toml")];
+    let m = vec![model("check-first")];
+    let halves: Vec<ShardFile> = (0..2).map(|k| cells_of(&s, &m, 0..10, Some((k, 2)))).collect();
+    let whole = shard::merge(halves.clone()).unwrap().cells[0].aggregate.clone();
+    let named = |c: &ShardCell, i: usize| {
+        let mut c = c.clone();
+        c.sim.name = format!("s{}", i / 100);
+        c.model.name = format!("m{}", i % 100);
+        (c.aggregate.sim, c.aggregate.model) = (c.sim.name.clone(), c.model.name.clone());
+        c
+    };
+    let n = 20_000;
+    let mut first = halves[0].clone();
+    first.cells = (0..n).map(|i| named(&halves[0].cells[0], i)).collect();
+    let mut second = halves[1].clone();
+    second.cells = (0..n + 500).rev().map(|i| named(&halves[1].cells[0], i)).collect();
+    let merged = shard::merge(vec![first, second]).unwrap();
+    assert_eq!(merged.cells.len(), n + 500);
+    for (i, c) in merged.cells.iter().enumerate() {
+        let want = if i < n { i } else { n + 500 - 1 - (i - n) };
+        assert_eq!(named(c, want).sim.name, c.sim.name);
+        assert_eq!(named(c, want).model.name, c.model.name);
+        if i < n {
+            let mut a = c.aggregate.clone();
+            (a.sim, a.model) = (whole.sim.clone(), whole.model.clone());
+            assert_eq!(a, whole, "cell {i}");
+        }
+    }
+    // One pair twice in one file is refused.
+    let mut twice = halves[0].clone();
+    twice.cells.push(twice.cells[0].clone());
+    assert!(shard::merge(vec![twice]).unwrap_err().contains("twice"));
+}
+
+/// A merge without cells is a gap: refused, with `--expect-seeds` or without.
+#[test]
+fn an_empty_merge_is_refused() {
+    let s = vec![sim("sims/teaching/check-first-race.toml")];
+    let mut f = cells_of(&s, &[model("check-first")], 0..4, None);
+    f.cells.clear();
+    for expect in [Some(0..4), None] {
+        for partial in [false, true] {
+            assert!(shard::policy::accept(&f, expect.as_ref(), partial).is_err());
+        }
+    }
+}

@@ -15,6 +15,7 @@ use crate::input::{InputError, parse_seeds};
 
 mod compare;
 mod complete;
+mod gate;
 mod explain;
 mod list;
 mod matrix;
@@ -242,6 +243,8 @@ pub struct MergeArgs {
     /// Print the survival table as Markdown (a matrix).
     #[arg(long, conflicts_with = "json")]
     markdown: bool,
+    #[command(flatten)]
+    gate: gate::GateArgs,
 }
 
 #[derive(Args, Debug)]
@@ -267,10 +270,8 @@ pub struct MatrixArgs {
     /// one column per sim, each cell the violations found and on what share of seeds.
     #[arg(long, conflicts_with = "json")]
     markdown: bool,
-    /// Exit 1 when any cell has a violation that is not policy-permitted, even if every
-    /// expectation held.
-    #[arg(long = "fail-on-violation")]
-    fail_on_violation: bool,
+    #[command(flatten)]
+    gate: gate::GateArgs,
     /// Also write the survival table as a self-contained HTML page, with the first failing
     /// seed's diagram of every failing cell.
     #[arg(long)]

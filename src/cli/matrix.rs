@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::out::{interrupted, report_speed, stop_on_interrupt, write_file, write_shard};
-use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, MatrixArgs, seed_arg, shard_spec};
+use super::{EXIT_INTERRUPTED, EXIT_OK, MatrixArgs, seed_arg, shard_spec};
 use crate::input::InputError;
 use crate::model::Model;
 use crate::scenario::Sim;
@@ -37,14 +37,10 @@ pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.html {
         write_file(p, &render::matrix_html(&sims, &models, &cells))?;
     }
-    let violated = args.fail_on_violation && cells.iter().any(|c| c.violating().next().is_some());
-    Ok(if interrupted() {
-        EXIT_INTERRUPTED
-    } else if cells.iter().all(|c| c.passed) && !violated {
-        EXIT_OK
-    } else {
-        EXIT_FAILED
-    })
+    if interrupted() {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    args.gate.exit(&cells, !cells.iter().all(|c| c.passed), args.json)
 }
 
 /// A matrix as `--json`, `--markdown` or the table.

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use super::matrix::matrix_output;
 use super::out::write_file;
-use super::{EXIT_FAILED, EXIT_OK, MergeArgs, seed_arg};
+use super::{MergeArgs, seed_arg};
 use crate::render;
 use crate::shard::{ShardFile, policy};
 
@@ -44,7 +44,9 @@ pub(super) fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
         }
         None => print!("{text}"),
     }
-    Ok(if report.failed() { EXIT_FAILED } else { EXIT_OK })
+    // With the merged file on stdout, the baseline's comparison goes to stderr too.
+    let quiet_stdout = args.json || args.out.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    args.gate.exit(&report.cells, report.failed(), quiet_stdout)
 }
 
 /// `sweep --json`'s `speed` for a merge: its runs and simulated requests, over the shards'

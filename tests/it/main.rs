@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 mod business;
 mod dependencies;
+mod escaping;
 mod explain;
 mod fidelity;
 mod fuzz;

@@ -543,6 +543,14 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
     out.push_str(REFERENCE_LEGEND);
     out.push_str(&na_lines(cells));
     out.push_str(&violation_lines(sims, models, cells));
+    out.push_str(&failure_lines(sims, models, cells));
+    out
+}
+
+/// One line per failing cell: its failed seeds, the first failing seed's first failed check
+/// and its replay command ("" when every cell passed).
+fn failure_lines(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
+    let mut out = String::new();
     let failing: Vec<(usize, &Cell)> =
         cells.iter().enumerate().filter(|(_, c)| !c.passed).collect();
     if !failing.is_empty() {

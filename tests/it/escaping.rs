@@ -158,7 +158,8 @@ fn mermaid_labels_hold_no_markup() {
 fn reports_print_a_cells_names_escaped() {
     let s = sim("sims/article/01-same-key-same-content.toml");
     let m = model("no-key");
-    let mut cells = sweep::run_matrix(&[s.clone()], &[m.clone()], Some(0..2), 1).unwrap();
+    let (sims, models) = (std::slice::from_ref(&s), std::slice::from_ref(&m));
+    let mut cells = sweep::run_matrix(sims, models, Some(0..2), 1).unwrap();
     let c = &mut cells[0];
     let stat = ViolationStat { seeds: 1, occurrences: 1, first_seed: 0, permitted: false };
     c.violations.insert("evil|name\n| forged | row |\u{1b}[2J".into(), stat);
@@ -168,13 +169,13 @@ fn reports_print_a_cells_names_escaped() {
     if let Some(k) = c.first_failure.first_mut() {
         k.actual = "x\n  forged × line".into();
     }
-    let table = idemsim::render::matrix_table(&[s.clone()], &[m.clone()], &cells);
+    let table = idemsim::render::matrix_table(sims, models, &cells);
     let sweep_text = idemsim::render::sweep_text(&s, &m, &cells[0], 1);
     for text in [&table, &sweep_text] {
         assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text}");
         assert!(!text.lines().any(|l| l.trim_start().starts_with("forged")), "{text}");
     }
-    let md = idemsim::render::survival_markdown(&[s.clone()], &[m.clone()], &cells);
+    let md = idemsim::render::survival_markdown(sims, models, &cells);
     let row = md.lines().find(|l| l.starts_with("| **no-key**")).expect("a row");
     // Cells are split by the `|` no backslash escapes: design, safe in, one sim.
     let borders = row.match_indices('|').filter(|(i, _)| !row[..*i].ends_with('\\')).count();

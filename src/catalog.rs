@@ -189,7 +189,17 @@ pub fn replay_for(sim: &Sim, model: &Model, seed: u64) -> String {
 }
 
 /// The command that replays one seed of a cell with its trace, from the sim's path as shown
-/// and the model's `--model` name.
+/// and the model's `--model` name. Each is quoted for a shell when it needs to be
+/// ([`crate::text::shell_arg`]): the command pastes as exactly these arguments, and an
+/// ordinary path or name prints as it is. A sim path starting with `-` gets `./` before it.
 pub fn replay_command(sim_path: &str, model: &str, seed: u64) -> String {
-    format!("cargo run --release -- run {sim_path} --model {model} --seed {seed} --trace")
+    use crate::text::shell_arg;
+    // A relative path that starts with `-` would be read as an option.
+    let sim_path =
+        if sim_path.starts_with('-') { format!("./{sim_path}") } else { sim_path.to_string() };
+    format!(
+        "cargo run --release -- run {} --model {} --seed {seed} --trace",
+        shell_arg(&sim_path),
+        shell_arg(model)
+    )
 }

@@ -114,7 +114,8 @@ pub struct ShrinkArgs {
     /// Start from this seed (default: the first failing seed of the sim's range).
     #[arg(long)]
     seed: Option<u64>,
-    /// Write the minimal sim here (default: print it).
+    /// Write the minimal sim here (default: print it). An output file: `-` is stdout, a link
+    /// is followed, a FIFO, device or folder is refused, a file is replaced whole.
     #[arg(short = 'o', long = "out")]
     out: Option<PathBuf>,
     /// Runs in all (the result is the same on every machine for a given budget).
@@ -139,7 +140,8 @@ pub struct ExplainArgs {
     sim: Option<String>,
     #[arg(long)]
     seed: Option<u64>,
-    /// Also write the explanation as a self-contained HTML page.
+    /// Also write the explanation as a self-contained HTML page (`-`: stdout, and the text goes
+    /// to stderr; a link is followed; a FIFO, device or folder is refused).
     #[arg(long)]
     html: Option<PathBuf>,
 }
@@ -164,10 +166,13 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// Write the run as a standalone SVG space-time diagram.
+    /// Write the run as a standalone SVG space-time diagram. `-`: to stdout, and the report
+    /// (text, JSON or Mermaid) goes to stderr; only one of --svg and --html can be `-`. A link
+    /// is followed; a FIFO, a device or a folder is refused (exit 2); a file is replaced whole.
     #[arg(long)]
     svg: Option<PathBuf>,
-    /// Write the run as a self-contained HTML page (diagram, verdict, trace).
+    /// Write the run as a self-contained HTML page (diagram, verdict, trace); `-` and files as
+    /// for --svg.
     #[arg(long)]
     html: Option<PathBuf>,
     /// Exit 1 when the oracle names a violation that is not policy-permitted, even if every
@@ -191,7 +196,8 @@ pub struct SweepArgs {
     /// Worker threads, 1 to 256 (default: all cores; the result is the same for any value).
     #[arg(long, value_parser = parse_jobs)]
     jobs: Option<usize>,
-    /// Write one JSON line per seed to this file (in seed order).
+    /// Write one JSON line per seed to this file (in seed order) as they finish; `-`: to
+    /// stdout, and the report goes to stderr.
     #[arg(long = "per-seed")]
     per_seed: Option<PathBuf>,
     /// Run each seed twice and fail on any trace difference.
@@ -273,7 +279,8 @@ pub struct MatrixArgs {
     #[command(flatten)]
     gate: gate::GateArgs,
     /// Also write the survival table as a self-contained HTML page, with the first failing
-    /// seed's diagram of every failing cell.
+    /// seed's diagram of every failing cell (a link is followed; a FIFO, device or folder is
+    /// refused).
     #[arg(long)]
     html: Option<PathBuf>,
     #[command(flatten)]

@@ -10,6 +10,7 @@ use crate::report::RunReport;
 use crate::run::{self, RunOutput};
 use crate::scenario::Sim;
 use crate::sweep::{self, Cell};
+use crate::text::{markdown_cell, printable};
 use crate::units::show_ms;
 
 mod html;
@@ -111,7 +112,7 @@ fn run_attempts(o: &mut String, r: &RunReport) {
                     ),
                     None => "transport failure".into(),
                 };
-                let _ = writeln!(o, "  {name:<14} {}", crate::text::printable(&what));
+                let _ = writeln!(o, "  {name:<14} {}", printable(&what));
             }
         }
     }
@@ -132,8 +133,8 @@ fn run_writes(o: &mut String, r: &RunReport) {
         } else {
             "; "
         };
-        let doc = if same { String::new() } else { format!("{} ", w.doc) };
-        let _ = write!(line, "{sep}{doc}v{} ({})", w.version, crate::text::printable(&w.intent));
+        let doc = if same { String::new() } else { format!("{} ", printable(&w.doc)) };
+        let _ = write!(line, "{sep}{doc}v{} ({})", w.version, printable(&w.intent));
     }
     let _ = writeln!(o, "document writes: {line}");
 }
@@ -142,22 +143,29 @@ fn run_writes(o: &mut String, r: &RunReport) {
 fn run_checks(o: &mut String, r: &RunReport) {
     let _ = writeln!(o, "\nchecks:");
     for c in &r.checks {
-        if c.held {
-            let _ = writeln!(o, "  ok    {}: {}", c.what, c.actual);
-        } else {
-            let _ = writeln!(o, "  FAIL  {}: expected {}, got {}", c.what, c.expected, c.actual);
-        }
+        let _ = writeln!(o, "  {}", check_line(c));
     }
     for b in &r.bounds_hit {
-        let _ = writeln!(o, "  BOUND {b}");
+        let _ = writeln!(o, "  BOUND {}", printable(b));
     }
     if !r.violations.is_empty() {
         let _ = writeln!(o, "\nviolations (oracle):");
         for v in &r.violations {
             let p = if v.permitted { " (policy-permitted)" } else { "" };
-            let detail = crate::text::printable(&v.detail);
-            let _ = writeln!(o, "  {}{p}: intent {}: {detail}", v.name.name(), v.intent);
+            let (intent, detail) = (printable(&v.intent), printable(&v.detail));
+            let _ = writeln!(o, "  {}{p}: intent {intent}: {detail}", v.name.name());
         }
+    }
+}
+
+/// One check as the text report and the HTML page show it: `ok    what: actual` or
+/// `FAIL  what: expected E, got A` (printable: a check of a merged shard is read from a file).
+pub(crate) fn check_line(c: &crate::report::Check) -> String {
+    let (what, actual) = (printable(&c.what), printable(&c.actual));
+    if c.held {
+        format!("ok    {what}: {actual}")
+    } else {
+        format!("FAIL  {what}: expected {}, got {actual}", printable(&c.expected))
     }
 }
 
@@ -223,7 +231,11 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     let _ = writeln!(
         out,
         "attempt outcomes    {}",
-        c.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
+        c.statuses
+            .iter()
+            .map(|(k, v)| format!("{}: {v}", printable(k)))
+            .collect::<Vec<_>>()
+            .join("   ")
     );
     if !c.nondeterministic_seeds.is_empty() {
         let _ = writeln!(
@@ -248,7 +260,9 @@ fn sweep_header(out: &mut String, sim: &Sim, model: &Model, c: &Cell, jobs: usiz
     let _ = writeln!(
         out,
         "idemsim sweep: sim {} · model {} · seeds {} · {jobs} job(s)",
-        sim.name, model.name, c.seeds
+        sim.name,
+        model.name,
+        printable(&c.seeds)
     );
     let _ = writeln!(out, "  faults: {}", sim.faults.describe());
     let _ = writeln!(out, "  model: {}", model.program_text());
@@ -288,7 +302,8 @@ fn sweep_violations(out: &mut String, c: &Cell, sim: &Sim, model: &Model) {
         );
         for (name, v) in c.violations_in_order() {
             let (p, lo, hi) = percent(v.seeds, c.runs);
-            let label = if v.permitted { format!("{name}*") } else { name.to_string() };
+            let name = printable(name);
+            let label = if v.permitted { format!("{name}*") } else { name };
             let _ = writeln!(
                 out,
                 "{label:<28} {:>6} {p:>7.1}%  {lo:>6.1}%–{hi:>6.1}%  {:>10}\n    replay: {}",
@@ -434,7 +449,7 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
     let mut out = interrupted_note(cells);
     out.push_str("| design | safe in |");
     for s in sims {
-        let _ = write!(out, " {} |", s.name);
+        let _ = write!(out, " {} |", markdown_cell(&s.name));
     }
     out.push_str("\n|---|---|");
     for _ in sims {
@@ -447,12 +462,15 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
             continue;
         }
         let m = &models[mi];
-        let _ = write!(out, "| **{}** | {safe}/{applicable} |", m.name);
+        let _ = write!(out, "| **{}** | {safe}/{applicable} |", markdown_cell(&m.name));
         for si in 0..sims.len() {
             let c = sweep::cell(cells, models.len(), si, mi);
             let parts: Vec<String> = cell_marks(c)
                 .into_iter()
-                .map(|(m, permitted)| if permitted { format!("*{m}*") } else { m })
+                .map(|(m, permitted)| {
+                    let m = markdown_cell(&m);
+                    if permitted { format!("*{m}*") } else { m }
+                })
                 .collect();
             let text = if !c.applicable {
                 "n/a".to_string()
@@ -525,6 +543,14 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
     out.push_str(REFERENCE_LEGEND);
     out.push_str(&na_lines(cells));
     out.push_str(&violation_lines(sims, models, cells));
+    out.push_str(&failure_lines(sims, models, cells));
+    out
+}
+
+/// One line per failing cell: its failed seeds, the first failing seed's first failed check
+/// and its replay command ("" when every cell passed).
+fn failure_lines(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
+    let mut out = String::new();
     let failing: Vec<(usize, &Cell)> =
         cells.iter().enumerate().filter(|(_, c)| !c.passed).collect();
     if !failing.is_empty() {
@@ -534,7 +560,10 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
             let why = c
                 .first_failure
                 .first()
-                .map(|k| format!("{}: expected {}, got {}", k.what, k.expected, k.actual))
+                .map(|k| {
+                    let (what, expected) = (printable(&k.what), printable(&k.expected));
+                    format!("{what}: expected {expected}, got {}", printable(&k.actual))
+                })
                 .unwrap_or_default();
             let more = if c.first_failure.len() > 1 {
                 format!(" (+{} more)", c.first_failure.len() - 1)
@@ -544,8 +573,8 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
             let _ = writeln!(
                 out,
                 "  {} × {}: failed on {}/{} seeds; seed {}: {why}{more}\n    replay: {}",
-                c.model,
-                c.sim,
+                printable(&c.model),
+                printable(&c.sim),
                 c.failed_seeds,
                 c.runs,
                 c.first_failed_seed.unwrap_or_default(),
@@ -563,7 +592,7 @@ fn na_lines(cells: &[Cell]) -> String {
     if !na.is_empty() {
         out.push_str("\nn/a (not counted): the sim injects at a point the model does not have:\n");
         for c in na {
-            let _ = writeln!(out, "  {} × {}", c.model, c.sim);
+            let _ = writeln!(out, "  {} × {}", printable(&c.model), printable(&c.sim));
         }
     }
     out
@@ -587,11 +616,13 @@ fn violation_lines(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
             .violations_in_order()
             .into_iter()
             .map(|(n, v)| {
+                let n = printable(n);
                 format!("{n}{} {}/{}", if v.permitted { "*" } else { "" }, v.seeds, c.runs)
             })
             .collect();
         let first = c.violations.values().filter(|v| !v.permitted).map(|v| v.first_seed).min();
-        let _ = writeln!(out, "  {} × {}: {}", c.model, c.sim, list.join(", "));
+        let (cm, cs) = (printable(&c.model), printable(&c.sim));
+        let _ = writeln!(out, "  {cm} × {cs}: {}", list.join(", "));
         if let Some(seed) = first {
             let _ = writeln!(out, "    replay: {}", catalog::replay_for(sim, model, seed));
         }

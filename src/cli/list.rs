@@ -1,19 +1,22 @@
-//! `idemsim list`: the models and sims found.
+//! `idemsim list`: the models and sims found (paths printable: a file name cannot forge a
+//! line).
 
 use super::{EXIT_NOT_APPLICABLE, EXIT_OK};
 use crate::catalog;
 use crate::scenario::Sim;
+use crate::text::printable;
 
 pub(super) fn list() -> anyhow::Result<i32> {
-    println!("models ({}):", catalog::display_path(&catalog::root().join("models")));
+    let shown = |p: &std::path::Path| printable(&catalog::display_path(p));
+    println!("models ({}):", shown(&catalog::root().join("models")));
     let models = catalog::ordered_models(catalog::all_models()?);
     let width = models.iter().map(|m| m.name.chars().count()).max().unwrap_or(0);
     for m in models {
         println!("  {:<width$}  {}", m.name, m.summary);
     }
-    println!("\nsims ({}):", catalog::display_path(&catalog::root().join("sims")));
+    println!("\nsims ({}):", shown(&catalog::root().join("sims")));
     let sims = catalog::files_under(&catalog::root().join("sims"));
-    let width = sims.iter().map(|p| catalog::display_path(p).chars().count()).max().unwrap_or(0);
+    let width = sims.iter().map(|p| shown(p).chars().count()).max().unwrap_or(0);
     for p in sims {
         let s = Sim::load(&p)?;
         let mut points: Vec<String> = s.injects.iter().map(|i| format!("@{}", i.point)).collect();
@@ -24,7 +27,7 @@ pub(super) fn list() -> anyhow::Result<i32> {
         } else {
             format!("  [injects at {}]", points.join(", "))
         };
-        println!("  {:<width$}  {}{points}", catalog::display_path(&p), s.description);
+        println!("  {:<width$}  {}{points}", shown(&p), s.description);
     }
     println!(
         "\na sim that injects at a point a model lacks is n/a for that model (run and sweep exit {EXIT_NOT_APPLICABLE})"

@@ -1,12 +1,13 @@
-//! `idemsim sweep`: one sim × one model over many seeds, with per-seed lines in seed order,
-//! or one shard of it.
+//! `idemsim sweep`: one sim × one model over many seeds, with per-seed lines in seed order
+//! (`--per-seed -`: on stdout, and the report on stderr), or one shard of it.
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use super::out::{
-    interrupted, not_applicable, not_applicable_json, report_speed, stop_on_interrupt, write_shard,
+    interrupted, not_applicable_json, not_applicable_to, print_report, report_speed, stdout_taken,
+    stop_on_interrupt, write_shard,
 };
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, SweepArgs, seed_arg, shard_spec};
 use crate::input::InputError;
@@ -16,8 +17,19 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     let seeds = seed_arg(args.seeds)?;
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
-    let na =
-        if args.json { not_applicable_json(&sim, &model) } else { not_applicable(&sim, &model) };
+    let to_stderr = args.per_seed.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if to_stderr && args.shard.shard.is_some() && args.shard.out_dir.is_none() {
+        let out = args.shard.out.as_deref();
+        stdout_taken(&[
+            ("--per-seed", args.per_seed.as_deref()),
+            ("--out", out.or(Some(Path::new("-")))),
+        ])?;
+    }
+    let na = if args.json {
+        not_applicable_json(to_stderr, &sim, &model)
+    } else {
+        not_applicable_to(to_stderr, &sim, &model)
+    };
     if let Some(code) = na {
         return Ok(code);
     }
@@ -50,9 +62,9 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     if args.json {
         let mut v = render::cell_json(cell);
         v["speed"] = serde_json::to_value(&speed)?;
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        print_report(to_stderr, &format!("{}\n", serde_json::to_string_pretty(&v)?));
     } else {
-        print!("{}", render::sweep_text(&sim, &model, cell, jobs));
+        print_report(to_stderr, &render::sweep_text(&sim, &model, cell, jobs));
     }
     Ok(if interrupted() {
         EXIT_INTERRUPTED
@@ -64,9 +76,11 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
 }
 
 /// `--per-seed`: one JSON line per seed, written in seed order (results arriving early wait
-/// in a small buffer). The first write error is kept and reported at the end.
+/// in a small buffer) to a file opened as a stream (created or truncated in place, so a FIFO
+/// receives the lines as they come) or, for `-`, to stdout. The first write error is kept
+/// and reported at the end.
 struct PerSeed {
-    file: Option<BufWriter<std::fs::File>>,
+    file: Option<BufWriter<Box<dyn Write>>>,
     pending: BTreeMap<u64, String>,
     next_seed: u64,
     io_err: Option<std::io::Error>,
@@ -77,10 +91,13 @@ impl PerSeed {
     fn create(path: Option<&Path>, first: u64) -> Result<PerSeed, InputError> {
         let file = match path {
             None => None,
-            Some(p) => Some(BufWriter::new(
+            Some(p) if p.as_os_str() == "-" => {
+                Some(BufWriter::new(Box::new(std::io::stdout()) as Box<dyn Write>))
+            }
+            Some(p) => Some(BufWriter::new(Box::new(
                 std::fs::File::create(p)
                     .map_err(|e| InputError::file(p, format!("cannot create: {e}")))?,
-            )),
+            ) as Box<dyn Write>)),
         };
         Ok(PerSeed { file, pending: Default::default(), next_seed: first, io_err: None })
     }

@@ -1,4 +1,6 @@
-//! `--mermaid`: the run as a Mermaid sequence diagram.
+//! `--mermaid`: the run as a Mermaid sequence diagram. Every label goes through
+//! [`crate::text::mermaid_text`]: one line, no markup, no `;` or `#` or `%` that the parser
+//! would read, so a key or a body cannot end a statement, add one or inject HTML.
 
 use std::fmt::Write;
 
@@ -24,10 +26,10 @@ impl History {
         };
         nodes.sort_by_key(rank);
         let id = |n: Node| format!("P{}", nodes.iter().position(|m| *m == n).unwrap_or(0));
-        let clean = |t: &str| crate::text::printable(t).replace(';', ",").replace('#', "no.");
+        let clean = crate::text::mermaid_text;
         let mut out = String::from("sequenceDiagram\n");
         for n in &nodes {
-            let _ = writeln!(out, "    participant {} as {}", id(*n), self.legend.node(*n));
+            let _ = writeln!(out, "    participant {} as {}", id(*n), clean(&self.legend.node(*n)));
         }
         let state = StateTrack::of(self);
         let _ = writeln!(out, "    participant S as committed state");
@@ -45,7 +47,7 @@ impl History {
                 }
             }
             if let Some(s) = state.change(i) {
-                let _ = writeln!(out, "    Note over S: {s}");
+                let _ = writeln!(out, "    Note over S: {}", clean(&s));
             }
         }
         out

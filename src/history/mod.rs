@@ -73,7 +73,7 @@ mod tests {
             h.mermaid(),
             "sequenceDiagram\n    participant P0 as client-b\n    participant P1 as server-1\n    \
              participant S as committed state\n    \
-             P0->>P1: b[1]/2: POST /api/orders key=k,1 (0.001 ms)\n"
+             P0->>P1: b[1]/2: POST /api/orders key=k#59;1 (0.001 ms)\n"
         );
     }
 }

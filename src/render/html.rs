@@ -1,6 +1,8 @@
 //! The HTML renderings: one run as a page (`run_html`) and the survival table as a page
 //! (`matrix_html`) with a diagram for every failing cell. Pure functions of their inputs, except
-//! that `matrix_html` reruns each failing cell's first failing seed to draw it.
+//! that `matrix_html` reruns each failing cell's first failing seed to draw it. Every text from
+//! a file is escaped ([`esc`] here, `picture`'s helpers for sections), and each page as a whole
+//! holds no character XML forbids ([`crate::text::xml_chars`]).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -11,6 +13,13 @@ use crate::model::Model;
 use crate::run::{self, RunOutput};
 use crate::scenario::Sim;
 use crate::sweep::{self, Cell};
+use crate::text::{printable, xml_chars, xml_text};
+
+/// A user's text in HTML: one line ([`printable`]), markup escaped and what XML forbids
+/// replaced ([`xml_text`]).
+fn esc(s: &str) -> String {
+    xml_text(&printable(s))
+}
 
 /// One run as a self-contained HTML page: verdict, diagram, attempts, trace, replay.
 pub fn run_html(
@@ -41,8 +50,8 @@ pub fn run_html(
                     "{}{}: intent {}: {} ({})",
                     v.name.name(),
                     if v.permitted { " (policy-permitted)" } else { "" },
-                    v.intent,
-                    v.detail,
+                    printable(&v.intent),
+                    printable(&v.detail),
                     v.name.meaning()
                 )
             })
@@ -55,29 +64,19 @@ pub fn run_html(
         "The run".into(),
         format!("<div class=\"fig\">{}</div>", picture::svg(history, sim, &title, focus)),
     ));
-    let checks: Vec<String> = r
-        .checks
-        .iter()
-        .map(|c| {
-            if c.held {
-                format!("ok    {}: {}", c.what, c.actual)
-            } else {
-                format!("FAIL  {}: expected {}, got {}", c.what, c.expected, c.actual)
-            }
-        })
-        .collect();
+    let checks: Vec<String> = r.checks.iter().map(super::check_line).collect();
     if !checks.is_empty() {
         sections.push(("Expectations".into(), picture::pre(&checks.join("\n"))));
     }
     sections.push(("Trace".into(), picture::pre(&history.render())));
     sections.push(("Replay".into(), picture::pre(replay)));
-    picture::html_page(&title, &sections)
+    xml_chars(&picture::html_page(&title, &sections)).into_owned()
 }
 
 /// The survival table as a self-contained HTML page: rates as bars, and for every failing
 /// cell its first failing seed's diagram.
 pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
-    use crate::picture::{self, esc};
+    use crate::picture;
     /// At most this many diagrams in one page.
     const MAX_DIAGRAMS: usize = 60;
     let mut t = String::from("<table><tr><th>design</th><th>safe in</th>");
@@ -121,13 +120,12 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
         ));
     }
     sections.extend(figs);
-    picture::html_page("Which design survives which fault", &sections)
+    xml_chars(&picture::html_page("Which design survives which fault", &sections)).into_owned()
 }
 
 /// One cell of the HTML survival table, before its diagram link: ✓ or n/a, a bar per
 /// violation (the share of seeds), the verdict marks.
 fn html_cell(c: &Cell) -> String {
-    use crate::picture::esc;
     let mut td = String::new();
     if !c.applicable {
         td.push_str("<span class=\"na\">n/a</span>");
@@ -146,7 +144,7 @@ fn html_cell(c: &Cell) -> String {
         );
     }
     for m in verdict_marks(c) {
-        let _ = write!(td, "<div>{m}</div>");
+        let _ = write!(td, "<div>{}</div>", esc(&m));
     }
     td
 }
@@ -160,7 +158,7 @@ fn failing_diagram(
     c: &Cell,
     anchor: usize,
 ) -> Option<(u64, (String, String))> {
-    use crate::picture::{self, esc};
+    use crate::picture;
     let seed = c
         .violations
         .values()

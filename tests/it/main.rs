@@ -8,6 +8,7 @@ use std::sync::Arc;
 mod business;
 mod conventions;
 mod dependencies;
+mod escaping;
 mod explain;
 mod fidelity;
 mod fuzz;

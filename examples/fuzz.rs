@@ -5,10 +5,11 @@
 //!
 //! Shard files and `merge` (issue 23), with the release binary (`cargo build --release` first,
 //! or IDEMSIM_BIN=path):
-//!   cargo run --release --example fuzz -- shards 5000 [campaign seed]
+//!   cargo run --release --example fuzz -- shards 5000 [campaign seed [class]]
 //! Prints, per mutant class, what merge made of its mutants (refused, the honest report,
 //! another report, an impossible one, a panic, a hang) and the defects, each with a mutant to
-//! look at (saved under /tmp/idemsim-shard-mutants/).
+//! look at (saved under /tmp/idemsim-shard-mutants/). With a class, each of its mutants and
+//! its judgement instead.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -111,6 +112,12 @@ fn shards() {
         bin.display(),
         started.elapsed().as_secs_f64()
     );
+    if let Some(class) = std::env::args().nth(4) {
+        for j in results.iter().filter(|j| j.mutant.class == class) {
+            println!("mutant {}: {}\n    {:?}", j.index, j.mutant.what, j.judgement);
+        }
+        return;
+    }
     let expect: BTreeMap<&str, shard::Expect> = shard::classes().into_iter().collect();
     let saved = std::env::temp_dir().join("idemsim-shard-mutants");
     let tally = shard::tally(&results);

@@ -785,26 +785,31 @@ fn first_seed_moved(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
     Some(format!("{}: cell {c}: {ptr} → {new} (covered)", d.name(f)))
 }
 
+/// A count changed within what the other fields allow: only a re-run could tell.
 fn counts_within_runs(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
     let (f, c) = d.pick(rng, |_| true)?;
     let a = d.agg(f, c).clone();
     let runs = a["runs"].as_u64()?;
-    let (ptr, new) = match rng.gen_range(0..4) {
-        0 if a["failed_seeds"].as_u64()? > 0 => {
-            ("/failed_seeds".to_string(), rng.gen_range(1..=runs))
+    let mut options: Vec<(String, u64)> = vec![
+        ("/bounded_runs".into(), rng.gen_range(0..=runs)),
+        ("/ambiguous_intents".into(), rng.gen_range(0..=2 * runs)),
+    ];
+    if a["failed_seeds"].as_u64()? > 0 {
+        options.push(("/failed_seeds".into(), rng.gen_range(1..=runs)));
+    }
+    // A violation on at most the seeds with a violation, each seen at least once.
+    let violating = a["violating_seeds"].as_u64()?;
+    for (k, v) in a["violations"].as_object().into_iter().flatten() {
+        if violating > 0 && v["permitted"] == false {
+            let seeds = rng.gen_range(1..=violating);
+            let occ = v["occurrences"].as_u64()?.max(seeds);
+            options.push((format!("/violations/{k}/seeds"), seeds));
+            options.push((format!("/violations/{k}/occurrences"), rng.gen_range(seeds..=occ * 2)));
         }
-        1 => ("/bounded_runs".to_string(), rng.gen_range(0..=runs)),
-        2 => ("/ambiguous_intents".to_string(), rng.gen_range(0..=2 * runs)),
-        _ => {
-            let k = key_of(&a, "/violations", rng)?;
-            let seeds = rng.gen_range(1..=runs);
-            let occ = a["violations"][&k]["occurrences"].as_u64()?.max(seeds);
-            d.agg(f, c)["violations"][&k]["occurrences"] = json!(occ);
-            (format!("/violations/{k}/seeds"), seeds)
-        }
-    };
+    }
+    let (ptr, new) = options.choose(rng)?.clone();
     *d.agg(f, c).pointer_mut(&ptr)? = json!(new);
-    Some(format!("{}: cell {c}: {ptr} → {new} (at most the runs)", d.name(f)))
+    Some(format!("{}: cell {c}: {ptr} → {new} (within the runs)", d.name(f)))
 }
 
 fn cli_forged(d: &mut Draft, rng: &mut StdRng) -> Option<String> {

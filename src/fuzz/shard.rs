@@ -572,6 +572,25 @@ fn cell_duplicated(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
     Some(format!("{}: cell {c} listed twice", d.name(f)))
 }
 
+fn cells_reordered(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
+    let f = rng.gen_range(0..d.files.len());
+    let cells = d.files[f].1["cells"].as_array_mut()?;
+    let before = cells.clone();
+    while *cells == before {
+        cells.shuffle(rng);
+    }
+    Some(format!("{}: its cells in another order than the other files'", d.name(f)))
+}
+
+/// A control: honest files given in another order merge to the same report.
+fn files_reordered(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
+    let before = d.given.clone();
+    while d.given == before {
+        d.given.shuffle(rng);
+    }
+    Some(format!("honest files given in the order {:?}", d.given))
+}
+
 fn build_edit(rng: &mut StdRng) -> (&'static str, &'static str) {
     choose(
         rng,
@@ -860,6 +879,8 @@ const CLASSES: &[(&str, Expect, Forge)] = &[
     ("shard-duplicated", Expect::Strict, shard_duplicated),
     ("shard-given-twice", Expect::Strict, shard_given_twice),
     ("cell-duplicated", Expect::Strict, cell_duplicated),
+    ("cells-reordered", Expect::Strict, cells_reordered),
+    ("files-reordered", Expect::Strict, files_reordered),
     ("build-changed", Expect::Strict, build_changed),
     ("build-changed-everywhere", Expect::Strict, build_changed_everywhere),
     ("format-or-version", Expect::Strict, format_or_version),

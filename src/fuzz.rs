@@ -6,6 +6,9 @@
 //! replaced by an extreme or a value of another type, a key removed or added, an array
 //! emptied, reversed or grown, a table duplicated; or, one time in eight, an edit of the raw
 //! text (truncated, a byte inserted, a line doubled).
+//!
+//! [`shard`] does the same for shard files and `merge`: forged and randomly edited shards,
+//! judged against an honest merge.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,6 +22,8 @@ use crate::input::InputError;
 use crate::model::Model;
 use crate::run::{self, RunOptions};
 use crate::scenario::Sim;
+
+pub mod shard;
 
 /// A value of the same type as `v`, at an edge (three times in four), else of any type.
 fn edge_like(v: &Value, rng: &mut impl Rng) -> Value {

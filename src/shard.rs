@@ -384,7 +384,42 @@ pub fn read(path: &std::path::Path) -> Result<ShardFile, String> {
             pair(c)
         ));
     }
+    if let Some(i) = off_grid(&f.cells) {
+        return Err(format!(
+            "{shown}: cells: cell {i} ({}) is not where a matrix puts it: a shard lists every \
+             sim × model pair, sim-major, sims and models in the order they first appear",
+            pair(&f.cells[i])
+        ));
+    }
     Ok(f)
+}
+
+/// The index of the first cell out of a matrix's layout (every sim × model pair, sim-major,
+/// in first-appearance order), if any: the layout [`shard_file`] writes and a merge keeps, so
+/// a file whose cells were reordered, dropped or added is refused instead of drawing another
+/// table.
+fn off_grid(cells: &[ShardCell]) -> Option<usize> {
+    let mut sims: Vec<&str> = Vec::new();
+    let mut models: Vec<&str> = Vec::new();
+    for c in cells {
+        if !sims.contains(&c.sim.name.as_str()) {
+            sims.push(&c.sim.name);
+        }
+        if sims.len() == 1 && !models.contains(&c.model.name.as_str()) {
+            models.push(&c.model.name);
+        }
+    }
+    let m = models.len().max(1);
+    let at = |i: usize| (sims.get(i / m).copied(), models.get(i % m).copied());
+    (0..cells.len().max(sims.len() * m)).find(|&i| {
+        cells.get(i).map(|c| (Some(c.sim.name.as_str()), Some(c.model.name.as_str())))
+            != Some(at(i))
+    })
+}
+
+/// The (sim, model) names of a file's cells in order: every file of one merge has the same.
+pub fn layout(f: &ShardFile) -> Vec<(&str, &str)> {
+    f.cells.iter().map(|c| (c.sim.name.as_str(), c.model.name.as_str())).collect()
 }
 
 /// `model × sim` of a cell, as messages name it (printable: the names come from a file).
@@ -638,7 +673,9 @@ fn check_histograms(a: &Cell) -> Result<(), String> {
     }
     let transport = crate::report::Outcome::TransportFailure.name();
     for k in a.statuses.keys() {
-        let status = k.parse::<u16>().is_ok_and(|s| s.to_string() == *k);
+        // Three digits, 100 to 599 (RFC 9110 §15): what a server can answer.
+        let status =
+            k.parse::<u16>().is_ok_and(|s| (100..=599).contains(&s) && s.to_string() == *k);
         if !status && k != transport {
             return Err(format!(
                 "aggregate.statuses: `{}` is neither an HTTP status nor {transport}",

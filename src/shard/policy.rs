@@ -53,20 +53,9 @@ pub fn read_and_merge(paths: &[PathBuf]) -> Result<ShardFile, InputError> {
     for p in paths {
         files.push(read(p).map_err(|m| InputError::file(p, m))?);
     }
-    let merged = merge_refs(&files).map_err(|m| InputError::file(Path::new("merge"), m))?;
-    check_against_files(paths, &files)?;
-    Ok(merged)
-}
-
-/// Each file's build is this one (a seed reproduces, and a rerun agrees, only with the build
-/// that ran it); each cell agrees with its reloaded sim and model and with the reruns of the
-/// seeds it names (run on every core, checked in file and cell order).
-fn check_against_files(paths: &[PathBuf], files: &[ShardFile]) -> Result<(), InputError> {
+    // Each file's build first: a refusal then names the file, not the pair of builds.
     let build = Build::current();
-    let mut loaded = Loaded::default();
-    let mut todo: Vec<Rerun> = Vec::new();
-    let mut whose: Vec<(usize, usize)> = Vec::new();
-    for (fi, (p, f)) in paths.iter().zip(files).enumerate() {
+    for (p, f) in paths.iter().zip(&files) {
         if f.build != build {
             return Err(InputError::file(
                 p,
@@ -77,8 +66,34 @@ fn check_against_files(paths: &[PathBuf], files: &[ShardFile]) -> Result<(), Inp
                 ),
             ));
         }
+    }
+    if let Some((p, _)) =
+        paths.iter().zip(&files).skip(1).find(|(_, f)| super::layout(f) != super::layout(&files[0]))
+    {
+        return Err(InputError::file(
+            p,
+            format!(
+                "cells: not the same sim × model pairs in the same order as {}: the shards of \
+                 one run list one matrix",
+                crate::text::printable(&paths[0].display().to_string())
+            ),
+        ));
+    }
+    let merged = merge_refs(&files).map_err(|m| InputError::file(Path::new("merge"), m))?;
+    check_against_files(paths, &files)?;
+    Ok(merged)
+}
+
+/// Each cell agrees with its reloaded sim and model and with the reruns of the
+/// seeds it names (run on every core, checked in file and cell order).
+fn check_against_files(paths: &[PathBuf], files: &[ShardFile]) -> Result<(), InputError> {
+    let mut loaded = Loaded::default();
+    let mut todo: Vec<Rerun> = Vec::new();
+    let mut whose: Vec<(usize, usize)> = Vec::new();
+    for (fi, (p, f)) in paths.iter().zip(files).enumerate() {
         for (ci, c) in f.cells.iter().enumerate() {
-            let (sim, model) = (loaded.sim(&c.sim)?, loaded.model(&c.model)?);
+            let sim = loaded.sim(&c.sim).map_err(|e| in_cell(p, c, format!("sim: {e}")))?;
+            let model = loaded.model(&c.model).map_err(|e| in_cell(p, c, format!("model: {e}")))?;
             verify::check_files(c, &sim, &model).map_err(|e| in_cell(p, c, e))?;
             for s in verify::spot_seeds(&c.aggregate) {
                 todo.push((sim.clone(), model.clone(), s));

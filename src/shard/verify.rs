@@ -129,7 +129,8 @@ pub fn check_files(c: &ShardCell, sim: &Sim, model: &Model) -> Result<(), String
 /// from `[expect] rows` (or from `row_qty`'s length) or whose effects differ from `[expect]
 /// effects` fails (`expect::end_state_checks`; `Cell::effects` counts the effect log the
 /// check counts), so each is at most `failed_seeds`; every run judges each of the sim's
-/// intents once (`oracle::per_intent`), so the per-intent histograms count `runs` × intents.
+/// intents once (`oracle::per_intent`), so the per-intent histograms count `runs` × intents;
+/// and no run answers more attempts than its requests' copies × `max_attempts`.
 fn check_expectations(a: &Cell, sim: &Sim) -> Result<(), String> {
     let x = &sim.expect;
     let rows_fail = |k: u64| {
@@ -149,6 +150,19 @@ fn check_expectations(a: &Cell, sim: &Sim) -> Result<(), String> {
                 a.failed_seeds
             ));
         }
+    }
+    // Every attempt of every copy of every request has one status (or a transport failure),
+    // and a copy makes at most `max_attempts` attempts (`RunReport::status_histogram`).
+    let per_run = sim.requests.iter().fold(0u64, |t, q| {
+        t.saturating_add(u64::from(q.copies).saturating_mul(u64::from(q.policy.max_attempts)))
+    });
+    let statuses = a.statuses.values().fold(0u64, |t, n| t.saturating_add(*n));
+    if statuses > a.runs.saturating_mul(per_run) {
+        return Err(format!(
+            "aggregate.statuses: {statuses} attempts, more than {} runs × {per_run} attempts the \
+             sim's requests can make",
+            a.runs
+        ));
     }
     let intents = sim.intents().len() as u64;
     let want = a.runs.checked_mul(intents);

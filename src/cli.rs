@@ -15,8 +15,8 @@ use crate::input::{InputError, parse_seeds};
 
 mod compare;
 mod complete;
-mod gate;
 mod explain;
+mod gate;
 mod list;
 mod matrix;
 mod merge;

@@ -385,10 +385,10 @@ pub fn read(path: &std::path::Path) -> Result<ShardFile, String> {
         ));
     }
     if let Some(i) = off_grid(&f.cells) {
+        let what = f.cells.get(i).map_or("missing".to_string(), |c| format!("({})", pair(c)));
         return Err(format!(
-            "{shown}: cells: cell {i} ({}) is not where a matrix puts it: a shard lists every \
-             sim × model pair, sim-major, sims and models in the order they first appear",
-            pair(&f.cells[i])
+            "{shown}: cells: cell {i} {what} is not where a matrix puts it: a shard lists every \
+             sim × model pair, sim-major, sims and models in the order they first appear"
         ));
     }
     Ok(f)

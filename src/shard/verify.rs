@@ -165,6 +165,25 @@ fn check_expectations(a: &Cell, sim: &Sim) -> Result<(), String> {
         ));
     }
     let intents = sim.intents().len() as u64;
+    // Each occurrence of a violation is about an intent, an attempt (its key, its reply, its
+    // message), a row or an effect of one run: at most one per each of them.
+    let made = |h: &BTreeMap<u64, u64>| {
+        h.iter().fold(0u64, |t, (k, n)| t.saturating_add(k.saturating_mul(*n)))
+    };
+    let most = a
+        .runs
+        .saturating_mul(intents.saturating_add(per_run))
+        .saturating_add(made(&a.rows))
+        .saturating_add(made(&a.effects));
+    if let Some((name, v)) = a.violations.iter().find(|(_, v)| v.occurrences > most) {
+        return Err(format!(
+            "aggregate.violations.{}.occurrences: {}, more than the intents, attempts, rows \
+             and effects of {} runs ({most})",
+            crate::text::shown(name),
+            v.occurrences,
+            a.runs
+        ));
+    }
     let want = a.runs.checked_mul(intents);
     for (what, h) in
         [("rows_per_intent", &a.rows_per_intent), ("effects_per_intent", &a.effects_per_intent)]

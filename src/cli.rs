@@ -118,10 +118,10 @@ pub struct ShrinkArgs {
     /// is followed, a FIFO, device or folder is refused, a file is replaced whole.
     #[arg(short = 'o', long = "out")]
     out: Option<PathBuf>,
-    /// Runs in all (the result is the same on every machine for a given budget).
+    /// Runs in all, never exceeded: the first search, every candidate and the final check of the window (at least window + 1; the result is the same on every machine).
     #[arg(long, default_value_t = 50_000)]
     budget: u64,
-    /// Seeds searched per candidate.
+    /// Seeds searched per candidate (1 to 4096).
     #[arg(long, default_value_t = 32)]
     window: u64,
     /// Keep this violation (default: the first one found that is not policy-permitted).

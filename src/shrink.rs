@@ -5,12 +5,14 @@
 //! accepted edit it starts again from the first pass. Every candidate is re-loaded through the
 //! sim loader (so it is a valid sim or it is skipped) and searched over a small seed window,
 //! because any edit reshuffles madsim's schedule: a fixed seed of the edited sim is another
-//! schedule. The budget is counted in runs, so the result is the same on every machine; a
-//! wall-clock cap is a safety valve and, when it fires, says so in the file.
+//! schedule. The budget is counted in runs only, and covers everything: the search for the
+//! first failing seed, every candidate and the final check of the window (whose runs are kept
+//! for it from the start), so the result is the same on every machine and never takes more
+//! runs than asked. Each run is bounded in simulated time (deterministic too).
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use toml::{Table, Value};
 
@@ -21,27 +23,52 @@ use crate::run::{self, RunOptions};
 use crate::scenario::Sim;
 use crate::sweep::wilson;
 
+/// The largest seed window (`--window`).
+pub const MAX_WINDOW: u64 = 4096;
+
+/// How many seeds of the sim's range the first search tries at most (without `--seed`).
+pub const FIRST_SEARCH_SEEDS: u64 = 4096;
+
 /// How hard to look.
 #[derive(Debug, Clone)]
 pub struct ShrinkOptions {
-    /// Seeds searched for each candidate (0..window, after the current seed).
+    /// Seeds searched for each candidate (0..window, after the current seed): 1 to
+    /// [`MAX_WINDOW`].
     pub window: u64,
-    /// Runs in all.
+    /// Runs in all, honoured exactly: the first search, every candidate and the final check of
+    /// the window. At least `window + 1` (one run to find a failure, the window to check it).
     pub budget_runs: u64,
-    /// Wall-clock safety cap.
-    pub max_time: Duration,
     /// The violation to keep (default: the first one found that is not policy-permitted).
     pub violation: Option<ViolationKind>,
+    /// The file the minimal sim goes to, for its header's replay command (default: a
+    /// placeholder, `<this file>`).
+    pub file: Option<String>,
 }
 
 impl Default for ShrinkOptions {
     fn default() -> Self {
-        ShrinkOptions {
-            window: 32,
-            budget_runs: 50_000,
-            max_time: Duration::from_secs(60),
-            violation: None,
+        ShrinkOptions { window: 32, budget_runs: 50_000, violation: None, file: None }
+    }
+}
+
+impl ShrinkOptions {
+    /// The window and the budget in their ranges, or what is wrong (flag and allowed range).
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=MAX_WINDOW).contains(&self.window) {
+            return Err(format!(
+                "--window {}: expected 1 to {MAX_WINDOW} seeds per candidate",
+                self.window
+            ));
         }
+        let least = self.window + 1;
+        if self.budget_runs < least {
+            return Err(format!(
+                "--budget {}: expected at least {least} runs with --window {} (one run that \
+                 fails, then the final check of the {} seeds of the window)",
+                self.budget_runs, self.window, self.window
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -58,10 +85,9 @@ pub struct Shrunk {
     pub violation: ViolationKind,
     /// What was removed or reduced, in order.
     pub removed: Vec<String>,
-    /// Runs spent (the budget is counted in runs, so the result is the same on every machine).
+    /// Runs spent, at most the budget (the budget is counted in runs, so the result is the
+    /// same on every machine).
     pub runs: u64,
-    /// The wall-clock cap stopped it (the result may differ on another machine).
-    pub capped: bool,
     /// The run budget ran out before every candidate was tried.
     pub budget_spent: bool,
     /// Seeds of 0..window on which the minimal sim shows the violation.
@@ -76,12 +102,73 @@ pub enum ShrinkError {
     /// The sim or model file could not be loaded.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// No seed of the named sim shows a violation that is not policy-permitted.
-    #[error("no seed of {0} shows a violation that is not policy-permitted: nothing to shrink")]
-    NoFailure(String),
+    /// The window or the budget is out of its range.
+    #[error("{0}")]
+    Options(String),
+    /// No run to start from: the seed asked for, or every seed tried, shows no violation
+    /// (that is not policy-permitted) to keep.
+    #[error("{0}")]
+    NoFailure(NoFailure),
     /// The harness could not run (its own database failed).
     #[error("the harness could not run: {0}")]
     Run(String),
+}
+
+/// What the first search found when there is nothing to shrink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoFailure {
+    /// The sim's name.
+    pub sim: String,
+    /// The model's name.
+    pub model: String,
+    /// The violation asked for (`--violation`), if any.
+    pub violation: Option<ViolationKind>,
+    /// The seed asked for (`--seed`), which does not fail.
+    pub asked: Option<u64>,
+    /// Seeds of the sim's range tried (from its start, at most [`FIRST_SEARCH_SEEDS`]).
+    pub tried: Range<u64>,
+    /// The first seed of `tried` that fails (only when a seed was asked for and passed).
+    pub failing: Option<u64>,
+    /// The budget stopped the search before it had tried what it would have.
+    pub budget_spent: bool,
+}
+
+impl std::fmt::Display for NoFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, no) = match self.violation {
+            Some(v) => {
+                let v = format!("{} (not policy-permitted)", v.name());
+                (v.clone(), v)
+            }
+            None => (
+                "a violation that is not policy-permitted".to_string(),
+                "violation that is not policy-permitted".to_string(),
+            ),
+        };
+        let (sim, model) = (crate::text::printable(&self.sim), crate::text::printable(&self.model));
+        let tried = format!("{}..{}", self.tried.start, self.tried.end);
+        let end = if self.budget_spent {
+            "; the budget ran out (its last --window runs are kept for the final check): a \
+             larger --budget searches further"
+        } else {
+            ": nothing to shrink"
+        };
+        match (self.asked, self.failing) {
+            (Some(asked), Some(s)) => write!(
+                f,
+                "seed {asked} of {sim} shows no {no} under {model}; seed {s} does (the first of \
+                 the sim's seeds that does): shrink from it with --seed {s}, or leave --seed out"
+            ),
+            (Some(asked), None) => write!(
+                f,
+                "seed {asked} of {sim} shows no {no} under {model}, nor does any of seeds \
+                 {tried}{end}"
+            ),
+            (None, _) => {
+                write!(f, "no seed of {sim} ({tried} tried) shows {a} under {model}{end}")
+            }
+        }
+    }
 }
 
 struct Search<'a> {
@@ -90,19 +177,16 @@ struct Search<'a> {
     violation: ViolationKind,
     opts: &'a ShrinkOptions,
     runs: u64,
-    started: Instant,
-    capped: bool,
     /// Candidates run at most this long in simulated time (ten times the original failing
     /// run, at least 60 s): a candidate that would run to a far time limit is no smaller.
     time_cap_us: u64,
 }
 
 impl Search<'_> {
-    fn out_of_budget(&mut self) -> bool {
-        if self.started.elapsed() > self.opts.max_time {
-            self.capped = true;
-        }
-        self.capped || self.runs >= self.opts.budget_runs
+    /// No run left for candidates: the last `window` runs of the budget are the final
+    /// check's.
+    fn out_of_budget(&self) -> bool {
+        self.runs >= self.opts.budget_runs - self.opts.window
     }
 
     /// Does `sim` show the violation on `seed` (no bound hit)?
@@ -395,7 +479,7 @@ fn strip_field(c: &mut Table, section: &str, k: &str) {
 }
 
 /// Shrink `sim` (read from `path`, text `src`) under `model`, starting from `seed` (or the first
-/// failing seed of the sim's range).
+/// failing seed of the sim's range), in at most `opts.budget_runs` runs.
 pub fn shrink(
     path: &Path,
     src: &str,
@@ -403,26 +487,23 @@ pub fn shrink(
     seed: Option<u64>,
     opts: &ShrinkOptions,
 ) -> Result<Shrunk, ShrinkError> {
+    opts.check().map_err(ShrinkError::Options)?;
     let original = Arc::new(Sim::parse(path, src)?);
     let mut table: Table =
         src.parse().map_err(|e: toml::de::Error| InputError::from_toml(path, src, &e))?;
-    let (start, runs) = first_failure(&original, model, seed, opts)?;
-    let Some((seed0, violation, end_ms)) = start else {
-        return Err(ShrinkError::NoFailure(original.name.clone()));
-    };
+    let (seed0, violation, end_ms, runs) = first_failure(&original, model, seed, opts)?;
     let mut search = Search {
         model,
         path,
         violation,
         opts,
         runs,
-        started: Instant::now(),
-        capped: false,
         time_cap_us: ((end_ms * 1000.0) as u64).saturating_mul(10).max(60_000_000),
     };
     let (mut sim, mut seed) = (original.clone(), seed0);
     let (removed, budget_spent) = passes(&mut search, &mut table, &mut sim, &mut seed);
-    // The smallest failing seed of the window, and how often the minimal sim fails there.
+    // The final check, on the runs kept for it: the smallest failing seed of the window, and
+    // how often the minimal sim fails there.
     let window = opts.window;
     let mut failing = 0;
     let mut first = None;
@@ -432,6 +513,7 @@ pub fn shrink(
             first.get_or_insert(s);
         }
     }
+    debug_assert!(search.runs <= opts.budget_runs);
     let seed = first.unwrap_or(seed);
     table.insert("seeds".into(), Value::String(format!("0..{window}")));
     let found = Found { seed0, seed, failing, window, removed: &removed, budget_spent };
@@ -446,30 +528,27 @@ pub fn shrink(
         violation,
         removed,
         runs: search.runs,
-        capped: search.capped,
         budget_spent,
         failing_in_window: failing,
         window,
     })
 }
 
-/// The violation and the seed to start from: the first seed (`seed`, or the sim's range, at
-/// most 4096 seeds) that shows a violation that is not policy-permitted (the one asked for,
-/// if any), with its end time; and the runs it took.
-#[allow(clippy::type_complexity)]
+/// The run to start from: the seed asked for, or else the first seed of the sim's range (at
+/// most [`FIRST_SEARCH_SEEDS`]), that shows a violation that is not policy-permitted (the one
+/// asked for, if any): its seed, violation and end time, and the runs it took. Within the
+/// budget less the window kept for the final check. When the seed asked for passes, the range
+/// is searched too, to name a seed that fails.
 fn first_failure(
     original: &Arc<Sim>,
     model: &Arc<Model>,
     seed: Option<u64>,
     opts: &ShrinkOptions,
-) -> Result<(Option<(u64, ViolationKind, f64)>, u64), ShrinkError> {
-    let seeds: Vec<u64> = match seed {
-        Some(s) => vec![s],
-        None => original.seeds.clone().take(4096).collect(),
-    };
+) -> Result<(u64, ViolationKind, f64, u64), ShrinkError> {
+    let allowed = opts.budget_runs - opts.window;
     let mut runs = 0;
-    for s in seeds {
-        runs += 1;
+    let try_seed = |s: u64, runs: &mut u64| -> Result<Option<(ViolationKind, f64)>, ShrinkError> {
+        *runs += 1;
         let out = run::run(original, model, s, RunOptions::default())
             .map_err(|e| ShrinkError::Run(e.to_string()))?;
         let hit = out
@@ -477,11 +556,42 @@ fn first_failure(
             .violations
             .iter()
             .find(|v| !v.permitted && opts.violation.is_none_or(|want| v.name == want));
-        if let Some(v) = hit {
-            return Ok((Some((s, v.name, out.report.end_ms)), runs));
+        Ok(hit.map(|v| (v.name, out.report.end_ms)))
+    };
+    if let Some(s) = seed
+        && let Some((v, end)) = try_seed(s, &mut runs)?
+    {
+        return Ok((s, v, end, runs));
+    }
+    let range = original.seeds.clone();
+    let last = range.start.saturating_add(FIRST_SEARCH_SEEDS).min(range.end);
+    let mut tried = range.start..range.start;
+    let mut failing = None;
+    for s in range.start..last {
+        if runs >= allowed {
+            break;
+        }
+        tried.end = s + 1;
+        if Some(s) == seed {
+            continue; // already run
+        }
+        if let Some((v, end)) = try_seed(s, &mut runs)? {
+            if seed.is_none() {
+                return Ok((s, v, end, runs));
+            }
+            failing = Some(s);
+            break;
         }
     }
-    Ok((None, runs))
+    Err(ShrinkError::NoFailure(NoFailure {
+        sim: original.name.clone(),
+        model: model.name.clone(),
+        violation: opts.violation,
+        asked: seed,
+        budget_spent: failing.is_none() && tried.end < last,
+        tried,
+        failing,
+    }))
 }
 
 /// The greedy passes: the first candidate that still fails is accepted, then the passes
@@ -497,7 +607,7 @@ fn passes(
     'outer: loop {
         for (cand, what) in candidates(table) {
             if search.out_of_budget() {
-                return (removed, !search.capped);
+                return (removed, true);
             }
             if let Some((s, at)) = search.accept(&cand, *seed) {
                 *table = cand;
@@ -522,32 +632,40 @@ struct Found<'a> {
 }
 
 /// The minimal sim file's provenance header: where it came from, the violation and seeds,
-/// what was removed, the runs, and the replay command.
+/// what was removed, the runs, and the replay command. Every text interpolated from a file or
+/// a path is made printable (control characters escaped), so a newline in a path cannot end a
+/// comment and become live TOML.
 fn provenance(path: &Path, search: &Search, f: &Found) -> String {
+    use crate::text::printable;
     let Found { seed0, seed, failing, window, removed, budget_spent } = *f;
     let (lo, hi) = wilson(failing, window);
+    let file = search.opts.file.as_deref().unwrap_or("<this file>");
+    let replay =
+        crate::catalog::replay_command(file, &crate::catalog::cli_name(search.model), seed);
     format!(
         "# Shrunk by `idemsim shrink` (idemsim {}) from {} under model {}\n\
          # violation {} · seed {seed0} → seed {seed} · fails on {failing}/{window} seeds 0..{window} \
          (95% CI {:.0}%–{:.0}%)\n\
          # removed: {}\n\
          # {} runs{}\n\
-         # replay: idemsim run <this file> --model {} --seed {seed} --trace\n",
+         # replay: {}\n",
         env!("CARGO_PKG_VERSION"),
-        crate::catalog::display_path(path),
-        search.model.name,
+        printable(&crate::catalog::display_path(path)),
+        printable(&search.model.name),
         search.violation.name(),
         100.0 * lo,
         100.0 * hi,
-        if removed.is_empty() { "nothing".to_string() } else { removed.join(" · ") },
+        if removed.is_empty() { "nothing".to_string() } else { printable(&removed.join(" · ")) },
         search.runs,
-        if search.capped {
-            " · STOPPED BY THE TIME CAP: the result may differ elsewhere"
-        } else if budget_spent {
-            " · the run budget was spent before every candidate was tried: it may shrink further"
+        if budget_spent {
+            format!(
+                " · the budget of {} runs was spent before every candidate was tried: it may \
+                 shrink further",
+                search.opts.budget_runs
+            )
         } else {
-            ""
+            String::new()
         },
-        crate::catalog::cli_name(search.model),
+        printable(&replay),
     )
 }

@@ -287,8 +287,24 @@ fn yes() -> bool {
 /// Shard `k` of `n` of `0..total`: `[⌊k·total/n⌋, ⌊(k+1)·total/n⌋)`, contiguous and balanced
 /// to one item (computed in u128, so any u64 range works).
 pub fn shard_slice(total: u64, k: u64, n: u64) -> Range<u64> {
-    let at = |i: u64| ((i as u128 * total as u128) / n as u128) as u64;
-    at(k)..at(k + 1)
+    let s = flat_slice(u128::from(total), k, n);
+    // Both ends are at most `total`.
+    s.start as u64..s.end as u64
+}
+
+/// [`shard_slice`] of a flat order of `total` positions, in u128: a matrix's flat order is the
+/// sum of its cells' ranges, which passes `u64::MAX` with two cells of near 2^64 seeds. `k` and
+/// `k + 1` are taken at most `n` (and `n` at least 1), so the ends never pass `total`.
+/// `⌊i·total/n⌋` is computed as `q·i + ⌊r·i/n⌋` (`total = q·n + r`): neither product passes
+/// u128 (`q·i ≤ total`, `r·i < 2^128`), where `i·total` would with a total past 2^64.
+fn flat_slice(total: u128, k: u64, n: u64) -> Range<u128> {
+    let n = u128::from(n.max(1));
+    let (q, r) = (total / n, total % n);
+    let at = |i: u64| {
+        let i = u128::from(i).min(n);
+        q * i + r * i / n
+    };
+    at(k)..at(k.saturating_add(1))
 }
 
 /// Per-model totals over `cells`, in `models`' order.
@@ -384,7 +400,8 @@ pub fn run_cells(
     if let Some((k, n)) = opts.shard {
         keep_shard(&mut work, &mut cells, k, n);
     }
-    let total: u64 = work.iter().map(|w| w.seeds.end - w.seeds.start).sum();
+    // Saturating: two cells of near 2^64 seeds pass u64::MAX (a count nobody finishes).
+    let total = work.iter().fold(0u64, |t, w| t.saturating_add(w.seeds.end - w.seeds.start));
     let bar = progress_bar(opts.progress, total);
     let next = AtomicU64::new(0);
     let jobs = opts.jobs.max(1).min(total.max(1) as usize);
@@ -463,15 +480,20 @@ fn plan(
 
 /// A shard runs its slice of the flat (cell, seed) order: each cell keeps the part of its
 /// range that falls in shard `k` of `n`, and says so (`covered`).
+/// Positions in the flat order are u128: the cells' ranges may sum past `u64::MAX`.
 fn keep_shard(work: &mut [Work], cells: &mut [Cell], k: u64, n: u64) {
-    let all: u64 = work.iter().map(|w| w.seeds.end - w.seeds.start).sum();
-    let mine = shard_slice(all, k, n);
-    let mut at = 0u64;
+    let all: u128 = work.iter().map(|w| u128::from(w.seeds.end - w.seeds.start)).sum();
+    let mine = flat_slice(all, k, n);
+    let mut at = 0u128;
     for w in work {
-        let len = w.seeds.end - w.seeds.start;
-        let lo = mine.start.clamp(at, at + len) - at;
-        let hi = mine.end.clamp(at, at + len) - at;
-        at += len;
+        let len = u128::from(w.seeds.end - w.seeds.start);
+        let end = at + len;
+        // The part of this cell's positions [at, end) in the shard's, as offsets into the
+        // cell's range (at most `len`, so they fit in u64 and the seeds do not pass its end).
+        let lo = mine.start.clamp(at, end) - at;
+        let hi = mine.end.clamp(at, end) - at;
+        at = end;
+        let (lo, hi) = (lo as u64, hi as u64);
         w.seeds = w.seeds.start + lo..w.seeds.start + hi;
         cells[w.cell].covered = Some(w.seeds.clone());
     }
@@ -613,4 +635,36 @@ pub fn per_seed_line(r: &SeedResult, sim: &str, model: &str) -> String {
         "trace_hash": rep.trace_hash,
     })
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flat order of cells whose ranges sum past `u64::MAX` (and whose `k·total` passes
+    /// u128) is sliced without overflow: contiguous, balanced to one, ending at the total.
+    #[test]
+    fn flat_slices_past_u64_neither_overflow_nor_leave_gaps() {
+        let big = u128::from(u64::MAX);
+        for (total, n) in
+            [(2 * big, 3), (3 * big, u64::MAX), (1000 * big + 7, u64::MAX - 1), (5, 1)]
+        {
+            let (lo, hi) = (total / u128::from(n), total.div_ceil(u128::from(n)));
+            let mut at = 0;
+            for k in [0, 1, n / 2, n.saturating_sub(2), n - 1].into_iter().filter(|k| *k < n) {
+                let s = flat_slice(total, k, n);
+                assert!(s.start <= s.end && s.end <= total, "{total}/{n} at {k}: {s:?}");
+                assert!((lo..=hi).contains(&(s.end - s.start)), "{total}/{n} at {k}: {s:?}");
+                if k + 1 < n {
+                    assert_eq!(s.end, flat_slice(total, k + 1, n).start);
+                }
+                at = at.max(s.end);
+            }
+            assert_eq!(flat_slice(total, 0, n).start, 0);
+            assert_eq!(at, total);
+        }
+        // Out-of-range shards are empty at the end, never past it.
+        assert_eq!(flat_slice(10, 5, 3), 10..10);
+        assert_eq!(flat_slice(10, u64::MAX, 0), 10..10);
+    }
 }

@@ -35,6 +35,14 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     } else {
         print_report(to_stderr, &render::run_text(&sim, &model, &out, &replay));
     }
+    if let Some(note) = out
+        .history
+        .as_ref()
+        .filter(|_| args.svg.is_some() || args.html.is_some())
+        .and_then(crate::picture::elided)
+    {
+        eprintln!("{note}");
+    }
     if let (Some(h), Some(path)) = (&out.history, &args.svg) {
         let focus = r.violations.iter().find(|v| !v.permitted).map(|v| v.intent.as_str());
         let title = format!("{} × {} · seed {}", model.name, sim.name, args.seed);

@@ -10,6 +10,7 @@ use crate::model::Model;
 use crate::report::ViolationKind;
 use crate::scenario::Sim;
 use crate::shrink::{ShrinkError, ShrinkOptions, Shrunk};
+use crate::text::printable;
 
 pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
     let sim = catalog::sim(&args.sim)?;
@@ -19,38 +20,34 @@ pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
     }
     let violation = violation_arg(args.violation.as_deref())?;
     let src = crate::input::read_file(&sim.path, "sim")?;
+    // The file's path as the replay commands name it (its header's and the line below).
+    let file = args.out.as_ref().map(|p| p.display().to_string());
     let opts = ShrinkOptions {
-        window: args.window.clamp(1, 4096),
-        budget_runs: args.budget.max(1),
+        window: args.window,
+        budget_runs: args.budget,
         violation,
-        ..Default::default()
+        file: file.clone(),
     };
+    // Out of range: refused, naming the flag and its range (exit 2), never clamped.
+    opts.check().map_err(anyhow::Error::msg)?;
     let started = std::time::Instant::now();
     let s = match crate::shrink::shrink(&sim.path, &src, &model, args.seed, &opts) {
         Ok(s) => s,
-        Err(ShrinkError::NoFailure(name)) => {
-            println!(
-                "no seed of {name} shows a violation that is not policy-permitted under {}: nothing to shrink",
-                model.name
-            );
+        Err(ShrinkError::NoFailure(none)) => {
+            println!("{none}");
             return Ok(EXIT_OK);
         }
         Err(e) => return Err(e.into()),
     };
     eprintln!("{} runs in {:.2} s", s.runs, started.elapsed().as_secs_f64());
     print_shrunk(&sim, &model, &s, &opts);
-    match &args.out {
-        Some(p) => {
+    match (&args.out, &file) {
+        (Some(p), Some(f)) => {
             write_file(p, &s.text)?;
-            println!(
-                "written to {}; replay: cargo run --release -- run {} --model {} --seed {} --trace",
-                p.display(),
-                p.display(),
-                catalog::cli_name(&model),
-                s.seed
-            );
+            let replay = catalog::replay_command(f, &catalog::cli_name(&model), s.seed);
+            println!("written to {}; replay: {}", printable(f), printable(&replay));
         }
-        None => print!("\n{}", s.text),
+        _ => print!("\n{}", s.text),
     }
     Ok(EXIT_OK)
 }
@@ -69,25 +66,23 @@ fn violation_arg(v: Option<&str>) -> Result<Option<ViolationKind>, InputError> {
 fn print_shrunk(sim: &Sim, model: &Model, s: &Shrunk, opts: &ShrinkOptions) {
     println!(
         "shrunk {} under {} to a sim that shows {} on {}/{} seeds (first: seed {}):",
-        sim.name,
-        model.name,
+        printable(&sim.name),
+        printable(&model.name),
         s.violation.name(),
         s.failing_in_window,
         s.window,
         s.seed
     );
     for r in &s.removed {
-        println!("  - {r}");
+        println!("  - {}", printable(r));
     }
     if s.budget_spent {
         println!(
-            "  (the budget of {} runs was spent before every candidate was tried)",
+            "  (the budget of {} runs was spent before every candidate was tried: it may shrink \
+             further with a larger --budget)",
             opts.budget_runs
         );
     } else if s.removed.is_empty() {
         println!("  (nothing could be removed: it was minimal)");
-    }
-    if s.capped {
-        println!("  STOPPED BY THE TIME CAP: the result may differ on another machine");
     }
 }

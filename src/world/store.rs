@@ -80,6 +80,7 @@ CREATE TABLE keys(
   row_id INTEGER,
   PRIMARY KEY (user, operation, key)
 );
+CREATE INDEX keys_created ON keys(created_us);
 CREATE TABLE outbox(
   id INTEGER PRIMARY KEY,
   intent TEXT NOT NULL,

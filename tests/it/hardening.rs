@@ -291,3 +291,163 @@ fn an_interrupted_sweep_keeps_its_work() {
     assert_eq!(seeds.len() as u64, runs, "every finished seed has its line");
     assert!(seeds.windows(2).all(|w| w[0] < w[1]), "in seed order");
 }
+
+/// A model with the longest key retention (30 days), so that nothing is ever old enough to
+/// collect.
+fn thirty_day_retention() -> Arc<Model> {
+    let src = std::fs::read_to_string(root().join("models/transactional-ttl.toml")).unwrap();
+    let src = src.replace("retention_ms = 1000", "retention_ms = 2592000000");
+    assert!(src.contains("retention_ms = 2592000000"));
+    Arc::new(parse_model(&src).unwrap())
+}
+
+/// A collector ticking every microsecond over thousands of young keys costs a step each tick
+/// and no scan of the key table (an index range that finds nothing): 300,000 ticks over 5,000
+/// keys ran in minutes when each pass scanned the table, and run in seconds. Each tick is a
+/// step of `max_steps`, so a tiny `gc_every_ms` ends at the step bound, reported.
+#[test]
+fn a_collector_over_many_young_keys_costs_its_steps_only() {
+    let m = thirty_day_retention();
+    let mut src = String::from("[world]\nmax_steps = 300000\n[faults]\ngc_every_ms = 0.001\n");
+    for i in 0..5000 {
+        src.push_str(&format!("[[request]]\nid = \"r{i}\"\nkey = \"k{i}\"\n"));
+    }
+    let s = Arc::new(parse_sim(&src).unwrap());
+    let started = Instant::now();
+    let r = run::run(&s, &m, 0, RunOptions::default()).unwrap().report;
+    // A hang guard, far above the seconds it takes in a debug build.
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    assert!(r.bounds_hit.iter().any(|b| b.starts_with("max-steps")), "{:?}", r.bounds_hit);
+    assert!(r.keys > 0 && r.violations.iter().all(|v| v.permitted), "{:?}", r.violations);
+    // The collector alone spends the budget: one request, a tiny budget, the bound.
+    let s = Arc::new(
+        parse_sim(
+            "[world]\nmax_steps = 1000\n[faults]\ngc_every_ms = 0.001\n\
+             [[request]]\nid = \"a\"\nkey = \"k\"\ndelay_ms = 10\n",
+        )
+        .unwrap(),
+    );
+    let r = run::run(&s, &m, 0, RunOptions::default()).unwrap().report;
+    assert!(r.bounds_hit.iter().any(|b| b.starts_with("max-steps")), "{:?}", r.bounds_hit);
+}
+
+/// A picture of a long run with thousands of clients and every message lost is built in one
+/// pass and has a bounded size: it draws the first events and their lanes only, says what it
+/// left out, and stays well-formed. (Pairing each lost message by a forward scan, and a lane
+/// per client of the whole run, took minutes and megabytes.)
+#[test]
+fn pictures_of_long_runs_are_linear_and_bounded() {
+    use idemsim::history::{Actor, Event, History, Legend, Node};
+    let clients = 10_000u32;
+    let events: Vec<Event> = (0..200_000u32)
+        .map(|i| Event {
+            t_us: u64::from(i),
+            node: Node::Client(i % clients),
+            who: Some(Actor::Attempt { req: i % clients, copy: 0, attempt: i / clients + 1 }),
+            what: What::Sent {
+                to: 0,
+                method: "POST".into(),
+                path: "/api/orders".into(),
+                key: Some(format!("k{i}")),
+            },
+        })
+        .collect();
+    let requests = (0..clients).map(|i| (format!("r{i}"), 1)).collect();
+    let h = History { events, legend: Legend { requests, actions: vec![] } };
+    let s = parse_sim("[[request]]\nid = \"a\"\n").unwrap();
+    let started = Instant::now();
+    let svg = idemsim::picture::svg(&h, &s, "long", None);
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert!(svg.len() < 1_000_000, "{} bytes", svg.len());
+    assert!(svg.contains("199600 more event(s) not drawn"));
+    assert!(idemsim::picture::elided(&h).unwrap().contains("first 400 of 200000 events"));
+    roxmltree::Document::parse(&svg).expect("well-formed SVG");
+}
+
+/// `shrink` is bounded in runs, exactly: a budget is never passed and, when spent, said so;
+/// budgets and windows out of range are refused with the range (never clamped); a passing
+/// `--seed` names a seed that fails; a newline in the sim's path stays inside a comment of the
+/// written file's header.
+#[test]
+fn shrink_honours_its_budget_and_says_what_is_wrong() {
+    let crash = "sims/faults/crash-between-steps.toml";
+    let (code, out, err) = idemsim(&["shrink", crash, "--model", "check-first", "--budget", "50"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.starts_with("50 runs in "), "{err}");
+    assert!(out.contains("the budget of 50 runs was spent before every candidate"), "{out}");
+    assert!(out.contains("# 50 runs · the budget of 50 runs was spent"), "{out}");
+    for (args, want) in [
+        (["--budget", "0"], "--budget 0: expected at least 33 runs with --window 32"),
+        (["--budget", "32"], "--budget 32: expected at least 33 runs"),
+        (["--window", "100000"], "--window 100000: expected 1 to 4096 seeds"),
+        (["--window", "0"], "--window 0: expected 1 to 4096 seeds"),
+    ] {
+        let (code, _, err) =
+            idemsim(&[&["shrink", crash, "--model", "check-first"][..], &args[..]].concat());
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let (code, out, _) = idemsim(&[
+        "shrink",
+        "11-twenty-concurrent-one-process",
+        "--model",
+        "check-first",
+        "--seed",
+        "0",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("seed 0 of 11-twenty-concurrent-one-process shows no violation that is not policy-permitted under check-first; seed 8 does"),
+        "{out}"
+    );
+    let dir = temp_file("x", b"").parent().unwrap().join("evil\nseeds = \"0..1\"\n#");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sim = dir.join("s.toml");
+    std::fs::copy(root().join(crash), &sim).unwrap();
+    let written = temp_file("shrunk.toml", b"");
+    let (code, _, err) = idemsim(&[
+        "shrink",
+        sim.to_str().unwrap(),
+        "--model",
+        "check-first",
+        "--budget",
+        "100",
+        "-o",
+        written.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&written).unwrap();
+    assert!(text.contains("evil\\nseeds = \"0..1\"\\n#/s.toml"), "{text}");
+    assert!(text.lines().all(|l| l.starts_with('#') || !l.contains("0..1")), "{text}");
+    let replay = format!("# replay: cargo run --release -- run {}", written.display());
+    assert!(text.contains(&replay), "{text}");
+    let again = parse_sim(&text).unwrap();
+    assert_eq!(again.seeds, 0..32);
+}
+
+/// A matrix whose flat (cell, seed) order passes `u64::MAX` shards without overflow: two cells
+/// of 0..2^64−1 seeds, cut in 2^64−1 shards, run their two seeds each, whichever shard,
+/// including the one across the cells' boundary. (It panicked in `sweep.rs`: clamp min > max.)
+#[test]
+fn shards_of_an_order_past_u64_max_neither_panic_nor_hang() {
+    for k in ["0", "9223372036854775807", "18446744073709551614"] {
+        let started = Instant::now();
+        let (code, _, err) = idemsim(&[
+            "matrix",
+            "--sims",
+            "sims/article/01-same-key-same-content.toml",
+            "--models",
+            "transactional",
+            "--models",
+            "check-first",
+            "--seeds",
+            "0..18446744073709551615",
+            "--shard",
+            &format!("{k}/18446744073709551615"),
+        ]);
+        assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+        assert_eq!(code, 0, "shard {k}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(err.contains("(from --shard): 2 runs"), "shard {k}: {err}");
+    }
+}

@@ -20,7 +20,7 @@ mod gate;
 mod list;
 mod matrix;
 mod merge;
-mod out;
+pub(crate) mod out;
 mod run;
 mod shrink;
 mod sweep;

@@ -15,18 +15,7 @@ use crate::scenario::Sim;
 
 /// Escape text for XML and HTML.
 pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in crate::text::printable(s).chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::text::xml_text(&crate::text::printable(s))
 }
 
 /// The intent an event is about (requests only).

@@ -308,6 +308,7 @@ impl Observation {
 
 /// One expectation of the sim and whether it held.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Check {
     /// What the expectation is about, as printed.
     pub what: String,

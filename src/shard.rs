@@ -33,6 +33,7 @@ pub const MADSIM: &str = "0.2.34";
 
 /// Which shard this process runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ShardSpec {
     /// This shard's index K, 0-based (K < N).
     pub k: u64,
@@ -176,6 +177,7 @@ impl std::fmt::Display for Build {
 
 /// The build a shard ran: merged shards must come from one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Build {
     /// idemsim's version (`Cargo.toml`).
     pub idemsim: String,
@@ -201,6 +203,7 @@ impl Build {
 
 /// A sim or model file, identified by its content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FileId {
     /// The sim's or model's name.
     pub name: String,
@@ -242,6 +245,7 @@ impl FileId {
 
 /// One cell of a shard: what it is, which seeds it covered, its aggregate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ShardCell {
     /// The sim it ran.
     pub sim: FileId,
@@ -257,6 +261,7 @@ pub struct ShardCell {
 
 /// Information only: never compared.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Timing {
     /// Wall-clock seconds the shard took (summed in a merge).
     pub wall_s: f64,
@@ -266,6 +271,7 @@ pub struct Timing {
 
 /// A shard file (or a merge of several).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ShardFile {
     /// Always [`FORMAT`].
     pub format: String,

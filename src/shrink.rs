@@ -639,9 +639,15 @@ fn provenance(path: &Path, search: &Search, f: &Found) -> String {
     use crate::text::printable;
     let Found { seed0, seed, failing, window, removed, budget_spent } = *f;
     let (lo, hi) = wilson(failing, window);
-    let file = search.opts.file.as_deref().unwrap_or("<this file>");
-    let replay =
+    // Printed, not written: the file has no name yet, so the command names a placeholder
+    // (left unquoted: it is for a reader to replace, not a shell to run).
+    const PLACEHOLDER: &str = "THIS-FILE";
+    let file = search.opts.file.as_deref().unwrap_or(PLACEHOLDER);
+    let mut replay =
         crate::catalog::replay_command(file, &crate::catalog::cli_name(search.model), seed);
+    if search.opts.file.is_none() {
+        replay = replay.replacen(PLACEHOLDER, "<this file>", 1);
+    }
     format!(
         "# Shrunk by `idemsim shrink` (idemsim {}) from {} under model {}\n\
          # violation {} · seed {seed0} → seed {seed} · fails on {failing}/{window} seeds 0..{window} \

@@ -17,6 +17,7 @@ use crate::scenario::Sim;
 
 /// The aggregate of one cell: one sim × one model over a seed range.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Cell {
     /// The model's name.
     pub model: String,
@@ -216,6 +217,7 @@ fn sum_into<K: Ord>(a: &mut BTreeMap<K, u64>, b: BTreeMap<K, u64>) {
 
 /// How often one violation occurred in a cell.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct ViolationStat {
     /// Seeds on which it occurred at least once.
     pub seeds: u64,

@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use super::out::{interrupted, report_speed, stop_on_interrupt, write_file, write_shard};
+use super::out::{
+    interrupted, print_report, report_speed, stdout_taken, stop_on_interrupt, write_file,
+    write_shard,
+};
 use super::{EXIT_INTERRUPTED, EXIT_OK, MatrixArgs, seed_arg, shard_spec};
 use crate::input::InputError;
 use crate::model::Model;
@@ -14,6 +17,8 @@ use crate::{catalog, render};
 pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
     let seeds = seed_arg(args.seeds)?;
     let spec = shard_spec(&args.shard)?;
+    // `--html -`: the page is stdout, so the tables go to stderr.
+    let to_stderr = stdout_taken(&[("--html", args.html.as_deref())])?;
     let (sims, models) = load_matrix_inputs(&args.sims, &args.models)?;
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     let started = std::time::Instant::now();
@@ -33,14 +38,14 @@ pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
     if interrupted() {
         eprintln!("interrupted: the tables cover only the seeds that finished");
     }
-    print!("{}", matrix_output(args.json, args.markdown, &sims, &models, &cells));
+    print_report(to_stderr, &matrix_output(args.json, args.markdown, &sims, &models, &cells));
     if let Some(p) = &args.html {
         write_file(p, &render::matrix_html(&sims, &models, &cells))?;
     }
     if interrupted() {
         return Ok(EXIT_INTERRUPTED);
     }
-    args.gate.exit(&cells, !cells.iter().all(|c| c.passed), args.json)
+    args.gate.exit(&cells, !cells.iter().all(|c| c.passed), args.json || to_stderr)
 }
 
 /// A matrix as `--json`, `--markdown` or the table.

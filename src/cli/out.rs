@@ -13,7 +13,7 @@ use crate::sweep::{self, Cell};
 
 /// Where an output file given on the command line goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Dest {
+pub(crate) enum Dest {
     /// `-`, or a path naming the file stdout is open on (`/dev/stdout`, `/dev/fd/1`).
     Stdout,
     /// A path naming the file stderr is open on (`/dev/stderr`).
@@ -38,7 +38,7 @@ pub(super) enum Dest {
 /// - A folder, a FIFO, a device, a socket (anything that exists and is not a regular file,
 ///   through links too) is refused: replacing it would break what it is, writing into it
 ///   could block.
-pub(super) fn destination(path: &Path) -> Result<Dest, InputError> {
+pub(crate) fn destination(path: &Path) -> Result<Dest, InputError> {
     if path.as_os_str() == "-" {
         return Ok(Dest::Stdout);
     }
@@ -158,7 +158,7 @@ pub(super) fn stdout_taken(outputs: &[(&str, Option<&Path>)]) -> Result<bool, In
 /// no race can make a write block on a FIFO or go through a link; at worst a FIFO or link
 /// created at the target between the last check and the rename is replaced, and a link
 /// retargeted in between still has its old target written.
-pub(super) fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
     use std::io::Write as _;
     let err = |e: std::io::Error| InputError::file(path, format!("cannot write: {e}"));
     match destination(path)? {
@@ -231,12 +231,8 @@ pub(super) fn print_report(to_stderr: bool, text: &str) {
     }
 }
 
-/// Say why a cell is n/a, on stdout (it is the result, not an error).
-pub(super) fn not_applicable(sim: &Sim, model: &Model) -> Option<i32> {
-    not_applicable_to(false, sim, model)
-}
-
-/// The same, on stderr when `to_stderr` (an output file given as `-` has stdout).
+/// Say why a cell is n/a (it is the result, not an error): on stdout, or on stderr when
+/// `to_stderr` (an output file given as `-` has stdout).
 pub(super) fn not_applicable_to(to_stderr: bool, sim: &Sim, model: &Model) -> Option<i32> {
     let reason = run::not_applicable(sim, model)?;
     let text = format!("n/a: sim {} × model {}: {reason}; nothing ran\n", sim.name, model.name);

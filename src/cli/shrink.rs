@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::out::{not_applicable, write_file};
+use super::out::{not_applicable_to, print_report, stdout_taken, write_file};
 use super::{EXIT_OK, ShrinkArgs};
 use crate::catalog;
 use crate::input::InputError;
@@ -13,15 +13,17 @@ use crate::shrink::{ShrinkError, ShrinkOptions, Shrunk};
 use crate::text::printable;
 
 pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
+    // `-o -`: the minimal sim is stdout, so everything else goes to stderr.
+    let to_stderr = stdout_taken(&[("-o", args.out.as_deref())])?;
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
-    if let Some(code) = not_applicable(&sim, &model) {
+    if let Some(code) = not_applicable_to(to_stderr, &sim, &model) {
         return Ok(code);
     }
     let violation = violation_arg(args.violation.as_deref())?;
     let src = crate::input::read_file(&sim.path, "sim")?;
     // The file's path as the replay commands name it (its header's and the line below).
-    let file = args.out.as_ref().map(|p| p.display().to_string());
+    let file = args.out.as_ref().filter(|_| !to_stderr).map(|p| p.display().to_string());
     let opts = ShrinkOptions {
         window: args.window,
         budget_runs: args.budget,
@@ -34,19 +36,20 @@ pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
     let s = match crate::shrink::shrink(&sim.path, &src, &model, args.seed, &opts) {
         Ok(s) => s,
         Err(ShrinkError::NoFailure(none)) => {
-            println!("{none}");
+            print_report(to_stderr, &format!("{none}\n"));
             return Ok(EXIT_OK);
         }
         Err(e) => return Err(e.into()),
     };
     eprintln!("{} runs in {:.2} s", s.runs, started.elapsed().as_secs_f64());
-    print_shrunk(&sim, &model, &s, &opts);
+    print_report(to_stderr, &shrunk_text(&sim, &model, &s, &opts));
     match (&args.out, &file) {
         (Some(p), Some(f)) => {
             write_file(p, &s.text)?;
             let replay = catalog::replay_command(f, &catalog::cli_name(&model), s.seed);
             println!("written to {}; replay: {}", printable(f), printable(&replay));
         }
+        (Some(p), None) => write_file(p, &s.text)?,
         _ => print!("\n{}", s.text),
     }
     Ok(EXIT_OK)
@@ -63,8 +66,11 @@ fn violation_arg(v: Option<&str>) -> Result<Option<ViolationKind>, InputError> {
 }
 
 /// What was shrunk to what, and what was removed.
-fn print_shrunk(sim: &Sim, model: &Model, s: &Shrunk, opts: &ShrinkOptions) {
-    println!(
+fn shrunk_text(sim: &Sim, model: &Model, s: &Shrunk, opts: &ShrinkOptions) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "shrunk {} under {} to a sim that shows {} on {}/{} seeds (first: seed {}):",
         printable(&sim.name),
         printable(&model.name),
@@ -74,15 +80,17 @@ fn print_shrunk(sim: &Sim, model: &Model, s: &Shrunk, opts: &ShrinkOptions) {
         s.seed
     );
     for r in &s.removed {
-        println!("  - {}", printable(r));
+        let _ = writeln!(out, "  - {}", printable(r));
     }
     if s.budget_spent {
-        println!(
+        let _ = writeln!(
+            out,
             "  (the budget of {} runs was spent before every candidate was tried: it may shrink \
              further with a larger --budget)",
             opts.budget_runs
         );
     } else if s.removed.is_empty() {
-        println!("  (nothing could be removed: it was minimal)");
+        out.push_str("  (nothing could be removed: it was minimal)\n");
     }
+    out
 }

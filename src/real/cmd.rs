@@ -326,7 +326,8 @@ pub struct CalibrateArgs {
     /// Rounds to play (2 to 10 000).
     #[arg(long, default_value_t = 30)]
     pub rounds: u64,
-    /// Write the profile to this file (a new file or a regular one; default: stdout).
+    /// Write the profile to this file (a link is followed; a FIFO, device or folder is refused;
+    /// `-` or none: stdout).
     #[arg(short, long)]
     pub out: Option<std::path::PathBuf>,
 }
@@ -364,10 +365,9 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     let target = super::target::find(&a.target)?;
     let sim = catalog::sim(&a.sim)?;
     let model = catalog::model(target.model.as_deref().unwrap_or("check-first"))?;
-    if let Some(out) = &a.out
-        && std::fs::symlink_metadata(out).is_ok_and(|m| !m.file_type().is_file())
-    {
-        anyhow::bail!("{}: not a regular file; refusing to write the profile there", out.display());
+    // Checked before the servers start: a FIFO, device or folder is refused, `-` is stdout.
+    if let Some(out) = &a.out {
+        crate::cli::out::destination(out)?;
     }
     super::procs::end_servers_on_interrupt();
     let rounds = a.rounds.clamp(2, super::MAX_RUNS);
@@ -406,9 +406,10 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     let text = super::calibrate::profile(&times, &provenance);
     match &a.out {
         Some(out) => {
-            std::fs::write(out, &text)
-                .map_err(|e| anyhow::anyhow!("{}: cannot write: {e}", out.display()))?;
-            eprintln!("wrote {}", out.display());
+            crate::cli::out::write_file(out, &text)?;
+            if out.as_os_str() != "-" {
+                eprintln!("wrote {}", crate::text::printable(&out.display().to_string()));
+            }
         }
         None => print!("{text}"),
     }

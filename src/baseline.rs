@@ -346,6 +346,12 @@ fn compare_cell(b: &BaselineCell, n: &BaselineCell) -> Vec<Finding> {
             }
         }
     }
+    compare_kinds(b, n, &mut say);
+    out
+}
+
+/// Each violation kind of either cell: new, gone, or its rate moved.
+fn compare_kinds(b: &BaselineCell, n: &BaselineCell, say: &mut impl FnMut(Direction, String)) {
     let kinds: std::collections::BTreeSet<&String> =
         b.violations.keys().chain(n.violations.keys()).collect();
     for kind in kinds {
@@ -368,7 +374,6 @@ fn compare_cell(b: &BaselineCell, n: &BaselineCell) -> Vec<Finding> {
             }
         }
     }
-    out
 }
 
 /// A rate that moved from kb/nb to kn/nn: which way, in words, with Fisher's p; None when

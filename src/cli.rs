@@ -20,7 +20,7 @@ mod gate;
 mod list;
 mod matrix;
 mod merge;
-pub(crate) mod out;
+mod out;
 mod run;
 mod shrink;
 mod sweep;

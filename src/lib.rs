@@ -23,6 +23,7 @@ pub mod http;
 pub mod input;
 pub mod library;
 pub mod model;
+pub mod outfile;
 pub mod scenario;
 pub mod text;
 pub mod units;

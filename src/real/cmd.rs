@@ -367,7 +367,7 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     let model = catalog::model(target.model.as_deref().unwrap_or("check-first"))?;
     // Checked before the servers start: a FIFO, device or folder is refused, `-` is stdout.
     if let Some(out) = &a.out {
-        crate::cli::out::destination(out)?;
+        crate::outfile::destination(out)?;
     }
     super::procs::end_servers_on_interrupt();
     let rounds = a.rounds.clamp(2, super::MAX_RUNS);
@@ -406,7 +406,7 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     let text = super::calibrate::profile(&times, &provenance);
     match &a.out {
         Some(out) => {
-            crate::cli::out::write_file(out, &text)?;
+            crate::outfile::write_file(out, &text)?;
             if out.as_os_str() != "-" {
                 eprintln!("wrote {}", crate::text::printable(&out.display().to_string()));
             }

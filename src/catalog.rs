@@ -3,19 +3,46 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::OnceLock;
 
 use crate::input::InputError;
+use crate::library::Library;
 use crate::model::Model;
 use crate::scenario::Sim;
 
-/// The project root: the current directory if it has `models/`, else the crate's own folder.
+/// The project given with `--project` (set once by the command line, before any lookup).
+pub static PROJECT: OnceLock<PathBuf> = OnceLock::new();
+
+/// The folders names are looked up in ([`crate::library`]): the project found from the current
+/// folder (or `--project`), then the shipped library. Discovered once per process.
+pub fn library() -> Result<&'static Library, InputError> {
+    static LIB: OnceLock<Result<Library, InputError>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Library::discover(&cwd, PROJECT.get().map(PathBuf::as_path))
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// The root paths are shown relative to: the project's, else the shipped library's (a checkout
+/// is both). If the library cannot be found, the current folder.
 pub fn root() -> PathBuf {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    if cwd.join("models").is_dir() && cwd.join("sims").is_dir() {
-        cwd
-    } else {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    match library() {
+        Ok(l) => l.project_root.clone().or_else(|| l.shipped.clone()).unwrap_or_default(),
+        Err(_) => PathBuf::from("."),
     }
+}
+
+/// The model folders, project first (none if the library cannot be found: the lookup then
+/// says so).
+pub fn model_dirs() -> Vec<PathBuf> {
+    library().map(|l| l.models.clone()).unwrap_or_default()
+}
+
+/// The sim folders, project first.
+pub fn sim_dirs() -> Vec<PathBuf> {
+    library().map(|l| l.sims.clone()).unwrap_or_default()
 }
 
 fn toml_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -40,8 +67,12 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 /// Shorten a path for display and replay commands: relative to the root when inside it.
 pub fn display_path(p: &Path) -> String {
-    let root = root();
-    p.strip_prefix(&root).unwrap_or(p).display().to_string()
+    let shipped = library().ok().and_then(|l| l.shipped.clone());
+    [Some(root()), shipped]
+        .into_iter()
+        .flatten()
+        .find_map(|r| p.strip_prefix(&r).ok().map(|q| q.display().to_string()))
+        .unwrap_or_else(|| p.display().to_string())
 }
 
 /// A model by file path or by name (`models/NAME.toml`).
@@ -51,8 +82,9 @@ pub fn model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
     if p.exists() {
         return Model::load(p).map(Arc::new);
     }
-    let by_name = root().join("models").join(format!("{name_or_path}.toml"));
-    if by_name.is_file() {
+    library()?;
+    let named = format!("{name_or_path}.toml");
+    if let Some(by_name) = model_dirs().iter().map(|d| d.join(&named)).find(|f| f.is_file()) {
         return Model::load(&by_name).map(Arc::new);
     }
     let known: Vec<String> = all_model_paths()
@@ -88,15 +120,30 @@ pub fn sim(name_or_path: &str) -> Result<Arc<Sim>, InputError> {
     if p.exists() {
         return Sim::load(p).map(Arc::new);
     }
-    let sims = root().join("sims");
-    let direct = sims.join(format!("{name_or_path}.toml"));
-    if direct.is_file() {
+    let lib = library()?;
+    let named = format!("{name_or_path}.toml");
+    // `NAME`, a path under a sim folder (`article/01-….toml`), or a path as shown
+    // (`sims/article/01-….toml`, under a library root).
+    let roots = lib.project_root.iter().chain(lib.shipped.iter());
+    if let Some(direct) = sim_dirs()
+        .iter()
+        .flat_map(|d| [d.join(&named), d.join(name_or_path)])
+        .chain(roots.map(|r| r.join(name_or_path)))
+        .find(|f| f.is_file())
+    {
         return Sim::load(&direct).map(Arc::new);
     }
-    let matches: Vec<PathBuf> = files_under(&sims)
-        .into_iter()
-        .filter(|f| f.file_stem().is_some_and(|s| s == name_or_path))
-        .collect();
+    // By file stem, in the first folder that has it (the project's shadow the shipped ones).
+    let matches: Vec<PathBuf> = sim_dirs()
+        .iter()
+        .map(|d| {
+            files_under(d)
+                .into_iter()
+                .filter(|f| f.file_stem().is_some_and(|s| s == name_or_path))
+                .collect::<Vec<_>>()
+        })
+        .find(|m| !m.is_empty())
+        .unwrap_or_default();
     match matches.as_slice() {
         [one] => Sim::load(one).map(Arc::new),
         [] => Err(InputError::file(p, "no such sim file or name (see `idemsim list`)")),
@@ -113,9 +160,25 @@ pub fn sim(name_or_path: &str) -> Result<Arc<Sim>, InputError> {
 /// Every sim file under a path (a file, or a folder searched recursively).
 pub fn sims_at(path: &str) -> Result<Vec<Arc<Sim>>, InputError> {
     let p = Path::new(path);
-    let p = if p.exists() { p.to_path_buf() } else { root().join("sims").join(path) };
+    let p = if p.exists() {
+        p.to_path_buf()
+    } else {
+        // Under a sim folder; or, as paths are shown, under a library root (`sims/...`).
+        let lib = library()?;
+        let roots = lib.project_root.iter().chain(lib.shipped.iter());
+        sim_dirs()
+            .iter()
+            .map(|d| d.join(path))
+            .chain(roots.map(|r| r.join(path)))
+            .find(|c| c.exists())
+            .unwrap_or_else(|| root().join("sims").join(path))
+    };
     if !p.exists() {
-        return Err(InputError::file(Path::new(path), "no such sim file or folder"));
+        // Not a path: a sim's name, as `run` takes it.
+        return match sim(path) {
+            Ok(one) => Ok(vec![one]),
+            Err(_) => Err(InputError::file(Path::new(path), "no such sim file, folder or name")),
+        };
     }
     if !p.is_dir() {
         return Ok(vec![Arc::new(Sim::load(&p)?)]);
@@ -129,11 +192,23 @@ pub fn sims_at(path: &str) -> Result<Vec<Arc<Sim>>, InputError> {
 
 /// Every model file under the catalogue's `models/` folder (recursively, sorted).
 pub fn all_model_paths() -> Vec<PathBuf> {
-    files_under(&root().join("models"))
+    // A project's model shadows a shipped one of the same file name.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for d in model_dirs() {
+        for f in files_under(&d) {
+            if seen.insert(f.file_name().map(|n| n.to_os_string())) {
+                out.push(f);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    out
 }
 
 /// Every model under `models/`, sorted by file name.
 pub fn all_models() -> Result<Vec<Arc<Model>>, InputError> {
+    library()?;
     let models: Result<Vec<_>, _> =
         all_model_paths().iter().map(|p| Model::load(p).map(Arc::new)).collect();
     models.and_then(unique_names)
@@ -176,8 +251,9 @@ pub fn ordered_models(mut models: Vec<Arc<Model>>) -> Vec<Arc<Model>> {
 /// How to name a model on a command line: its name when `models/<name>.toml` is this very
 /// file, else its path.
 pub fn cli_name(model: &Model) -> String {
-    let by_name = root().join("models").join(format!("{}.toml", model.name));
-    match (by_name.canonicalize(), model.path.canonicalize()) {
+    let named = format!("{}.toml", model.name);
+    let by_name = model_dirs().into_iter().map(|d| d.join(&named)).find(|f| f.is_file());
+    match (by_name.unwrap_or_default().canonicalize(), model.path.canonicalize()) {
         (Ok(a), Ok(b)) if a == b => model.name.clone(),
         _ => display_path(&model.path),
     }
@@ -188,7 +264,31 @@ pub fn replay_for(sim: &Sim, model: &Model, seed: u64) -> String {
     replay_command(&display_path(&sim.path), &cli_name(model), seed)
 }
 
-/// The command that replays one seed of a cell with its trace, from the sim's path as shown
+/// How replay commands start: set once by the command line to the way this binary was run
+/// ([`invoked_as`]); `cargo run --release --` when unset (a checkout, the library's callers).
+pub static INVOKED: OnceLock<String> = OnceLock::new();
+
+/// The prefix that runs this binary again in a printed command ([`INVOKED`]).
+pub fn invocation() -> &'static str {
+    INVOKED.get().map_or("cargo run --release --", String::as_str)
+}
+
+/// The command line's prefix that runs this binary again, from how it was run: under cargo
+/// (`CARGO` set, as `cargo run` and `cargo test` set it) `cargo run --release --`; a bare name
+/// found on PATH (`idemsim`) as it is; a path as given, quoted for a shell. `IDEMSIM_INVOKED`
+/// overrides it (shown as text, made printable: the environment is untrusted).
+pub fn invoked_as(argv0: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    if let Some(v) = env("IDEMSIM_INVOKED") {
+        return Some(crate::text::printable(&v));
+    }
+    if env("CARGO").is_some() {
+        return None;
+    }
+    let a = argv0?;
+    Some(if a.contains('/') { crate::text::shell_arg(a) } else { crate::text::printable(a) })
+}
+
+/// The command that replays one seed of a cell with its trace (starting as [`INVOKED`] says), from the sim's path as shown
 /// and the model's `--model` name. Each is quoted for a shell when it needs to be
 /// ([`crate::text::shell_arg`]): the command pastes as exactly these arguments, and an
 /// ordinary path or name prints as it is. A sim path starting with `-` gets `./` before it.
@@ -197,8 +297,9 @@ pub fn replay_command(sim_path: &str, model: &str, seed: u64) -> String {
     // A relative path that starts with `-` would be read as an option.
     let sim_path =
         if sim_path.starts_with('-') { format!("./{sim_path}") } else { sim_path.to_string() };
+    let prefix = invocation();
     format!(
-        "cargo run --release -- run {} --model {} --seed {seed} --trace",
+        "{prefix} run {} --model {} --seed {seed} --trace",
         shell_arg(&sim_path),
         shell_arg(model)
     )

@@ -54,14 +54,20 @@ fn parse_jobs(s: &str) -> Result<usize, String> {
     after_help = "Exit codes: 0 all held; 1 an expectation failed (run, matrix, sweep) or, for \
                   sweep, a violation, a nondeterministic seed or a bound was found; 2 bad input \
                   or usage; 3 the sim does not apply to the model (run, sweep, shrink, explain \
-                  --sim: it injects at a point the model lacks); 130 interrupted.\nModels and sims are looked up by name under models/ and sims/, or \
-                  given as file paths."
+                  --sim: it injects at a point the model lacks); 130 interrupted.\nModels and sims are given as \
+                  file paths or by name: looked up in the project's folders (idemsim.toml, or \
+                  models/ and sims/ here), then in the models and sims shipped in the binary."
 )]
 // clap turns a doc comment into help text: these types' help is their attributes'.
 #[allow(missing_docs)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// The project whose models and sims names refer to: a folder, or its idemsim.toml
+    /// (default: the nearest idemsim.toml upward from here, else this folder if it has
+    /// models/ and sims/; the shipped models and sims come after the project's).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub project: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -296,6 +302,13 @@ pub fn main() -> i32 {
             return if e.use_stderr() { EXIT_INPUT } else { EXIT_OK };
         }
     };
+    let argv0 = std::env::args_os().next().map(|a| a.to_string_lossy().into_owned());
+    if let Some(prefix) = crate::catalog::invoked_as(argv0.as_deref(), &|v| std::env::var(v).ok()) {
+        let _ = crate::catalog::INVOKED.set(prefix);
+    }
+    if let Some(p) = &cli.project {
+        let _ = crate::catalog::PROJECT.set(p.clone());
+    }
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

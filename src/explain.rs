@@ -612,17 +612,19 @@ fn compute(model: &Arc<Model>, f: Failure) -> Story {
         .as_ref()
         .and_then(|m| failing_run(&m.shrunk.sim, model, m.shrunk.seed))
         .filter(|m| m.violation.name == f.violation.name);
+    use crate::text::shell_arg;
     let keep = minimal.is_some().then(|| {
         format!(
-            "mkdir -p sims/regress && cargo run --release -- shrink {sim_path} --model {} --seed \
-             {} --window {} --budget {} --violation {} -o sims/regress/{}-{}.toml",
-            catalog::cli_name(model),
+            "mkdir -p sims/regress && {} shrink {} --model {} --seed {} --window {} --budget {} \
+             --violation {} -o {}",
+            catalog::invocation(),
+            shell_arg(&sim_path),
+            shell_arg(&catalog::cli_name(model)),
             f.seed,
             opts.window,
             opts.budget_runs,
             f.violation.name.name(),
-            f.sim.name,
-            model.name
+            shell_arg(&format!("sims/regress/{}-{}.toml", f.sim.name, model.name))
         )
     });
     let violation = f.violation.name;

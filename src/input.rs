@@ -9,7 +9,7 @@ pub use crate::text::{printable, shown};
 use crate::units::{MAX_MS, ms_to_us, show_ms};
 
 /// A problem with user input (a sim file, a model file, a command-line value).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum InputError {
     /// A located problem inside a file.
     #[error("{file}:{line}:{col}: {msg}")]

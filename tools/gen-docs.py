@@ -34,7 +34,9 @@ excerpt() { cat; echo '...'; }
 
 
 def run(command: str) -> str:
-    env = dict(os.environ, IDEMSIM_BIN=str(ROOT / "target" / "release" / "idemsim"))
+    # Replay commands as a reader of the docs runs them, in a checkout.
+    env = dict(os.environ, IDEMSIM_BIN=str(ROOT / "target" / "release" / "idemsim"),
+               IDEMSIM_INVOKED="cargo run --release --")
     env.pop("RUSTFLAGS", None)
     out = subprocess.run(
         ["bash", "-c", PRELUDE + command],

@@ -7,15 +7,20 @@ use crate::scenario::Sim;
 use crate::text::printable;
 
 pub(super) fn list() -> anyhow::Result<i32> {
+    catalog::library()?;
     let shown = |p: &std::path::Path| printable(&catalog::display_path(p));
-    println!("models ({}):", shown(&catalog::root().join("models")));
+    let dirs = |ds: Vec<std::path::PathBuf>| -> String {
+        ds.iter().map(|d| shown(d)).collect::<Vec<_>>().join(", ")
+    };
+    println!("models ({}):", dirs(catalog::model_dirs()));
     let models = catalog::ordered_models(catalog::all_models()?);
     let width = models.iter().map(|m| m.name.chars().count()).max().unwrap_or(0);
     for m in models {
         println!("  {:<width$}  {}", m.name, m.summary);
     }
-    println!("\nsims ({}):", shown(&catalog::root().join("sims")));
-    let sims = catalog::files_under(&catalog::root().join("sims"));
+    println!("\nsims ({}):", dirs(catalog::sim_dirs()));
+    let sims: Vec<std::path::PathBuf> =
+        catalog::sim_dirs().iter().flat_map(|d| catalog::files_under(d)).collect();
     let width = sims.iter().map(|p| shown(p).chars().count()).max().unwrap_or(0);
     for p in sims {
         let s = Sim::load(&p)?;

@@ -134,7 +134,7 @@ pub(super) fn demo() -> anyhow::Result<i32> {
             "\nthe other models in models/ on the same cases (✓ held on every seed, ✗ failed on some):\n"
         );
         print!("{}", render::compact_table(&sims, &other_models, &other_cells));
-        println!("details of one: cargo run --release -- matrix --models <name>");
+        println!("details of one: {} matrix --models <name>", catalog::invocation());
     }
     Ok(EXIT_OK)
 }

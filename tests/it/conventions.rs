@@ -68,3 +68,103 @@ pub(super) fn tempfile_dir(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+#[test]
+fn a_baseline_fails_only_on_a_regression() {
+    let dir = tempfile_dir("baseline");
+    let b = dir.join("baseline.json");
+    let b = b.to_str().unwrap();
+    let sims = "article/11-twenty-concurrent-one-process.toml";
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> =
+            ["matrix", "--sims", sims, "--models", "check-first,transactional", "--seeds", "0..40"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        idemsim(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    // Without a baseline, check-first's failures fail the matrix.
+    assert_eq!(run(&[]).0, 1);
+    let (code, _, err) = run(&["--baseline", b, "--update-baseline"]);
+    assert_eq!(code, 0, "{err}");
+    // The same run against its own baseline: no regression, exit 0 although cells fail.
+    let (code, out, err) = run(&["--baseline", b]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("0 regression(s)") && out.contains("2 unchanged"), "{out}");
+    // A baseline in which check-first never raced: now it does, on many seeds: a regression.
+    let text = std::fs::read_to_string(b).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for c in v["cells"].as_array_mut().unwrap() {
+        if c["model"] == "check-first" {
+            c["as_specified"] = true.into();
+            c["failed_seeds"] = 0.into();
+            c["violations"] = serde_json::json!({});
+        }
+    }
+    std::fs::write(b, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let (code, out, _) = run(&["--baseline", b]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("REGRESSION check-first") && out.contains("stopped passing"), "{out}");
+    // A forged baseline is refused, naming the file.
+    std::fs::write(b, "{\"format\": \"idemsim-baseline\", \"version\": 9, \"cells\": []}").unwrap();
+    let (code, _, err) = run(&["--baseline", b]);
+    assert_eq!((code, err.contains("baseline.json")), (2, true), "{err}");
+    // --fail-on-violation and a baseline are one decision too many.
+    assert_eq!(run(&["--baseline", b, "--fail-on-violation"]).0, 2);
+}
+
+#[test]
+fn an_installed_binary_finds_the_shipped_library_and_a_project_of_its_own() {
+    let dir = tempfile_dir("project");
+    let bin = env!("CARGO_BIN_EXE_idemsim");
+    let in_dir = |args: &[&str]| {
+        let out = std::process::Command::new(bin)
+            .args(args)
+            .current_dir(&dir)
+            .env_remove("CARGO")
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    };
+    // Outside any project: shipped models and sims by name, replay commands as invoked.
+    let (code, out, err) = in_dir(&["sweep", "check-first-race", "--model", "check-first"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        out.contains(&format!("replay: {bin} run sims/teaching/check-first-race.toml")),
+        "{out}"
+    );
+    // A project: its own design by name beside the shipped ones, its own sims.
+    std::fs::create_dir_all(dir.join("designs")).unwrap();
+    std::fs::create_dir_all(dir.join("scenarios")).unwrap();
+    let model = std::fs::read_to_string(super::root().join("models/transactional.toml")).unwrap();
+    let model = model.replace("name = \"transactional\"", "name = \"mine\"");
+    std::fs::write(dir.join("designs/mine.toml"), model).unwrap();
+    std::fs::copy(
+        super::root().join("sims/teaching/check-first-race.toml"),
+        dir.join("scenarios/race.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("idemsim.toml"),
+        "[project]\nmodels = [\"designs\"]\nsims = [\"scenarios\"]\n",
+    )
+    .unwrap();
+    let (code, out, err) = in_dir(&["matrix", "--sims", "race", "--models", "mine,check-first"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.contains("mine") && out.contains("FAIL"), "{out}");
+    let (code, out, _) = in_dir(&["list"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("models (designs") && out.contains("scenarios/race.toml"), "{out}");
+    // A project file naming a folder that does not exist is a located error.
+    std::fs::write(dir.join("idemsim.toml"), "[project]\nsims = [\"nope\"]\n").unwrap();
+    let (code, _, err) = in_dir(&["list"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("idemsim.toml") && err.contains("nope"), "{err}");
+}

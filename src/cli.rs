@@ -213,6 +213,8 @@ pub struct SweepArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
+    gate: gate::GateArgs,
+    #[command(flatten)]
     shard: ShardArgs,
 }
 

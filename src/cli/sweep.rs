@@ -9,7 +9,7 @@ use super::out::{
     interrupted, not_applicable_json, not_applicable_to, print_report, report_speed, stdout_taken,
     stop_on_interrupt, write_shard,
 };
-use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, SweepArgs, seed_arg, shard_spec};
+use super::{EXIT_INTERRUPTED, EXIT_OK, SweepArgs, seed_arg, shard_spec};
 use crate::input::InputError;
 use crate::{catalog, render, sweep};
 
@@ -66,13 +66,10 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     } else {
         print_report(to_stderr, &render::sweep_text(&sim, &model, cell, jobs));
     }
-    Ok(if interrupted() {
-        EXIT_INTERRUPTED
-    } else if cell.sweep_failed() {
-        EXIT_FAILED
-    } else {
-        EXIT_OK
-    })
+    if interrupted() {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    args.gate.exit(&cells, cell.sweep_failed(), args.json || to_stderr)
 }
 
 /// `--per-seed`: one JSON line per seed, written in seed order (results arriving early wait

@@ -116,6 +116,18 @@ fn a_baseline_fails_only_on_a_regression() {
     assert_eq!((code, err.contains("baseline.json")), (2, true), "{err}");
     // --fail-on-violation and a baseline are one decision too many.
     assert_eq!(run(&["--baseline", b, "--fail-on-violation"]).0, 2);
+    // A sweep takes the same gate: its failing cell against its own baseline passes.
+    let sweep = |extra: &[&str]| {
+        let mut a = vec!["sweep", "check-first-race", "--model", "check-first", "--seeds", "0..60"];
+        a.extend_from_slice(extra);
+        idemsim(&a)
+    };
+    assert_eq!(sweep(&[]).0, 1);
+    assert_eq!(sweep(&["--baseline", b, "--update-baseline"]).0, 0);
+    let (code, out, err) = sweep(&["--baseline", b, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok(), "stdout stays JSON: {out}");
+    assert!(err.contains("0 regression(s)"), "{err}");
 }
 
 #[test]

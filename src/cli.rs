@@ -75,7 +75,7 @@ pub struct Cli {
 #[allow(missing_docs)]
 pub enum Command {
     /// List the models and sims found.
-    List,
+    List(list::ListArgs),
     /// Run one sim against one model on one seed.
     Run(RunArgs),
     /// Run one sim against one model over many seeds: violation rates, histograms, replays.
@@ -323,7 +323,7 @@ pub fn main() -> i32 {
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         None => matrix::demo(),
-        Some(Command::List) => list::list(),
+        Some(Command::List(args)) => list::list(args),
         Some(Command::Run(args)) => run::run_one(args),
         Some(Command::Sweep(args)) => sweep::sweep_cmd(args),
         Some(Command::Matrix(args)) => matrix::matrix_cmd(args),

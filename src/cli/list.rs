@@ -6,8 +6,52 @@ use crate::catalog;
 use crate::scenario::Sim;
 use crate::text::printable;
 
-pub(super) fn list() -> anyhow::Result<i32> {
+/// `idemsim list`'s arguments.
+#[derive(clap::Args, Debug)]
+#[allow(missing_docs)]
+pub struct ListArgs {
+    /// Print the folders, models and sims as JSON (`"format": "idemsim-list"`, version 1).
+    #[arg(long)]
+    json: bool,
+}
+
+/// The JSON of `list --json`: what the text shows, unescaped (JSON escapes it).
+fn list_json(models: &[std::sync::Arc<crate::model::Model>], sims: &[(String, Sim)]) -> String {
+    let path = |p: &std::path::Path| catalog::display_path(p);
+    let v = serde_json::json!({
+        "format": "idemsim-list",
+        "version": 1,
+        "model_folders": catalog::model_dirs().iter().map(|d| path(d)).collect::<Vec<_>>(),
+        "sim_folders": catalog::sim_dirs().iter().map(|d| path(d)).collect::<Vec<_>>(),
+        "models": models.iter().map(|m| serde_json::json!({
+            "name": m.name, "summary": m.summary, "path": path(&m.path),
+        })).collect::<Vec<_>>(),
+        "sims": sims.iter().map(|(p, s)| serde_json::json!({
+            "name": s.name, "path": p, "description": s.description, "injects": injects(s),
+        })).collect::<Vec<_>>(),
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+}
+
+/// The points a sim injects at, sorted, once each.
+fn injects(s: &Sim) -> Vec<String> {
+    let mut points: Vec<String> = s.injects.iter().map(|i| format!("@{}", i.point)).collect();
+    points.sort();
+    points.dedup();
+    points
+}
+
+pub(super) fn list(args: ListArgs) -> anyhow::Result<i32> {
     catalog::library()?;
+    if args.json {
+        let models = catalog::ordered_models(catalog::all_models()?);
+        let mut sims = Vec::new();
+        for p in catalog::sim_dirs().iter().flat_map(|d| catalog::files_under(d)) {
+            sims.push((catalog::display_path(&p), Sim::load(&p)?));
+        }
+        print!("{}", list_json(&models, &sims));
+        return Ok(EXIT_OK);
+    }
     let shown = |p: &std::path::Path| printable(&catalog::display_path(p));
     let dirs = |ds: Vec<std::path::PathBuf>| -> String {
         ds.iter().map(|d| shown(d)).collect::<Vec<_>>().join(", ")
@@ -24,9 +68,7 @@ pub(super) fn list() -> anyhow::Result<i32> {
     let width = sims.iter().map(|p| shown(p).chars().count()).max().unwrap_or(0);
     for p in sims {
         let s = Sim::load(&p)?;
-        let mut points: Vec<String> = s.injects.iter().map(|i| format!("@{}", i.point)).collect();
-        points.sort();
-        points.dedup();
+        let points = injects(&s);
         let points = if points.is_empty() {
             String::new()
         } else {

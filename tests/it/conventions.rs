@@ -180,3 +180,21 @@ fn an_installed_binary_finds_the_shipped_library_and_a_project_of_its_own() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("idemsim.toml") && err.contains("nope"), "{err}");
 }
+
+#[test]
+fn list_as_json_names_what_the_text_names() {
+    let (code, json, err) = idemsim(&["list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!((v["format"].as_str(), v["version"].as_u64()), (Some("idemsim-list"), Some(1)));
+    let (_, text, _) = idemsim(&["list"]);
+    for m in v["models"].as_array().unwrap() {
+        let name = m["name"].as_str().unwrap();
+        assert!(text.lines().any(|l| l.trim_start().starts_with(name)), "{name} not listed");
+    }
+    let sims = v["sims"].as_array().unwrap();
+    assert!(sims.len() > 40);
+    for s in sims {
+        assert!(text.contains(s["path"].as_str().unwrap()), "{s}");
+    }
+}

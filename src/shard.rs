@@ -108,26 +108,8 @@ fn auto(env: &dyn Fn(&str) -> Option<String>, n: Option<u64>) -> Result<ShardSpe
         )?;
         found.push(ShardSpec { k, n, source: "JOB_COMPLETION_INDEX".into() });
     }
-    if let Some(id) = get("SLURM_ARRAY_TASK_ID")? {
-        let min = get("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-        if get("SLURM_ARRAY_TASK_STEP")?.is_some_and(|s| s != 1) {
-            return Err(
-                "--shard auto: a Slurm array with a step other than 1 (use --array=A-B)".into()
-            );
-        }
-        let n = match get("SLURM_ARRAY_TASK_COUNT")? {
-            Some(c) => c,
-            None => {
-                n.ok_or("--shard auto: SLURM_ARRAY_TASK_COUNT is not set; use --shard auto/N")?
-            }
-        };
-        let k = id.checked_sub(min).ok_or("--shard auto: SLURM_ARRAY_TASK_ID below its MIN")?;
-        let source = if get("SLURM_ARRAY_TASK_COUNT")?.is_some() {
-            "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT"
-        } else {
-            "SLURM_ARRAY_TASK_ID"
-        };
-        found.push(ShardSpec { k, n, source: source.into() });
+    if let Some(spec) = slurm(&get, n)? {
+        found.push(spec);
     }
     if let Some(k) = get("AWS_BATCH_JOB_ARRAY_INDEX")? {
         let n = match get("AWS_BATCH_JOB_ARRAY_SIZE")? {
@@ -163,6 +145,29 @@ fn auto(env: &dyn Fn(&str) -> Option<String>, n: Option<u64>) -> Result<ShardSpe
             }
         }
     }
+}
+
+/// A Slurm array task's index (from its MIN) and count, if Slurm set its variables.
+fn slurm(
+    get: &dyn Fn(&str) -> Result<Option<u64>, String>,
+    n: Option<u64>,
+) -> Result<Option<ShardSpec>, String> {
+    let Some(id) = get("SLURM_ARRAY_TASK_ID")? else { return Ok(None) };
+    let min = get("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+    if get("SLURM_ARRAY_TASK_STEP")?.is_some_and(|s| s != 1) {
+        return Err("--shard auto: a Slurm array with a step other than 1 (use --array=A-B)".into());
+    }
+    let n = match get("SLURM_ARRAY_TASK_COUNT")? {
+        Some(c) => c,
+        None => n.ok_or("--shard auto: SLURM_ARRAY_TASK_COUNT is not set; use --shard auto/N")?,
+    };
+    let k = id.checked_sub(min).ok_or("--shard auto: SLURM_ARRAY_TASK_ID below its MIN")?;
+    let source = if get("SLURM_ARRAY_TASK_COUNT")?.is_some() {
+        "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT"
+    } else {
+        "SLURM_ARRAY_TASK_ID"
+    };
+    Ok(Some(ShardSpec { k, n, source: source.into() }))
 }
 
 impl std::fmt::Display for Build {

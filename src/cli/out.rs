@@ -49,6 +49,20 @@ pub(super) fn not_applicable_to(to_stderr: bool, sim: &Sim, model: &Model) -> Op
     Some(EXIT_NOT_APPLICABLE)
 }
 
+/// Say why a cell is n/a, as JSON when `json` (see [`not_applicable_to`]).
+pub(super) fn not_applicable_as(
+    json: bool,
+    to_stderr: bool,
+    sim: &Sim,
+    model: &Model,
+) -> Option<i32> {
+    if json {
+        not_applicable_json(to_stderr, sim, model)
+    } else {
+        not_applicable_to(to_stderr, sim, model)
+    }
+}
+
 /// The same, as JSON (for `--json`).
 pub(super) fn not_applicable_json(to_stderr: bool, sim: &Sim, model: &Model) -> Option<i32> {
     let reason = run::not_applicable(sim, model)?;

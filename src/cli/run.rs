@@ -1,6 +1,6 @@
 //! `idemsim run`: one sim × one model × one seed, as text, JSON, Mermaid, SVG or HTML.
 
-use super::out::{not_applicable_json, not_applicable_to, print_report, stdout_taken, write_file};
+use super::out::{not_applicable_as, print_report, stdout_taken, write_file};
 use super::{EXIT_FAILED, EXIT_OK, RunArgs};
 use crate::run::{self, RunOptions};
 use crate::{catalog, render};
@@ -11,12 +11,7 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     // The output files are checked before the run; with `-`, stdout is theirs alone.
     let to_stderr =
         stdout_taken(&[("--svg", args.svg.as_deref()), ("--html", args.html.as_deref())])?;
-    let na = if args.json {
-        not_applicable_json(to_stderr, &sim, &model)
-    } else {
-        not_applicable_to(to_stderr, &sim, &model)
-    };
-    if let Some(code) = na {
+    if let Some(code) = not_applicable_as(args.json, to_stderr, &sim, &model) {
         return Ok(code);
     }
     let keep_history = args.trace || args.mermaid || args.svg.is_some() || args.html.is_some();

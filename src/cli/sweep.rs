@@ -6,8 +6,8 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use super::out::{
-    interrupted, not_applicable_json, not_applicable_to, print_report, report_speed, stdout_taken,
-    stop_on_interrupt, write_shard,
+    interrupted, not_applicable_as, print_report, report_speed, stdout_taken, stop_on_interrupt,
+    write_shard,
 };
 use super::{EXIT_INTERRUPTED, EXIT_OK, SweepArgs, seed_arg, shard_spec};
 use crate::input::InputError;
@@ -25,12 +25,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
             ("--out", out.or(Some(Path::new("-")))),
         ])?;
     }
-    let na = if args.json {
-        not_applicable_json(to_stderr, &sim, &model)
-    } else {
-        not_applicable_to(to_stderr, &sim, &model)
-    };
-    if let Some(code) = na {
+    if let Some(code) = not_applicable_as(args.json, to_stderr, &sim, &model) {
         return Ok(code);
     }
     let range = seeds.unwrap_or_else(|| sim.seeds.clone());

@@ -397,9 +397,8 @@ fn count_near_max(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
     Some(format!("{}: cell {c}: {ptr} → {new}", d.name(f)))
 }
 
-fn first_seed_outside(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
-    let (f, c) = d.pick(rng, has_failures)?;
-    let agg = d.agg(f, c).clone();
+/// Pointers to an aggregate's first seeds: each violation's and the first failing seed's.
+fn first_seed_ptrs(agg: &Value) -> Vec<String> {
     let mut ptrs: Vec<String> = agg["violations"]
         .as_object()
         .into_iter()
@@ -408,7 +407,12 @@ fn first_seed_outside(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
     if !agg["first_failed_seed"].is_null() {
         ptrs.push("/first_failed_seed".into());
     }
-    let ptr = ptrs.choose(rng)?.clone();
+    ptrs
+}
+
+fn first_seed_outside(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
+    let (f, c) = d.pick(rng, has_failures)?;
+    let ptr = first_seed_ptrs(d.agg(f, c)).choose(rng)?.clone();
     let covered = covered_of(d.cell(f, c));
     let mut outside: Vec<u64> = vec![SEEDS.end, 1000, u64::MAX];
     outside.extend(SEEDS.filter(|s| !covered.iter().any(|i| i[0] <= *s && *s < i[1])).take(1));
@@ -788,16 +792,7 @@ fn shard_spec_forged(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
 
 fn first_seed_moved(d: &mut Draft, rng: &mut StdRng) -> Option<String> {
     let (f, c) = d.pick(rng, has_failures)?;
-    let agg = d.agg(f, c).clone();
-    let mut ptrs: Vec<String> = agg["violations"]
-        .as_object()
-        .into_iter()
-        .flat_map(|m| m.keys().map(|k| format!("/violations/{k}/first_seed")))
-        .collect();
-    if !agg["first_failed_seed"].is_null() {
-        ptrs.push("/first_failed_seed".into());
-    }
-    let ptr = ptrs.choose(rng)?.clone();
+    let ptr = first_seed_ptrs(d.agg(f, c)).choose(rng)?.clone();
     let seeds: Vec<u64> = covered_of(d.cell(f, c)).iter().flat_map(|i| i[0]..i[1]).collect();
     let new = *seeds.choose(rng)?;
     *d.agg(f, c).pointer_mut(&ptr)? = json!(new);

@@ -222,7 +222,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize, &str)] = &[
         307,
         "flat match: one arm per event (grows by one arm per new event)",
     ),
-    ("shard.rs", "auto", 75, "one arm per engine's variables; to split"),
 ];
 
 /// Every function of `src/` with its length in lines, from its `fn` line to the `}` at its

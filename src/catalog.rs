@@ -13,13 +13,19 @@ use crate::scenario::Sim;
 /// The project given with `--project` (set once by the command line, before any lookup).
 pub static PROJECT: OnceLock<PathBuf> = OnceLock::new();
 
-/// The folders names are looked up in ([`crate::library`]): the project found from the current
-/// folder (or `--project`), then the shipped library. Discovered once per process.
+/// The lookup roots given with `--models-dir` and `--sims-dir` (set once by the command line,
+/// before any lookup): searched before the project and the shipped library.
+pub static ROOTS: OnceLock<(Vec<PathBuf>, Vec<PathBuf>)> = OnceLock::new();
+
+/// The folders names are looked up in ([`crate::library`]): the lookup roots ([`ROOTS`]), the
+/// project found from the current folder (or `--project`), then the shipped library.
+/// Discovered once per process.
 pub fn library() -> Result<&'static Library, InputError> {
     static LIB: OnceLock<Result<Library, InputError>> = OnceLock::new();
     LIB.get_or_init(|| {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-        Library::discover(&cwd, PROJECT.get().map(PathBuf::as_path))
+        let (models, sims) = ROOTS.get().cloned().unwrap_or_default();
+        Library::discover(&cwd, PROJECT.get().map(PathBuf::as_path))?.with_roots(&models, &sims)
     })
     .as_ref()
     .map_err(Clone::clone)
@@ -249,8 +255,14 @@ pub fn ordered_models(mut models: Vec<Arc<Model>>) -> Vec<Arc<Model>> {
 }
 
 /// How to name a model on a command line: its name when `models/<name>.toml` is this very
-/// file, else its path.
+/// file, else (also for a model found through `--models-dir`) its path.
 pub fn cli_name(model: &Model) -> String {
+    // A name found through `--models-dir` would not resolve without that flag: the path does.
+    let roots = ROOTS.get().map(|r| r.0.as_slice()).unwrap_or_default();
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    if roots.iter().any(|r| canon(&model.path).starts_with(canon(r))) {
+        return display_path(&model.path);
+    }
     let named = format!("{}.toml", model.name);
     let by_name = model_dirs().into_iter().map(|d| d.join(&named)).find(|f| f.is_file());
     match (by_name.unwrap_or_default().canonicalize(), model.path.canonicalize()) {

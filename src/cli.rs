@@ -56,7 +56,8 @@ fn parse_jobs(s: &str) -> Result<usize, String> {
                   or usage; 3 the sim does not apply to the model (run, sweep, shrink, explain \
                   --sim: it injects at a point the model lacks); 130 interrupted.\nModels and sims are given as \
                   file paths or by name: looked up in the project's folders (idemsim.toml, or \
-                  models/ and sims/ here), then in the models and sims shipped in the binary."
+                  models/ and sims/ here), then in the models and sims shipped in the binary; \
+                  --models-dir and --sims-dir add folders searched first."
 )]
 // clap turns a doc comment into help text: these types' help is their attributes'.
 #[allow(missing_docs)]
@@ -68,6 +69,13 @@ pub struct Cli {
     /// models/ and sims/; the shipped models and sims come after the project's).
     #[arg(long, global = true, value_name = "PATH")]
     pub project: Option<PathBuf>,
+    /// A folder of model files to look names up in before the project's and the shipped ones
+    /// (repeatable; no idemsim.toml needed). Not matrix's --models, which picks the models.
+    #[arg(long = "models-dir", global = true, value_name = "DIR")]
+    pub models_dir: Vec<PathBuf>,
+    /// A folder of sim files to look names up in first, as --models-dir (repeatable).
+    #[arg(long = "sims-dir", global = true, value_name = "DIR")]
+    pub sims_dir: Vec<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -311,6 +319,7 @@ pub fn main() -> i32 {
     if let Some(p) = &cli.project {
         let _ = crate::catalog::PROJECT.set(p.clone());
     }
+    let _ = crate::catalog::ROOTS.set((cli.models_dir.clone(), cli.sims_dir.clone()));
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -14,6 +14,9 @@
 //!   A folder with both `models/` and `sims/` (this repository, or a copy of its layout) is a
 //!   project without a file. `--project PATH` (a folder or an `idemsim.toml`) names one
 //!   explicitly.
+//! - **Lookup roots** `--models-dir DIR` and `--sims-dir DIR` (global, repeatable) come before
+//!   the project and the shipped library: folders of model or sim files used by name without a
+//!   project file ([`Library::with_roots`]).
 //! - **The shipped library** (`models/`, `sims/`, `calibration/` of the build) is embedded in
 //!   the binary, so an installed `idemsim` (`cargo install`, the container image) runs
 //!   anywhere. It is used in place when the build's own folder still holds the same files (a
@@ -245,6 +248,32 @@ impl Library {
             }
         }
         Library::folder(cwd)
+    }
+
+    /// Put folders named on the command line (`--models-dir`, `--sims-dir`) before every
+    /// other, in the order given: each must be a folder; one already searched moves to the front.
+    pub fn with_roots(
+        mut self,
+        models: &[PathBuf],
+        sims: &[PathBuf],
+    ) -> Result<Library, InputError> {
+        for (list, given, flag) in
+            [(&mut self.models, models, "--models-dir"), (&mut self.sims, sims, "--sims-dir")]
+        {
+            let mut front: Vec<PathBuf> = Vec::new();
+            for d in given {
+                if !d.is_dir() {
+                    return Err(InputError::file(d, format!("{flag}: not a folder")));
+                }
+                if !front.iter().any(|f| same_dir(f, d)) {
+                    front.push(d.clone());
+                }
+            }
+            list.retain(|x| !front.iter().any(|f| same_dir(f, x)));
+            front.append(list);
+            *list = front;
+        }
+        Ok(self)
     }
 
     /// A folder with models/ and sims/ as a project without a file; else the shipped library.

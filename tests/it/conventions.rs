@@ -198,3 +198,61 @@ fn list_as_json_names_what_the_text_names() {
         assert!(text.contains(s["path"].as_str().unwrap()), "{s}");
     }
 }
+
+/// The binary run in `dir` as an installed one is (no `CARGO`, its own cache).
+fn idemsim_in(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemsim"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CARGO")
+        .env("IDEMSIM_INVOKED", "idemsim")
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn lookup_roots_name_a_users_folders_without_a_project_file() {
+    let dir = tempfile_dir("roots");
+    std::fs::create_dir_all(dir.join("designs")).unwrap();
+    std::fs::create_dir_all(dir.join("scen")).unwrap();
+    let model = std::fs::read_to_string(super::root().join("models/check-first.toml")).unwrap();
+    let model = model.replace("name = \"check-first\"", "name = \"mine\"");
+    std::fs::write(dir.join("designs/mine.toml"), model).unwrap();
+    let race = super::root().join("sims/teaching/check-first-race.toml");
+    std::fs::copy(race, dir.join("scen/race.toml")).unwrap();
+    let roots = ["--models-dir", "designs", "--sims-dir", "scen"];
+    let with_roots = |args: &[&str]| idemsim_in(&dir, &[&roots[..], args].concat());
+    // Without the roots the names are unknown; with them (before or after the command) found.
+    assert_eq!(idemsim_in(&dir, &["run", "race", "--model", "mine"]).0, 2);
+    let (code, out, err) = with_roots(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("models (designs, ") && out.contains("sims (scen, "), "{out}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("mine ")), "{out}");
+    assert!(out.contains("scen/race.toml"), "{out}");
+    let (code, json, _) = with_roots(&["list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!((code, v["model_folders"][0].as_str()), (0, Some("designs")), "{v}");
+    let (code, out, err) = idemsim_in(
+        &dir,
+        &[&["sweep", "race", "--model", "mine", "--seeds", "0..60"][..], &roots[..]].concat(),
+    );
+    assert_eq!(code, 1, "the copy of check-first races: {out}{err}");
+    // The replay command names the files, so that it runs without the flags.
+    let replay = "idemsim run scen/race.toml --model designs/mine.toml --seed ";
+    let line = out.lines().find(|l| l.contains(replay)).unwrap_or_else(|| panic!("{out}"));
+    let seed = line[line.find(replay).unwrap() + replay.len()..].split(' ').next().unwrap();
+    let again = ["run", "scen/race.toml", "--model", "designs/mine.toml", "--seed", seed];
+    let (code, out, err) = idemsim_in(&dir, &again);
+    assert!(code < 2 && out.contains("mine"), "the replay runs without the flags: {out}{err}");
+    let (code, out, err) =
+        with_roots(&["matrix", "--sims", "race", "--models", "mine,transactional"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.contains("mine") && out.contains("transactional"), "{out}");
+    // A root that is not a folder is bad input, named.
+    let (code, _, err) = idemsim_in(&dir, &["--sims-dir", "nope", "list"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--sims-dir") && err.contains("nope"), "{err}");
+}

@@ -17,6 +17,10 @@
 #   GitHub:     the jobs of deploy/github/nightly-sweep.yml, step by step (deploy-engines.py):
 #               one job per matrix.shard, artifacts up and down, then the merge job.
 #   AWS Batch, GitLab: the CLI with AWS_BATCH_JOB_ARRAY_INDEX/SIZE, CI_NODE_INDEX/TOTAL.
+#   The CI gate: deploy/github/action/action.yml's steps and deploy/gitlab/idemsim.gitlab-ci.yml's
+#               script (deploy-engines.py) on copies of examples/project: its committed
+#               baseline passes (exit 0), a design that regressed fails (exit 1), a baseline
+#               written by update-baseline is the committed one byte for byte, bad input exits 2.
 #
 # Needs bash, python3 with PyYAML (else the venv of tools/lint-deploy.sh), diff. Takes a few
 # seconds: small sims over 600 seeds. Prints "N passed, N failed"; exits 1 on any failure.
@@ -493,6 +497,110 @@ same "gitlab: merge --markdown" matrix-md "$cli/gitlab.out" "$rc"
 rc=0
 shard CI_NODE_INDEX=0 CI_NODE_TOTAL=4 -- "${matrix_args[@]}" --shard auto --out-dir "$cli/bad" || rc=$?
 exits "gitlab: CI_NODE_INDEX=0 (it counts from 1)" 2 "$rc"
+
+# ---------------------------------------------------------------- the CI gate recipe
+
+# deploy/github/action (composite) and deploy/gitlab/idemsim.gitlab-ci.yml, their own steps
+# (deploy-engines.py gh-action, gitlab-job) with the binary on PATH as an installed one is,
+# on copies of examples/project (a user's checkout): its committed baseline passes, a design
+# that regressed fails, a baseline is written, bad input is refused.
+recipe=$tmp/recipe
+mkdir -p "$recipe/bin"
+ln -s "$IDEMSIM" "$recipe/bin/idemsim"
+action=$root/deploy/github/action/action.yml
+gitlab=$root/deploy/gitlab/idemsim.gitlab-ci.yml
+# the example project's gate, as docs/ci.md's snippets set it
+gate_with=(with.sims=sims "with.models=orders-api check-first" with.baseline=ci/baseline.json)
+gate_vars=(IDEMSIM_SIMS=sims "IDEMSIM_MODELS=orders-api check-first" IDEMSIM_BASELINE=ci/baseline.json)
+project() { # NAME: a fresh copy of examples/project, as $recipe/NAME (no artifacts yet)
+    rm -rf "${recipe:?}/$1" "$recipe/$1.artifacts"
+    cp -R "$root/examples/project" "$recipe/$1"
+}
+regress() { # NAME: orders-api becomes check-first under its name (a lookup before the write)
+    sed 's/^name = "check-first"$/name = "orders-api"/' "$root/models/check-first.toml" \
+        >"$recipe/$1/models/orders-api.toml"
+}
+gh_action() { # NAME with.INPUT=VALUE...: the action as a step of a job checked out in $recipe/NAME
+    local name=$1
+    shift
+    "${clean[@]}" PATH="$recipe/bin:$PATH" "$python" "$root/tools/deploy-engines.py" gh-action "$action" \
+        "$recipe/$name" "$recipe/$name.artifacts" "$@" >"$recipe/$name.out" 2>"$recipe/$name.err"
+}
+gl_job() { # NAME VAR=VALUE...: the template's .idemsim job in $recipe/NAME
+    local name=$1
+    shift
+    "${clean[@]}" PATH="$recipe/bin:$PATH" "$python" "$root/tools/deploy-engines.py" gitlab-job "$gitlab" \
+        .idemsim "$recipe/$name" "$@" >"$recipe/$name.out" 2>"$recipe/$name.err"
+}
+has() { # WHAT FILE TEXT: FILE holds TEXT
+    if grep -qF -- "$3" "$2" 2>/dev/null; then ok "$1"; else bad "$1: no '$3' in ${2#"$recipe"/}"; fi
+}
+
+project gh-ok
+rc=0
+gh_action gh-ok "${gate_with[@]}" || rc=$?
+exits "action: examples/project against its committed baseline" 0 "$rc" "$recipe/gh-ok.err"
+report=$recipe/gh-ok.artifacts/idemsim-report
+has "action: the report artifact says no regression" "$report/report.txt" "0 regression(s)"
+has "action: replay commands name the installed idemsim" "$report/report.txt" "idemsim run "
+if [[ -s $report/matrix.html ]]; then ok "action: matrix.html in the artifact"; else bad "action: no matrix.html in the artifact"; fi
+has "action: the step summary" "$recipe/gh-ok.summary.md" "## idemsim matrix: exit 0"
+
+project gh-bad
+regress gh-bad
+rc=0
+gh_action gh-bad "${gate_with[@]}" || rc=$?
+exits "action: a design that regressed fails the gate" 1 "$rc" "$recipe/gh-bad.err"
+has "action: the report names the regression" "$recipe/gh-bad.artifacts/idemsim-report/report.txt" "REGRESSION orders-api"
+
+project gh-new
+rm "$recipe/gh-new/ci/baseline.json"
+rc=0
+gh_action gh-new "${gate_with[@]}" || rc=$?
+exits "action: no baseline committed yet is bad input" 2 "$rc"
+has "action: ... saying how to make one" "$recipe/gh-new.out" "update-baseline: true"
+rc=0
+gh_action gh-new "${gate_with[@]}" with.update-baseline=true with.report-name=new || rc=$?
+exits "action: update-baseline: true writes it" 0 "$rc" "$recipe/gh-new.err"
+if [[ -f $recipe/gh-new.artifacts/new/baseline.json ]]; then
+    ok "action: the written baseline is in the artifact"
+else
+    bad "action: no baseline.json in the artifact"
+fi
+if cmp -s "$recipe/gh-new/ci/baseline.json" "$root/examples/project/ci/baseline.json"; then
+    ok "action: examples/project/ci/baseline.json is what this build writes"
+else
+    bad "action: examples/project/ci/baseline.json is not what this build writes (regenerate it: docs/ci.md)"
+fi
+
+project gh-sweep
+rc=0
+gh_action gh-sweep with.command=sweep with.sims=checkout-double-click with.models=orders-api \
+    with.baseline= with.seeds=0..100 || rc=$?
+exits "action: command: sweep, no baseline (orders-api holds)" 0 "$rc" "$recipe/gh-sweep.err"
+for bad_case in with.command=sweeep "with.command=sweep|with.models=a b" with.sims=no-such-sim "with.args=--jobs 0"; do
+    IFS='|' read -ra extra <<<"$bad_case"
+    project gh-input
+    rc=0
+    gh_action gh-input "${gate_with[@]}" "${extra[@]}" || rc=$?
+    exits "action: $bad_case" 2 "$rc" "$recipe/gh-input.err"
+done
+
+project gl-ok
+rc=0
+gl_job gl-ok "${gate_vars[@]}" || rc=$?
+exits "gitlab template: examples/project against its committed baseline" 0 "$rc" "$recipe/gl-ok.err"
+has "gitlab template: the report artifact says no regression" "$recipe/gl-ok/idemsim-report/report.txt" "0 regression(s)"
+project gl-bad
+regress gl-bad
+rc=0
+gl_job gl-bad "${gate_vars[@]}" || rc=$?
+exits "gitlab template: a design that regressed fails the gate" 1 "$rc" "$recipe/gl-bad.err"
+has "gitlab template: the report names the regression" "$recipe/gl-bad/idemsim-report/report.txt" "REGRESSION orders-api"
+project gl-input
+rc=0
+gl_job gl-input "${gate_vars[@]}" IDEMSIM_COMMAND=sweeep || rc=$?
+exits "gitlab template: IDEMSIM_COMMAND=sweeep" 2 "$rc"
 
 echo "deploy-check: $((SECONDS - started)) s"
 echo "deploy-check: $passed passed, $failed failed"

@@ -21,11 +21,26 @@
         prebuilt binary as IDEMSIM=...); cache steps are no-ops. Exits with the first failing
         step's code.
 
+    deploy-engines.py gh-action ACTION.yml WORKSPACE ARTIFACTS [with.NAME=VALUE | NAME=VALUE...]
+        Run a composite action (deploy/github/action/action.yml) as one step of a job whose
+        checkout is WORKSPACE: its inputs are its defaults overridden by with.NAME=VALUE, the
+        environment the caller's with NAME=VALUE; `${{ ... }}` of inputs, github.action_*,
+        runner.* and steps.ID.outputs.* (written to $GITHUB_OUTPUT) substituted, a || b taken
+        as Actions does; $GITHUB_PATH honoured; steps with id `install` skipped (put the
+        prebuilt idemsim on PATH). A workflow step `uses: ./PATH` runs the same way in gh-job.
+
+    deploy-engines.py gitlab-job TEMPLATE.yml JOB WORKSPACE [NAME=VALUE...]
+        Run a GitLab CI job of TEMPLATE (a hidden one such as .idemsim too) as a runner's shell
+        would: its variables (overridden by NAME=VALUE; $CI_PROJECT_DIR and other variables
+        expanded), then before_script and script in one bash with -eo pipefail, in WORKSPACE
+        (CI_PROJECT_DIR). Exits with the script's code.
+
     deploy-engines.py scripts OUTDIR FILE.yaml...
         Write the shell scripts embedded in Kubernetes manifests (a container's `sh -c SCRIPT`)
         and GitHub workflows (`run:` steps, each `${{ ... }}` made a plain word) to OUTDIR, one
         file each with a shebang for its shell, for shellcheck (tools/lint-deploy.sh); print
-        their paths.
+        their paths. Composite actions' `run:` steps and GitLab jobs' before_script and script
+        too.
 
 Needs PyYAML. Anything it does not understand is an error, so the check cannot silently skip
 part of a job file.
@@ -228,12 +243,23 @@ def workflow_env(wf: dict, path: str) -> dict:
     return out
 
 
-def subst(text: str, ctx: dict, where: str) -> str:
-    def one(m: re.Match) -> str:
-        need(m.group(1) in ctx, f"{where}: expression not understood: {m.group(0)}")
-        return ctx[m.group(1)]
+def expr_value(e: str, ctx: dict, where: str) -> str:
+    """A context name, a 'literal', or `a || b ...` (the first that is not empty, as Actions
+    takes the first truthy operand)."""
+    val = ""
+    for part in (p.strip() for p in e.split("||")):
+        if re.fullmatch(r"'[^']*'", part):
+            val = part[1:-1]
+        else:
+            need(part in ctx, f"{where}: expression not understood: ${{{{ {e} }}}}")
+            val = ctx[part]
+        if val:
+            return val
+    return val
 
-    return EXPR.sub(one, text)
+
+def subst(text: str, ctx: dict, where: str) -> str:
+    return EXPR.sub(lambda m: expr_value(m.group(1), ctx, where), text)
 
 
 def checkout(root: pathlib.Path, ws: pathlib.Path) -> None:
@@ -299,28 +325,60 @@ def gh_job(path: str, which: str, k: str, root: str, ws_: str, arts_: str, overr
     env.update(CI="true", GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(ws),
                GITHUB_STEP_SUMMARY=str(ws.parent / f"{ws.name}.summary.md"))
     shell = ((wf.get("defaults") or {}).get("run") or {}).get("shell")
+    where = f"{path}: {jid}{'[' + k + ']' if k else ''}"
+    return run_steps(job["steps"], ctx, env, ws, arts, shell, where, root)
+
+
+BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]  # what a runner runs for `shell: bash`
+SKIPPED = ("build", "toolchain", "install")  # the caller passes a prebuilt binary
+
+
+def run_step(step: dict, ctx: dict, env: dict, ws: pathlib.Path, shell, where: str, tag: str) -> int:
+    """One `run:` step: its env and working-directory substituted, $GITHUB_OUTPUT read back into
+    ctx as steps.ID.outputs.*, $GITHUB_PATH prepended to env's PATH."""
+    need(step.get("shell", shell) in ("bash", None), f"{where}: a shell other than bash")
     # what a runner runs for `shell: bash`, and for no shell at all on Linux
-    argv = ["bash", "--noprofile", "--norc", "-eo", "pipefail"] if shell == "bash" else ["bash", "-e"]
+    argv = BASH if step.get("shell", shell) == "bash" else ["bash", "-e"]
+    f = ws.parent / f"{ws.name}.{tag}.sh"
+    f.write_text(subst(str(step["run"]), ctx, where))
+    out, path_file = ws.parent / f"{ws.name}.{tag}.output", ws.parent / f"{ws.name}.{tag}.path"
+    out.write_text("")
+    path_file.write_text("")
+    senv = dict(env, GITHUB_OUTPUT=str(out), GITHUB_PATH=str(path_file))
+    senv.update({str(a): subst(str(b), ctx, where) for a, b in (step.get("env") or {}).items()})
+    cwd = ws / subst(str(step.get("working-directory", ".")), ctx, where)
+    rc = subprocess.run(argv + [str(f)], cwd=cwd, env=senv).returncode
+    for line in out.read_text().splitlines():
+        name, eq, value = line.partition("=")
+        need(bool(eq), f"{where}: $GITHUB_OUTPUT line not understood: {line}")
+        if step.get("id"):
+            ctx[f"steps.{step['id']}.outputs.{name}"] = value
+    added = [p for p in path_file.read_text().splitlines() if p]
+    if added:
+        env["PATH"] = ":".join(reversed(added)) + ":" + env.get("PATH", "")
+    return rc
+
+
+def run_steps(steps: list, ctx: dict, env: dict, ws: pathlib.Path, arts: pathlib.Path, shell,
+              where_job: str, root=None) -> int:
+    """A job's steps (root: the repository its checkout links), or a composite action's (None)."""
+    in_action = root is None
     failed = 0
-    for i, step in enumerate(job["steps"]):
-        where = f"{path}: {jid}{'[' + k + ']' if k else ''} step {i} ({step.get('id') or step.get('uses') or 'run'})"
+    for i, step in enumerate(steps):
+        where = f"{where_job} step {i} ({step.get('id') or step.get('uses') or 'run'})"
         cond = step.get("if")
         need(cond is None or str(cond) in ALWAYS, f"{where}: if: {cond} is not understood")
         if failed and cond is None:
             continue
         uses = str(step.get("uses", ""))
-        w = step.get("with") or {}
+        w = {a: subst(str(b), ctx, where) for a, b in (step.get("with") or {}).items()}
         rc = 0
         if "run" in step:
-            need(step.get("shell", shell) == shell, f"{where}: a shell of its own")
-            if step.get("id") in ("build", "toolchain"):
-                print(f"{where}: skipped (the prebuilt IDEMSIM={env.get('IDEMSIM')} stands in)", file=sys.stderr)
+            if step.get("id") in SKIPPED:
+                print(f"{where}: skipped (the prebuilt idemsim stands in)", file=sys.stderr)
                 continue
-            script = subst(str(step["run"]), ctx, where)
-            f = ws.parent / f"{ws.name}.step{i}.sh"
-            f.write_text(script)
-            rc = subprocess.run(argv + [str(f)], cwd=ws, env=env).returncode
-        elif uses.startswith("actions/checkout@"):
+            rc = run_step(step, ctx, env, ws, shell, where, f"{'action-' if in_action else ''}step{i}")
+        elif uses.startswith("actions/checkout@") and not in_action:
             checkout(pathlib.Path(root), ws)
         elif uses.startswith("actions/cache@"):
             pass
@@ -328,12 +386,83 @@ def gh_job(path: str, which: str, k: str, root: str, ws_: str, arts_: str, overr
             rc = upload(ws, arts, w, ctx, where)
         elif uses == "actions/download-artifact@v4":
             rc = download(ws, arts, w, where)
+        elif uses.startswith("./") and not in_action:
+            rc = gh_action(str(ws / uses / "action.yml"), ws, arts, w, env)
         else:
             die(f"{where}: step not understood")
         if rc and not failed:
             print(f"{where}: exit {rc}", file=sys.stderr)
             failed = rc
     return failed
+
+
+def gh_action(path: str, ws: pathlib.Path, arts: pathlib.Path, with_: dict, env: dict) -> int:
+    """A composite action run as one step: its inputs (defaults, then with_) and its steps."""
+    act = yaml.safe_load(open(path))
+    need((act.get("runs") or {}).get("using") == "composite", f"{path}: not a composite action")
+    inputs = act.get("inputs") or {}
+    unknown = set(with_) - set(inputs)
+    need(not unknown, f"{path}: no input(s) {sorted(unknown)}")
+    ctx = {f"inputs.{k}": str(with_.get(k, (v or {}).get("default", ""))) for k, v in inputs.items()}
+    temp = ws.parent / f"{ws.name}.runner-temp"
+    temp.mkdir(parents=True, exist_ok=True)
+    ctx.update({"github.action_path": str(pathlib.Path(path).resolve().parent), "github.action_repository": "",
+                "github.action_ref": "", "runner.os": "Linux", "runner.temp": str(temp)})
+    return run_steps(act["runs"]["steps"], ctx, env, ws, arts, None, path)
+
+
+def gh_action_cmd(path: str, ws_: str, arts_: str, args: list) -> int:
+    ws, arts = pathlib.Path(ws_), pathlib.Path(arts_)
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "TMPDIR") if k in os.environ}
+    env.update(CI="true", GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(ws),
+               GITHUB_STEP_SUMMARY=str(ws.parent / f"{ws.name}.summary.md"))
+    with_ = {}
+    for kv in args:
+        a, _, b = kv.partition("=")
+        if a.startswith("with."):
+            with_[a[5:]] = b
+        else:
+            env[a] = b
+    return gh_action(path, ws, arts, with_, env)
+
+
+# ---------------------------------------------------------------- GitLab CI
+
+GITLAB_KEYS = {"image", "variables", "cache", "before_script", "script", "artifacts", "extends", "stage"}
+
+
+def gitlab_vars(job: dict, path: str, name: str) -> dict:
+    out = {}
+    for k, v in (job.get("variables") or {}).items():
+        out[str(k)] = str(v["value"] if isinstance(v, dict) else v)
+    return out
+
+
+def expand(value: str, env: dict) -> str:
+    """$NAME and ${NAME} as GitLab expands them in variables (unknown names: empty)."""
+    return re.sub(r"\$(?:\{(\w+)\}|(\w+))", lambda m: env.get(m.group(1) or m.group(2), ""), value)
+
+
+def gitlab_job(path: str, name: str, ws_: str, overrides: list) -> int:
+    doc = yaml.safe_load(open(path))
+    need(name in doc, f"{path}: no job {name}")
+    job = doc[name]
+    extra = set(job) - GITLAB_KEYS
+    need(not extra, f"{path}: {name}: keys not understood: {sorted(extra)}")
+    ws = pathlib.Path(ws_)
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "TMPDIR") if k in os.environ}
+    env.update(CI="true", GITLAB_CI="true", CI_PROJECT_DIR=str(ws))
+    variables = gitlab_vars(job, path, name)
+    for kv in overrides:
+        a, _, b = kv.partition("=")
+        variables[a] = b
+    for k, v in variables.items():
+        env[k] = expand(v, env)
+    lines = [*(job.get("before_script") or []), *(job.get("script") or [])]
+    need(bool(lines), f"{path}: {name}: no script")
+    f = ws.parent / f"{ws.name}.gitlab.sh"
+    f.write_text("\n".join(str(x) for x in lines) + "\n")
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(f)], cwd=ws, env=env).returncode
 
 
 def scripts(outdir: str, files: list) -> None:
@@ -348,6 +477,21 @@ def scripts(outdir: str, files: list) -> None:
     for path in files:
         docs = [d for d in yaml.safe_load_all(open(path)) if d]
         for d in docs:
+            if (d.get("runs") or {}).get("using") == "composite":  # a GitHub composite action
+                for i, step in enumerate(d["runs"]["steps"]):
+                    if "run" in step:
+                        need(step.get("shell") == "bash", f"{path}: step {i}: a composite's run step needs shell: bash")
+                        names = [*(step.get("env") or {}), "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITHUB_PATH"]
+                        body = EXPR.sub("__gha_expression__", str(step["run"]))
+                        write(f"{path}:{step.get('id', i)}", "#!/usr/bin/env bash", f"export {' '.join(names)}\n{body}")
+                continue
+            gitlab = {k: v for k, v in d.items() if isinstance(v, dict) and "script" in v}
+            if gitlab and "jobs" not in d and "kind" not in d:  # GitLab CI jobs
+                for name, job in gitlab.items():
+                    names = [*(job.get("variables") or {}), "CI_PROJECT_DIR"]
+                    body = "\n".join(str(x) for x in [*(job.get("before_script") or []), *job["script"]])
+                    write(f"{path}:{name}", "#!/usr/bin/env bash", f"set -eo pipefail\nexport {' '.join(names)}\n{body}\n")
+                continue
             if "jobs" in d:  # a GitHub workflow
                 shell = ((d.get("defaults") or {}).get("run") or {}).get("shell")
                 for jid, job in d["jobs"].items():
@@ -384,6 +528,10 @@ def main() -> int:
         return 0
     if a[:1] == ["gh-job"] and len(a) >= 7 and a[2] == "shard":
         return gh_job(a[1], "shard", a[3], a[4], a[5], a[6], a[7:])
+    if a[:1] == ["gh-action"] and len(a) >= 4:
+        return gh_action_cmd(a[1], a[2], a[3], a[4:])
+    if a[:1] == ["gitlab-job"] and len(a) >= 4:
+        return gitlab_job(a[1], a[2], a[3], a[4:])
     if a[:1] == ["gh-job"] and len(a) >= 6 and a[2] == "merge":
         return gh_job(a[1], "merge", "", a[3], a[4], a[5], a[6:])
     sys.exit(__doc__)

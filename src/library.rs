@@ -335,6 +335,25 @@ mod tests {
     }
 
     #[test]
+    fn lookup_roots_come_first_once_each_and_must_be_folders() {
+        let dir = std::env::temp_dir().join(format!("idemsim-roots-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        std::fs::create_dir_all(dir.join("b")).unwrap();
+        let lib = Library::discover(&dir, None).unwrap();
+        let shipped = lib.models.clone();
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        let lib = lib.with_roots(&[b.clone(), a.clone(), b.clone()], &[a.clone()]).unwrap();
+        assert_eq!(lib.models[..2], [b.clone(), a.clone()], "in the order given, once each");
+        assert_eq!(lib.models[2..], shipped[..], "then the others");
+        assert_eq!(lib.sims[0], a);
+        let e = Library::discover(&dir, None).unwrap().with_roots(&[], &[dir.join("c")]);
+        let e = e.unwrap_err().to_string();
+        assert!(e.contains("--sims-dir") && e.contains("not a folder"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_project_file_names_its_folders_and_bad_ones_are_located() {
         let dir = std::env::temp_dir().join(format!("idemsim-proj-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

@@ -343,7 +343,8 @@ mod tests {
         let lib = Library::discover(&dir, None).unwrap();
         let shipped = lib.models.clone();
         let (a, b) = (dir.join("a"), dir.join("b"));
-        let lib = lib.with_roots(&[b.clone(), a.clone(), b.clone()], &[a.clone()]).unwrap();
+        let lib =
+            lib.with_roots(&[b.clone(), a.clone(), b.clone()], std::slice::from_ref(&a)).unwrap();
         assert_eq!(lib.models[..2], [b.clone(), a.clone()], "in the order given, once each");
         assert_eq!(lib.models[2..], shipped[..], "then the others");
         assert_eq!(lib.sims[0], a);

@@ -106,9 +106,12 @@ fn draw(counters: &Progress, what: &str, stop: &AtomicBool) {
     bar.finish_and_clear();
 }
 
-/// `cells 3/48 · 1234 runs/s`.
+/// `cells 3/48 · 1234 runs/s` (the rate alone when nothing counts cells: a shrink).
 fn message(p: &ProgressSnapshot, elapsed: Duration) -> String {
     let rate = p.runs_done as f64 / elapsed.as_secs_f64().max(1e-3);
+    if p.cells_total == 0 {
+        return format!("{rate:.0} runs/s");
+    }
     format!("cells {}/{} · {rate:.0} runs/s", p.cells_done, p.cells_total)
 }
 

@@ -21,6 +21,7 @@ mod list;
 mod matrix;
 mod merge;
 mod out;
+mod progress;
 mod run;
 mod shrink;
 mod sweep;
@@ -62,6 +63,11 @@ fn parse_jobs(s: &str) -> Result<usize, String> {
 // clap turns a doc comment into help text: these types' help is their attributes'.
 #[allow(missing_docs)]
 pub struct Cli {
+    /// Quiet: no progress bar and no informational lines on stderr (the speed line, `written
+    /// to FILE (N bytes)`, a shard's summary). The report, errors, warnings that qualify a
+    /// result (an interrupt, a partial merge) and the exit code stay.
+    #[arg(short = 'q', long, global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
     /// The project whose models and sims names refer to: a folder, or its idemsim.toml
@@ -180,9 +186,14 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// Write the run as a standalone SVG space-time diagram. `-`: to stdout, and the report
-    /// (text, JSON or Mermaid) goes to stderr; only one of --svg and --html can be `-`. A link
-    /// is followed; a FIFO, a device or a folder is refused (exit 2); a file is replaced whole.
+    /// Write the report (text, JSON or Mermaid) to this file instead of stdout (`-`: stdout),
+    /// then say `written to FILE (N bytes)` on stderr. A link is followed; a FIFO, a device or
+    /// a folder is refused (exit 2); a file is replaced whole.
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Write the run as a standalone SVG space-time diagram (the report stays as it is: the
+    /// trace only with --trace). `-`: to stdout, and the report goes to stderr; only one of
+    /// -o, --svg and --html can be `-`. Files as for -o.
     #[arg(long)]
     svg: Option<PathBuf>,
     /// Write the run as a self-contained HTML page (diagram, verdict, trace); `-` and files as
@@ -190,7 +201,8 @@ pub struct RunArgs {
     #[arg(long)]
     html: Option<PathBuf>,
     /// Exit 1 when the oracle names a violation that is not policy-permitted, even if every
-    /// expectation held (for CI jobs that gate on violations).
+    /// expectation held (for CI jobs that gate on violations); the report then ends with a
+    /// `FAIL (--fail-on-violation)` line naming them.
     #[arg(long = "fail-on-violation")]
     fail_on_violation: bool,
 }
@@ -234,8 +246,10 @@ pub struct ShardArgs {
     /// CI_NODE_INDEX). Writes a shard file for `idemsim merge`; exits 0 once it is written, violations or not (2: bad input, 3: the sim does not apply to the model; neither is worth a retry).
     #[arg(long)]
     shard: Option<String>,
-    /// Write the shard file here (`-`: stdout, the default).
-    #[arg(long, requires = "shard", conflicts_with = "out_dir")]
+    /// Write the report to this file instead of stdout (`-`: stdout), then say `written to
+    /// FILE (N bytes)` on stderr. With --shard the report is the shard file (default:
+    /// stdout). A link is followed; a FIFO, a device or a folder is refused (exit 2).
+    #[arg(short = 'o', long, value_name = "FILE", conflicts_with = "out_dir")]
     out: Option<PathBuf>,
     /// Write the shard file into this folder as shard-K-of-N.json.
     #[arg(long = "out-dir", requires = "shard")]
@@ -256,9 +270,15 @@ pub struct MergeArgs {
     /// interrupted (otherwise: exit 2).
     #[arg(long)]
     allow_partial: bool,
-    /// Also write the merged shard file (for merges of merges), once every check passed; `-` writes it to stdout and the report to stderr.
-    #[arg(long)]
+    /// Also write the merged shard file (for merges of merges), once every check passed; `-`
+    /// writes it to stdout and the report to stderr. As with `--shard --out`, in the shard
+    /// workflow --out is the shard file; the report goes to stdout, or to --report FILE.
+    #[arg(short = 'o', long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Write the report (text, JSON or Markdown) to this file instead of stdout (`-`: stdout),
+    /// then say `written to FILE (N bytes)` on stderr; files as for --out.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// Print the merged cell (one cell) or `cells` and `totals` (a matrix) as JSON.
     #[arg(long)]
     json: bool,
@@ -330,6 +350,7 @@ pub fn main() -> i32 {
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    out::set_quiet(cli.quiet);
     match cli.command {
         None => matrix::demo(),
         Some(Command::List(args)) => list::list(args),

@@ -359,18 +359,74 @@ pub struct SweepOptions {
     pub jobs: usize,
     /// Run each seed twice and compare trace hashes.
     pub check_determinism: bool,
-    /// Show a progress bar on stderr (only when it is a terminal).
-    pub progress: bool,
+    /// Counters the workers bump as seeds and cells finish, for a progress display to read
+    /// (none: nothing is counted). Written only, never read by the sweep: they cannot change
+    /// a result.
+    pub progress: Option<Arc<Progress>>,
     /// Produce one JSON line per seed (see [`per_seed_line`]) for the `each` callback.
     pub per_seed: bool,
     /// Run only shard `k` of `n` of the flat (cell, seed) order (`--shard K/N`).
     pub shard: Option<(u64, u64)>,
 }
 
+/// How far a sweep or matrix is: runs and cells done out of their totals. The workers bump
+/// it as they finish seeds; a display (the CLI's progress bar) polls it. Nothing in the sweep
+/// reads it back, so it cannot change a result, its order or its determinism.
+#[derive(Debug, Default)]
+pub struct Progress {
+    runs_done: AtomicU64,
+    runs_total: AtomicU64,
+    cells_done: AtomicU64,
+    cells_total: AtomicU64,
+}
+
+/// A [`Progress`] read at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProgressSnapshot {
+    /// Runs finished.
+    pub runs_done: u64,
+    /// Runs to do in all.
+    pub runs_total: u64,
+    /// Cells whose every seed finished (n/a cells count as done from the start).
+    pub cells_done: u64,
+    /// Cells in all.
+    pub cells_total: u64,
+}
+
+impl Progress {
+    /// Start counting anew: `runs` runs over `cells` cells, `cells_done` of them done already.
+    pub fn start(&self, runs: u64, cells: u64, cells_done: u64) {
+        self.runs_done.store(0, Ordering::Relaxed);
+        self.cells_done.store(cells_done, Ordering::Relaxed);
+        self.runs_total.store(runs, Ordering::Relaxed);
+        self.cells_total.store(cells, Ordering::Relaxed);
+    }
+
+    /// One run finished (for counters kept outside a sweep: a shrink's runs).
+    pub fn run_done(&self) {
+        self.runs_done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One cell finished.
+    pub fn cell_done(&self) {
+        self.cells_done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> ProgressSnapshot {
+        ProgressSnapshot {
+            runs_done: self.runs_done.load(Ordering::Relaxed),
+            runs_total: self.runs_total.load(Ordering::Relaxed),
+            cells_done: self.cells_done.load(Ordering::Relaxed),
+            cells_total: self.cells_total.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// What a worker sends the collecting thread.
 enum Msg {
-    /// Seeds finished since the last message, with their per-seed lines when asked for.
-    Progress(u64, Vec<(u64, String)>),
+    /// The per-seed lines of the seeds finished since the last message (when asked for).
+    Lines(Vec<(u64, String)>),
     /// The worker's aggregates, when it has no more work.
     Done(Vec<Option<Cell>>),
 }
@@ -383,7 +439,7 @@ struct Work {
     seeds: Range<u64>,
 }
 
-/// Seeds a worker runs between two progress messages.
+/// Seeds a worker runs between two messages of per-seed lines.
 const BATCH: u64 = 32;
 
 /// Run every (sim, model) cell over its seeds (`seeds`, or the sim's own range) on
@@ -404,7 +460,13 @@ pub fn run_cells(
     }
     // Saturating: two cells of near 2^64 seeds pass u64::MAX (a count nobody finishes).
     let total = work.iter().fold(0u64, |t, w| t.saturating_add(w.seeds.end - w.seeds.start));
-    let bar = progress_bar(opts.progress, total);
+    // Seeds left per cell, for the cells-done count (an n/a or empty cell is done already).
+    let left: Vec<AtomicU64> =
+        work.iter().map(|w| AtomicU64::new(w.seeds.end - w.seeds.start)).collect();
+    if let Some(p) = &opts.progress {
+        let empty = left.iter().filter(|n| n.load(Ordering::Relaxed) == 0).count() as u64;
+        p.start(total, work.len() as u64, empty);
+    }
     let next = AtomicU64::new(0);
     let jobs = opts.jobs.max(1).min(total.max(1) as usize);
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Msg, RunError>>(64);
@@ -412,10 +474,10 @@ pub fn run_cells(
     std::thread::scope(|s| {
         for w in 0..jobs {
             let wtx = tx.clone();
-            let (next, work, template) = (&next, &work, &template);
+            let shared = Shared { work: &work, next: &next, left: &left, template: &template };
             let spawned = std::thread::Builder::new()
                 .name(format!("sweep-{w}"))
-                .spawn_scoped(s, move || worker(work, next, template, opts, wtx));
+                .spawn_scoped(s, move || worker(shared, opts, wtx));
             if let Err(e) = spawned {
                 // The workers already started stop after their current seed.
                 INTERRUPTED.store(true, Ordering::Relaxed);
@@ -428,12 +490,9 @@ pub fn run_cells(
         drop(tx);
         for msg in rx {
             match msg? {
-                Msg::Progress(n, lines) => {
+                Msg::Lines(lines) => {
                     for (seed, line) in &lines {
                         each(*seed, line);
-                    }
-                    if let Some(b) = &bar {
-                        b.inc(n);
                     }
                 }
                 Msg::Done(partial) => {
@@ -447,9 +506,6 @@ pub fn run_cells(
         }
         Ok::<(), RunError>(())
     })?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
     if INTERRUPTED.load(Ordering::Relaxed) {
         for c in &mut cells {
             c.interrupted = true;
@@ -532,23 +588,32 @@ fn run_seed(
     Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
 }
 
+/// What every worker shares: the work, the next job's index, the seeds left per cell (for
+/// the progress count) and the empty cells.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    work: &'a [Work],
+    next: &'a AtomicU64,
+    left: &'a [AtomicU64],
+    template: &'a [Cell],
+}
+
 /// A worker thread: takes jobs until there are none (or an interrupt), aggregates its own
-/// seeds, reports progress every [`BATCH`] seeds, and sends its aggregates when done.
+/// seeds, bumps the progress counters (if any) after each, sends its per-seed lines every
+/// [`BATCH`] seeds, and its aggregates when done.
 fn worker(
-    work: &[Work],
-    next: &AtomicU64,
-    template: &[Cell],
+    sh: Shared<'_>,
     opts: &SweepOptions,
     wtx: std::sync::mpsc::SyncSender<Result<Msg, RunError>>,
 ) {
-    let mut mine: Vec<Option<Cell>> = vec![None; template.len()];
-    let (mut done, mut lines) = (0u64, Vec::new());
+    let mut mine: Vec<Option<Cell>> = vec![None; sh.template.len()];
+    let mut lines = Vec::new();
     loop {
         if INTERRUPTED.load(Ordering::Relaxed) {
             break;
         }
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some((cell, sim, model, seed)) = job(work, i) else { break };
+        let i = sh.next.fetch_add(1, Ordering::Relaxed);
+        let Some((cell, sim, model, seed)) = job(sh.work, i) else { break };
         let r = match run_seed(cell, sim, model, seed, opts.check_determinism) {
             Ok(r) => r,
             Err(e) => {
@@ -559,30 +624,24 @@ fn worker(
         if opts.per_seed {
             lines.push((seed, per_seed_line(&r, &sim.name, &model.name)));
         }
-        mine[cell].get_or_insert_with(|| template[cell].clone()).add(&r);
-        done += 1;
-        if done == BATCH {
-            if wtx.send(Ok(Msg::Progress(done, std::mem::take(&mut lines)))).is_err() {
-                return;
+        mine[cell].get_or_insert_with(|| sh.template[cell].clone()).add(&r);
+        if let Some(p) = &opts.progress {
+            p.run_done();
+            // `cell` is the work item's index too (`plan` makes one of each, in one order).
+            if sh.left[cell].fetch_sub(1, Ordering::Relaxed) == 1 {
+                p.cell_done();
             }
-            done = 0;
+        }
+        if lines.len() as u64 == BATCH
+            && wtx.send(Ok(Msg::Lines(std::mem::take(&mut lines)))).is_err()
+        {
+            return;
         }
     }
-    let _ = wtx.send(Ok(Msg::Progress(done, lines)));
-    let _ = wtx.send(Ok(Msg::Done(mine)));
-}
-
-fn progress_bar(wanted: bool, total: u64) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if !wanted || !std::io::stderr().is_terminal() {
-        return None;
+    if !lines.is_empty() {
+        let _ = wtx.send(Ok(Msg::Lines(lines)));
     }
-    let b = indicatif::ProgressBar::new(total);
-    b.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} seeds {per_sec} eta {eta}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    Some(b)
+    let _ = wtx.send(Ok(Msg::Done(mine)));
 }
 
 /// The matrix without per-seed output.

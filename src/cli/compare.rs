@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::out::{interrupted, report_speed, stop_on_interrupt};
+use super::out::{emit_report, interrupted, report_speed, stdout_taken, stop_on_interrupt};
 use super::{EXIT_INTERRUPTED, EXIT_OK, seed_arg};
 use crate::catalog;
 use crate::compare::{self, SimDiff};
@@ -29,10 +29,16 @@ pub struct CompareArgs {
     /// Print the comparison as JSON.
     #[arg(long)]
     json: bool,
+    /// Write the report to this file instead of stdout (`-`: stdout), then say `written to
+    /// FILE (N bytes)` on stderr. A link is followed; a FIFO, a device or a folder is refused
+    /// (exit 2); a file is replaced whole.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
 }
 
 pub(super) fn compare_cmd(args: CompareArgs) -> anyhow::Result<i32> {
     let seeds = seed_arg(args.seeds)?;
+    stdout_taken(&[("--out", args.out.as_deref())])?;
     let models = catalog::unique_names(vec![catalog::model(&args.a)?, catalog::model(&args.b)?])?;
     let wanted = if args.sims.is_empty() { vec!["article".to_string()] } else { args.sims };
     let mut sims = Vec::new();
@@ -43,18 +49,19 @@ pub(super) fn compare_cmd(args: CompareArgs) -> anyhow::Result<i32> {
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     let started = std::time::Instant::now();
     stop_on_interrupt();
-    let cells = sweep::run_matrix(&sims, &models, seeds, jobs)?;
+    let cells = super::progress::run_matrix("compare", &sims, &models, seeds, jobs)?;
     report_speed(&cells, started, jobs);
     let diffs: Vec<SimDiff> = (0..sims.len())
         .map(|si| {
             compare::compare_cells(sweep::cell(&cells, 2, si, 0), sweep::cell(&cells, 2, si, 1))
         })
         .collect();
-    if args.json {
+    let text = if args.json {
         let v = serde_json::json!({ "a": models[0].name, "b": models[1].name, "sims": diffs });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        format!("{}\n", serde_json::to_string_pretty(&v)?)
     } else {
-        print!("{}", compare::text(&models[0].name, &models[1].name, &diffs));
-    }
+        compare::text(&models[0].name, &models[1].name, &diffs)
+    };
+    emit_report(args.out.as_deref(), false, &text)?;
     Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK })
 }

@@ -13,6 +13,11 @@ pub struct ListArgs {
     /// Print the folders, models and sims as JSON (`"format": "idemsim-list"`, version 1).
     #[arg(long)]
     json: bool,
+    /// Write the report to this file instead of stdout (`-`: stdout), then say `written to
+    /// FILE (N bytes)` on stderr. A link is followed; a FIFO, a device or a folder is refused
+    /// (exit 2); a file is replaced whole.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
 }
 
 /// The JSON of `list --json`: what the text shows, unescaped (JSON escapes it).
@@ -42,27 +47,37 @@ fn injects(s: &Sim) -> Vec<String> {
 }
 
 pub(super) fn list(args: ListArgs) -> anyhow::Result<i32> {
+    super::out::stdout_taken(&[("--out", args.out.as_deref())])?;
     catalog::library()?;
-    if args.json {
+    let text = if args.json {
         let models = catalog::ordered_models(catalog::all_models()?);
         let mut sims = Vec::new();
         for p in catalog::sim_dirs().iter().flat_map(|d| catalog::files_under(d)) {
             sims.push((catalog::display_path(&p), Sim::load(&p)?));
         }
-        print!("{}", list_json(&models, &sims));
-        return Ok(EXIT_OK);
-    }
+        list_json(&models, &sims)
+    } else {
+        list_text()?
+    };
+    super::out::emit_report(args.out.as_deref(), false, &text)?;
+    Ok(EXIT_OK)
+}
+
+/// The text of `list`: the folders searched, the models, the sims.
+fn list_text() -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let mut o = String::new();
     let shown = |p: &std::path::Path| printable(&catalog::display_path(p));
     let dirs = |ds: Vec<std::path::PathBuf>| -> String {
         ds.iter().map(|d| shown(d)).collect::<Vec<_>>().join(", ")
     };
-    println!("models ({}):", dirs(catalog::model_dirs()));
+    writeln!(o, "models ({}):", dirs(catalog::model_dirs()))?;
     let models = catalog::ordered_models(catalog::all_models()?);
     let width = models.iter().map(|m| m.name.chars().count()).max().unwrap_or(0);
     for m in models {
-        println!("  {:<width$}  {}", m.name, m.summary);
+        writeln!(o, "  {:<width$}  {}", m.name, m.summary)?;
     }
-    println!("\nsims ({}):", dirs(catalog::sim_dirs()));
+    writeln!(o, "\nsims ({}):", dirs(catalog::sim_dirs()))?;
     let sims: Vec<std::path::PathBuf> =
         catalog::sim_dirs().iter().flat_map(|d| catalog::files_under(d)).collect();
     let width = sims.iter().map(|p| shown(p).chars().count()).max().unwrap_or(0);
@@ -74,10 +89,11 @@ pub(super) fn list(args: ListArgs) -> anyhow::Result<i32> {
         } else {
             format!("  [injects at {}]", points.join(", "))
         };
-        println!("  {:<width$}  {}{points}", shown(&p), s.description);
+        writeln!(o, "  {:<width$}  {}{points}", shown(&p), s.description)?;
     }
-    println!(
+    writeln!(
+        o,
         "\na sim that injects at a point a model lacks is n/a for that model (run and sweep exit {EXIT_NOT_APPLICABLE})"
-    );
-    Ok(EXIT_OK)
+    )?;
+    Ok(o)
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::out::{
-    interrupted, print_report, report_speed, stdout_taken, stop_on_interrupt, write_file,
+    emit_report, interrupted, report_speed, stdout_taken, stop_on_interrupt, write_output,
     write_shard,
 };
 use super::{EXIT_INTERRUPTED, EXIT_OK, MatrixArgs, seed_arg, shard_spec};
@@ -17,30 +17,44 @@ use crate::{catalog, render};
 pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
     let seeds = seed_arg(args.seeds)?;
     let spec = shard_spec(&args.shard)?;
-    // `--html -`: the page is stdout, so the tables go to stderr.
-    let to_stderr = stdout_taken(&[("--html", args.html.as_deref())])?;
+    // `--out` is the report (with --shard the shard file, stdout by default); `--html -`:
+    // the page is stdout, so the tables go to stderr. Only one of them can be `-`.
+    let out = match (spec.is_some(), args.shard.out_dir.is_some()) {
+        (true, true) => None,
+        (true, false) => Some(args.shard.out.as_deref().unwrap_or(std::path::Path::new("-"))),
+        (false, _) => args.shard.out.as_deref(),
+    };
+    let to_stderr = stdout_taken(&[("--out", out), ("--html", args.html.as_deref())])?;
     let (sims, models) = load_matrix_inputs(&args.sims, &args.models)?;
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     let started = std::time::Instant::now();
     stop_on_interrupt();
     if let Some(spec) = spec {
-        let opts =
-            sweep::SweepOptions { jobs, shard: Some((spec.k, spec.n)), ..Default::default() };
+        let bar = super::progress::Bar::start("matrix");
+        let progress = Some(bar.counters());
+        let opts = sweep::SweepOptions {
+            jobs,
+            shard: Some((spec.k, spec.n)),
+            progress,
+            ..Default::default()
+        };
         let cells = sweep::run_cells(&sims, &models, seeds, &opts, |_, _| {})?;
+        drop(bar);
         let timing = crate::shard::Timing { wall_s: started.elapsed().as_secs_f64(), jobs };
         let f = crate::shard::shard_file(&sims, &models, &cells, Some(spec), timing);
         write_shard(&args.shard, &f)?;
         // In shard mode a violation is a result: the engine must not retry the shard.
         return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
     }
-    let cells = sweep::run_matrix(&sims, &models, seeds, jobs)?;
+    let cells = super::progress::run_matrix("matrix", &sims, &models, seeds, jobs)?;
     report_speed(&cells, started, jobs);
     if interrupted() {
         eprintln!("interrupted: the tables cover only the seeds that finished");
     }
-    print_report(to_stderr, &matrix_output(args.json, args.markdown, &sims, &models, &cells));
+    let text = matrix_output(args.json, args.markdown, &sims, &models, &cells);
+    emit_report(args.shard.out.as_deref(), to_stderr, &text)?;
     if let Some(p) = &args.html {
-        write_file(p, &render::matrix_html(&sims, &models, &cells))?;
+        write_output(p, &render::matrix_html(&sims, &models, &cells))?;
     }
     if interrupted() {
         return Ok(EXIT_INTERRUPTED);
@@ -108,7 +122,8 @@ fn unique_sims(sims: Vec<Arc<Sim>>) -> Result<Vec<Arc<Sim>>, InputError> {
 
 pub(super) fn demo() -> anyhow::Result<i32> {
     let (sims, models) = load_matrix_inputs(&[], &[])?;
-    let cells = sweep::run_matrix(&sims, &models, None, sweep::default_jobs())?;
+    let cells =
+        super::progress::run_matrix("idemsim", &sims, &models, None, sweep::default_jobs())?;
     // The article's three variants get the published table; the other models a compact one.
     let (reference, others): (Vec<usize>, Vec<usize>) = (0..models.len())
         .partition(|&i| catalog::REFERENCE_MODELS.contains(&models[i].name.as_str()));

@@ -4,12 +4,14 @@
 use std::io::Write;
 
 use super::matrix::matrix_output;
-use super::out::write_file;
+use super::out::{emit_report, stdout_taken, write_output};
 use super::{MergeArgs, seed_arg};
 use crate::render;
 use crate::shard::{ShardFile, policy};
 
 pub(super) fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
+    // The output files are checked first; only one of them can be stdout.
+    stdout_taken(&[("--out", args.out.as_deref()), ("--report", args.report.as_deref())])?;
     let paths = policy::shard_paths(&args.files)?;
     let merged = policy::read_and_merge(&paths)?;
     let expect = seed_arg(args.expect_seeds.clone())?;
@@ -31,21 +33,19 @@ pub(super) fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
     };
     // Every check passed and the verdict is known: only now is the merged file written.
     let merged_json = serde_json::to_string_pretty(&merged).expect("serialisable");
+    let merged_on_stdout = args.out.as_deref().is_some_and(|p| p.as_os_str() == "-");
     match args.out.as_deref() {
-        Some(p) if p.as_os_str() == "-" => {
+        Some(_) if merged_on_stdout => {
             // The merged file is standard output: the report goes to standard error.
             println!("{merged_json}");
             std::io::stdout().flush()?;
-            eprint!("{text}");
         }
-        Some(p) => {
-            write_file(p, &merged_json)?;
-            print!("{text}");
-        }
-        None => print!("{text}"),
+        Some(p) => write_output(p, &merged_json)?,
+        None => {}
     }
+    emit_report(args.report.as_deref(), merged_on_stdout, &text)?;
     // With the merged file on stdout, the baseline's comparison goes to stderr too.
-    let quiet_stdout = args.json || args.out.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let quiet_stdout = args.json || merged_on_stdout;
     args.gate.exit(&report.cells, report.failed(), quiet_stdout)
 }
 

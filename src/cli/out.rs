@@ -1,5 +1,6 @@
 //! What the commands share: output files ([`crate::outfile`]'s rules, and at most one on
-//! stdout), the n/a answer, SIGINT, the speed line, shard files.
+//! stdout), the report written where `-o/--out` says, the `written to` line, `--quiet`, the
+//! n/a answer, SIGINT, the speed line, shard files.
 
 use std::path::Path;
 
@@ -28,6 +29,63 @@ pub(super) fn stdout_taken(outputs: &[(&str, Option<&Path>)]) -> Result<bool, In
         taken = Some(flag);
     }
     Ok(taken.is_some())
+}
+
+/// `--quiet`: set once, before the command runs.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Set `--quiet` (the global flag): informational lines on stderr and progress are dropped.
+pub(super) fn set_quiet(q: bool) {
+    QUIET.store(q, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `--quiet` was given.
+pub(super) fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// An informational line on stderr (the speed line, what was written where): dropped with
+/// `--quiet`. Errors, warnings that qualify a result and the report never go through here.
+pub(super) fn info(line: &str) {
+    if !quiet() {
+        eprintln!("{line}");
+    }
+}
+
+/// The one form of the line that says a file was written: `written to FILE (N bytes)`, on
+/// stderr (an informational line: dropped with `--quiet`).
+pub(super) fn written(path: &Path, bytes: usize) {
+    info(&format!(
+        "written to {} ({bytes} bytes)",
+        crate::text::printable(&path.display().to_string())
+    ));
+}
+
+/// Write an output file by [`write_file`]'s rules and, when it went to a file (not stdout or
+/// stderr), say so ([`written`]).
+pub(super) fn write_output(path: &Path, text: &str) -> Result<(), InputError> {
+    let to_file = matches!(destination(path)?, Dest::File(_));
+    write_file(path, text)?;
+    if to_file {
+        written(path, text.len());
+    }
+    Ok(())
+}
+
+/// Emit a command's report: to the file `-o/--out` names (`-`: stdout), saying so, or else
+/// printed ([`print_report`]).
+pub(super) fn emit_report(
+    out: Option<&Path>,
+    to_stderr: bool,
+    text: &str,
+) -> Result<(), InputError> {
+    match out {
+        Some(p) => write_output(p, text),
+        None => {
+            print_report(to_stderr, text);
+            Ok(())
+        }
+    }
 }
 
 /// Print a command's report: on stdout, or on stderr when an output file given as `-` has
@@ -115,10 +173,10 @@ pub(super) fn report_speed(cells: &[Cell], started: std::time::Instant, jobs: us
         runs_per_s: per_s(runs),
         simulated_requests_per_s: per_s(simulated_requests),
     };
-    eprintln!(
+    info(&format!(
         "{runs} runs in {wall_s:.2} s on {jobs} thread(s): {:.0} runs/s, {:.0} simulated requests/s",
         speed.runs_per_s, speed.simulated_requests_per_s
-    );
+    ));
     speed
 }
 
@@ -140,12 +198,12 @@ pub(super) fn write_shard(a: &ShardArgs, f: &crate::shard::ShardFile) -> Result<
         Some(p) => write_file(p, &json)?,
         None => println!("{json}"),
     }
-    eprintln!(
+    info(&format!(
         "shard {}/{} (from {}): {runs} runs{}",
         spec.k,
         spec.n,
         spec.source,
         target.map(|p| format!(", written to {}", p.display())).unwrap_or_default()
-    );
+    ));
     Ok(())
 }

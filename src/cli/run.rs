@@ -1,52 +1,102 @@
-//! `idemsim run`: one sim × one model × one seed, as text, JSON, Mermaid, SVG or HTML.
+//! `idemsim run`: one sim × one model × one seed, as text, JSON, Mermaid, SVG or HTML; the
+//! report on stdout or where `-o` says.
 
-use super::out::{not_applicable_as, print_report, stdout_taken, write_file};
+use super::out::{emit_report, not_applicable_as, stdout_taken, write_output};
 use super::{EXIT_FAILED, EXIT_OK, RunArgs};
-use crate::run::{self, RunOptions};
+use crate::report::RunReport;
+use crate::run::{self, RunOptions, RunOutput};
 use crate::{catalog, render};
 
 pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
     // The output files are checked before the run; with `-`, stdout is theirs alone.
-    let to_stderr =
-        stdout_taken(&[("--svg", args.svg.as_deref()), ("--html", args.html.as_deref())])?;
+    let to_stderr = stdout_taken(&[
+        ("--out", args.out.as_deref()),
+        ("--svg", args.svg.as_deref()),
+        ("--html", args.html.as_deref()),
+    ])?;
+    // `-o -` is the report on stdout: the report is not moved to stderr for it.
+    let to_stderr = to_stderr && args.out.as_deref().is_none_or(|p| p.as_os_str() != "-");
     if let Some(code) = not_applicable_as(args.json, to_stderr, &sim, &model) {
         return Ok(code);
     }
     let keep_history = args.trace || args.mermaid || args.svg.is_some() || args.html.is_some();
-    let out = run::run(&sim, &model, args.seed, RunOptions { keep_history })?;
-    let r = &out.report;
+    let mut out = run::run(&sim, &model, args.seed, RunOptions { keep_history })?;
     let sim_path = catalog::display_path(&sim.path);
     let replay = catalog::replay_command(&sim_path, &catalog::cli_name(&model), args.seed);
-    if args.mermaid {
-        let text = out.history.as_ref().map(|h| h.mermaid()).unwrap_or_default();
-        print_report(to_stderr, &text);
+    // The history kept for a picture is not the report's: the trace is printed only with --trace.
+    let history = if args.trace || args.mermaid { None } else { out.history.take() };
+    let gated = gated_by_violation(&args, &out.report);
+    let r = &out.report;
+    let mut text = if args.mermaid {
+        out.history.as_ref().map(|h| h.mermaid()).unwrap_or_default()
     } else if args.json {
         let mut v = serde_json::to_value(r)?;
         let verdict = r.verdict();
         (v["safe"], v["as_specified"]) = (verdict.safe.into(), verdict.as_specified.into());
-        print_report(to_stderr, &format!("{}\n", serde_json::to_string_pretty(&v)?));
+        format!("{}\n", serde_json::to_string_pretty(&v)?)
     } else {
-        print_report(to_stderr, &render::run_text(&sim, &model, &out, &replay));
+        render::run_text(&sim, &model, &out, &replay)
+    };
+    if let Some(line) = &gated {
+        if args.json || args.mermaid {
+            // Not inside JSON or a diagram: the reason for the exit code goes to stderr.
+            eprintln!("{line}");
+        } else {
+            text.push_str(line);
+            text.push('\n');
+        }
     }
-    if let Some(note) = out
-        .history
-        .as_ref()
-        .filter(|_| args.svg.is_some() || args.html.is_some())
-        .and_then(crate::picture::elided)
-    {
+    emit_report(args.out.as_deref(), to_stderr, &text)?;
+    if history.is_some() {
+        out.history = history;
+    }
+    pictures(&args, &sim, &model, &out, &replay)?;
+    Ok(if out.report.passed() && gated.is_none() { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// With `--fail-on-violation`, when the expectations held but the oracle named violations
+/// that are not policy-permitted: the line that says the run fails for them (so that the
+/// printed verdict and the exit code agree).
+fn gated_by_violation(args: &RunArgs, r: &RunReport) -> Option<String> {
+    let mut names: Vec<&str> =
+        r.violations.iter().filter(|v| !v.permitted).map(|v| v.name.name()).collect();
+    if !args.fail_on_violation || names.is_empty() || !r.passed() {
+        return None;
+    }
+    let n = names.len();
+    names.dedup();
+    Some(format!(
+        "FAIL (--fail-on-violation): {n} violation(s) not policy-permitted ({}), though every \
+         expectation held",
+        names.join(", ")
+    ))
+}
+
+/// `--svg` and `--html`, each saying on stderr that it was written.
+fn pictures(
+    args: &RunArgs,
+    sim: &crate::scenario::Sim,
+    model: &crate::model::Model,
+    out: &RunOutput,
+    replay: &str,
+) -> anyhow::Result<()> {
+    let (Some(h), true) = (&out.history, args.svg.is_some() || args.html.is_some()) else {
+        return Ok(());
+    };
+    if let Some(note) = crate::picture::elided(h) {
         eprintln!("{note}");
     }
-    if let (Some(h), Some(path)) = (&out.history, &args.svg) {
+    if let Some(path) = &args.svg {
+        let r = &out.report;
         let focus = r.violations.iter().find(|v| !v.permitted).map(|v| v.intent.as_str());
         let title = format!("{} × {} · seed {}", model.name, sim.name, args.seed);
-        let svg = crate::picture::svg(h, &sim, &title, focus);
-        write_file(path, &crate::text::xml_chars(&svg))?;
+        let svg = crate::picture::svg(h, sim, &title, focus);
+        write_output(path, &crate::text::xml_chars(&svg))?;
     }
-    if let (Some(h), Some(path)) = (&out.history, &args.html) {
-        write_file(path, &render::run_html(&sim, &model, &out, h, &replay))?;
+    if let Some(path) = &args.html {
+        write_output(path, &render::run_html(sim, model, out, h, replay))?;
     }
-    let violated = args.fail_on_violation && r.violations.iter().any(|v| !v.permitted);
-    Ok(if r.passed() && !violated { EXIT_OK } else { EXIT_FAILED })
+    Ok(())
 }

@@ -6,7 +6,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use super::out::{
-    interrupted, not_applicable_as, print_report, report_speed, stdout_taken, stop_on_interrupt,
+    emit_report, interrupted, not_applicable_as, report_speed, stdout_taken, stop_on_interrupt,
     write_shard,
 };
 use super::{EXIT_INTERRUPTED, EXIT_OK, SweepArgs, seed_arg, shard_spec};
@@ -18,13 +18,18 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
     let to_stderr = args.per_seed.as_deref().is_some_and(|p| p.as_os_str() == "-");
-    if to_stderr && args.shard.shard.is_some() && args.shard.out_dir.is_none() {
-        let out = args.shard.out.as_deref();
-        stdout_taken(&[
-            ("--per-seed", args.per_seed.as_deref()),
-            ("--out", out.or(Some(Path::new("-")))),
-        ])?;
-    }
+    // `--out` (the report, or with --shard the shard file, stdout by default) and
+    // `--per-seed -` cannot both have stdout. A per-seed file is a stream (a FIFO is fine).
+    let out = args.shard.out.as_deref();
+    let out = match (args.shard.shard.is_some(), args.shard.out_dir.is_some()) {
+        (true, true) => None,
+        (true, false) => out.or(Some(Path::new("-"))),
+        (false, _) => out,
+    };
+    stdout_taken(&[
+        ("--per-seed", args.per_seed.as_deref().filter(|_| to_stderr)),
+        ("--out", out),
+    ])?;
     if let Some(code) = not_applicable_as(args.json, to_stderr, &sim, &model) {
         return Ok(code);
     }
@@ -32,10 +37,11 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     let mut per_seed = PerSeed::create(args.per_seed.as_deref(), range.start)?;
     let spec = shard_spec(&args.shard)?;
+    let bar = super::progress::Bar::start("sweep");
     let opts = sweep::SweepOptions {
         jobs,
         check_determinism: args.check_determinism,
-        progress: spec.is_none(),
+        progress: Some(bar.counters()),
         per_seed: args.per_seed.is_some(),
         shard: spec.as_ref().map(|s| (s.k, s.n)),
     };
@@ -45,6 +51,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     let cells = sweep::run_cells(sims, models, Some(range.clone()), &opts, |seed, line| {
         per_seed.line(seed, line)
     })?;
+    drop(bar);
     per_seed.finish()?;
     let cell = &cells[0];
     if let Some(spec) = spec {
@@ -54,13 +61,14 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
     }
     let speed = report_speed(&cells, started, jobs);
-    if args.json {
+    let text = if args.json {
         let mut v = render::cell_json(cell);
         v["speed"] = serde_json::to_value(&speed)?;
-        print_report(to_stderr, &format!("{}\n", serde_json::to_string_pretty(&v)?));
+        format!("{}\n", serde_json::to_string_pretty(&v)?)
     } else {
-        print_report(to_stderr, &render::sweep_text(&sim, &model, cell, jobs));
-    }
+        render::sweep_text(&sim, &model, cell, jobs)
+    };
+    emit_report(args.shard.out.as_deref(), to_stderr, &text)?;
     if interrupted() {
         return Ok(EXIT_INTERRUPTED);
     }

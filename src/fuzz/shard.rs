@@ -171,9 +171,12 @@ fn pretty(v: &Value) -> Vec<u8> {
     serde_json::to_vec_pretty(v).expect("a JSON value serialises")
 }
 
-/// merge's arguments: the seeds expected, `--out` when given, `--json` when asked, the files.
+/// merge's arguments: the seeds expected, `--out` when given, `--json` when asked, the files;
+/// `--quiet`, so that stderr holds no `written to` line (its path and size are the mutant's
+/// own) and compares with the honest merge's.
 fn merge_args(paths: &[PathBuf], out: Option<&Path>, json: bool) -> Vec<String> {
-    let mut args = vec!["merge".to_string(), "--expect-seeds".into(), seeds_arg()];
+    let mut args =
+        vec!["--quiet".to_string(), "merge".into(), "--expect-seeds".into(), seeds_arg()];
     if let Some(o) = out {
         args.extend(["--out".into(), o.display().to_string()]);
     }

@@ -6,6 +6,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 mod business;
+mod cli_conventions;
 mod conventions;
 mod dependencies;
 mod escaping;

@@ -63,13 +63,27 @@ pub(super) fn list(args: ListArgs) -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
+/// A folder as `list` names it: relative to its root, and marked `(shipped)` when it is the
+/// library embedded in the binary while a project's own folders are searched too (else a
+/// project's `models` and the shipped `models` would read alike).
+fn folder_label(d: &std::path::Path) -> String {
+    let shown = printable(&catalog::display_path(d));
+    let lib = catalog::library().ok();
+    let shipped =
+        lib.and_then(|l| l.shipped.as_deref().filter(|s| Some(*s) != l.project_root.as_deref()));
+    match shipped {
+        Some(s) if d.starts_with(s) => format!("{shown} (shipped)"),
+        _ => shown,
+    }
+}
+
 /// The text of `list`: the folders searched, the models, the sims.
 fn list_text() -> anyhow::Result<String> {
     use std::fmt::Write;
     let mut o = String::new();
     let shown = |p: &std::path::Path| printable(&catalog::display_path(p));
     let dirs = |ds: Vec<std::path::PathBuf>| -> String {
-        ds.iter().map(|d| shown(d)).collect::<Vec<_>>().join(", ")
+        ds.iter().map(|d| folder_label(d)).collect::<Vec<_>>().join(", ")
     };
     writeln!(o, "models ({}):", dirs(catalog::model_dirs()))?;
     let models = catalog::ordered_models(catalog::all_models()?);

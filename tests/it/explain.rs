@@ -10,7 +10,7 @@ use idemsim::picture;
 use idemsim::report::ViolationKind;
 use idemsim::run::{self, RunOptions};
 use idemsim::scenario::Sim;
-use idemsim::shrink::{self, ShrinkOptions};
+use idemsim::shrink::{self, ShrinkOptions, Target};
 use idemsim::sweep;
 
 use super::{idemsim, model, root, sim, snapshot};
@@ -27,7 +27,7 @@ fn shrink_file(rel: &str, m: &str, seed: Option<u64>) -> shrink::Shrunk {
 #[test]
 fn case_11_shrinks_to_the_teaching_race() {
     let s = shrink_file("sims/article/11-twenty-concurrent-one-process.toml", "check-first", None);
-    assert_eq!(s.violation, ViolationKind::DuplicateRow);
+    assert_eq!(s.target, Target::Violation(ViolationKind::DuplicateRow));
     let teaching = sim("sims/teaching/check-first-race.toml");
     let copies = |x: &Sim| x.requests.iter().map(|q| q.copies).sum::<u32>();
     assert!(s.sim.requests.len() <= teaching.requests.len(), "{}", s.text);
@@ -57,7 +57,7 @@ fn shrinking_keeps_the_violation_and_never_grows() {
     assert!(a.sim.requests.len() <= original.requests.len());
     assert!(a.text.len() <= std::fs::read_to_string(root().join(rel)).unwrap().len() + 400);
     let out = run::run(&a.sim, &model("check-first"), a.seed, RunOptions::default()).unwrap();
-    assert!(out.report.violations.iter().any(|v| v.name == a.violation && !v.permitted));
+    assert!(a.target.hit(&out.report).is_some());
 }
 
 /// The teaching demo: `explain check-first` finds the smallest race, explains it, and shows

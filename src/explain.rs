@@ -469,8 +469,8 @@ fn expectation_told(f: &Failure, k: CheckKind, c: &Check) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "The sim expects `{}` to be {}; the run gave {} (a failed expectation of kind {}; the \
-         oracle may name no violation: the design answered otherwise than the sim specifies).",
+        "The sim expects `{}` to be {}; the run gave {} (a failed expectation of kind {}: the \
+         design answered otherwise than the sim specifies).",
         printable(&c.what),
         printable(&c.expected),
         printable(&c.actual),

@@ -136,6 +136,9 @@ pub struct NoFailure {
     pub tried: Range<u64>,
     /// The first seed of `tried` that fails (only when a seed was asked for and passed).
     pub failing: Option<u64>,
+    /// Without a target, `failing` fails only an expectation (no seed tried shows a
+    /// violation).
+    pub failing_expectation: bool,
     /// The budget stopped the search before it had tried what it would have.
     pub budget_spent: bool,
 }
@@ -164,11 +167,28 @@ impl std::fmt::Display for NoFailure {
         } else {
             ": nothing to shrink"
         };
+        let shrink_from = |s: u64| format!("shrink from it with --seed {s}, or leave --seed out");
         match (self.asked, self.failing) {
+            // Without a target: a seed with a violation is named first, as it is followed first.
+            (Some(asked), Some(s)) if self.target.is_none() && !self.failing_expectation => write!(
+                f,
+                "seed {asked} of {sim} shows no violation that is not policy-permitted under \
+                 {model}; seed {s} does (the first of the sim's seeds that does; seed {asked} \
+                 fails no expectation either): {}",
+                shrink_from(s)
+            ),
+            (Some(asked), Some(s)) if self.target.is_none() => write!(
+                f,
+                "seed {asked} of {sim} shows no {no} under {model}; seed {s} fails an \
+                 expectation (the first of the sim's seeds that does; none of seeds {tried} \
+                 shows a violation): {}",
+                shrink_from(s)
+            ),
             (Some(asked), Some(s)) => write!(
                 f,
                 "seed {asked} of {sim} shows no {no} under {model}; seed {s} does (the first of \
-                 the sim's seeds that does): shrink from it with --seed {s}, or leave --seed out"
+                 the sim's seeds that does): {}",
+                shrink_from(s)
             ),
             (Some(asked), None) => write!(
                 f,
@@ -599,10 +619,12 @@ fn first_failure(
             break;
         }
     }
+    let mut failing_expectation = false;
     if let Some((s, t, end)) = fallback {
         if seed.is_none() {
             return Ok((s, t, end, runs));
         }
+        failing_expectation = failing.is_none();
         failing = failing.or(Some(s));
     }
     Err(ShrinkError::NoFailure(NoFailure {
@@ -613,6 +635,7 @@ fn first_failure(
         budget_spent: failing.is_none() && tried.end < last,
         tried,
         failing,
+        failing_expectation,
     }))
 }
 

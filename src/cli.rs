@@ -144,9 +144,15 @@ pub struct ShrinkArgs {
     /// Seeds searched per candidate (1 to 4096).
     #[arg(long, default_value_t = 32)]
     window: u64,
-    /// Keep this violation (default: the first one found that is not policy-permitted).
-    #[arg(long)]
+    /// Keep this violation (default: the first one found that is not policy-permitted, else
+    /// the first failed expectation); the same as --target violation:NAME.
+    #[arg(long, conflicts_with = "target")]
     violation: Option<String>,
+    /// Keep failing this: `violation:NAME` (an oracle violation) or `expect:KIND` (a failed
+    /// expectation of that kind: status, rows, same-id …). Default: the first violation found
+    /// that is not policy-permitted, else the first failed expectation.
+    #[arg(long)]
+    target: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -164,6 +170,17 @@ pub struct ExplainArgs {
     /// to stderr; a link is followed; a FIFO, device or folder is refused).
     #[arg(long)]
     html: Option<PathBuf>,
+    /// Follow this: `violation:NAME` or `expect:KIND` (default: the first violation that is
+    /// not policy-permitted, else the first failed expectation).
+    #[arg(long)]
+    target: Option<String>,
+    /// Compare with only these models on the minimal scenario (default: every model).
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    others: Option<Vec<String>>,
+    /// Print the explanation as JSON (`"format": "idemsim-explain"`, version 1) instead of
+    /// text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]

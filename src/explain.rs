@@ -1,8 +1,9 @@
-//! `idemsim explain`: a failure in plain words. The verdict and the invariant broken; the
-//! story, answering *where did the second execution come from* and *why did the key not stop
-//! it*; the minimal scenario (shrunk); which other models survive it; the picture; the replay
-//! command. With only a model it finds the model's smallest failure among the shipped sims,
-//! the teaching sims first (`explain check-first` is the teaching demo).
+//! `idemsim explain`: a failure in plain words. The verdict and what it follows (an invariant
+//! broken, or a failed expectation of the sim: a [`Target`]); the story, answering *where did
+//! the second execution come from* and *why did the key not stop it*; the minimal scenario
+//! (shrunk); which other models survive it; the picture; the replay command; the same as JSON
+//! (`json.rs`). With only a model it finds the model's smallest failure among the shipped
+//! sims, the teaching sims first (`explain check-first` is the teaching demo).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -11,10 +12,12 @@ use crate::catalog;
 use crate::history::{Actor, Event, History, What};
 use crate::model::Model;
 use crate::picture::{self, esc, intent_of};
-use crate::report::{Outcome, RunReport, Violation, ViolationKind};
+use crate::report::{Check, Outcome, RunReport, Violation, ViolationKind};
 use crate::run::{self, RunOptions};
 use crate::scenario::Sim;
-use crate::shrink::{self, ShrinkOptions, Shrunk};
+use crate::shrink::{self, CheckKind, Hit, ShrinkOptions, Shrunk, Target};
+
+mod json;
 use crate::sweep;
 use crate::units::show_ms;
 
@@ -40,32 +43,58 @@ pub struct Explanation {
     pub html: String,
     /// The failing run was found (false: the model passed everything searched).
     pub failed: bool,
+    /// The explanation as JSON (`"format": "idemsim-explain"`, version 1;
+    /// `schemas/explain.v1.schema.json`).
+    pub json: serde_json::Value,
 }
 
-/// A failing run: the sim, the seed, its report and history, the violation explained.
+/// What to explain and what to compare it with.
+#[derive(Debug, Clone, Default)]
+pub struct ExplainOptions {
+    /// What to follow (default: the first violation that is not policy-permitted, else the
+    /// first failed expectation).
+    pub target: Option<Target>,
+    /// The other models run on the minimal scenario (default: every model of the catalogue).
+    pub others: Option<Vec<Arc<Model>>>,
+}
+
+/// A failing run: the sim, the seed, its report and history, what it shows of the target.
 struct Failure {
     sim: Arc<Sim>,
     seed: u64,
     report: RunReport,
     history: History,
-    violation: Violation,
+    hit: Hit,
 }
 
-fn failing_run(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64) -> Option<Failure> {
+impl Failure {
+    /// The intent the story is about (none: a failed expectation on the end state).
+    fn intent(&self) -> Option<&str> {
+        self.hit.intent(&self.sim)
+    }
+}
+
+/// The run of `sim` on `seed` with its history, and what `pick` finds in its report.
+fn run_with(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    pick: impl Fn(&RunReport) -> Option<Hit>,
+) -> Option<Failure> {
     let out = run::run(sim, model, seed, RunOptions { keep_history: true }).ok()?;
-    let v = out.report.violations.iter().find(|v| !v.permitted)?.clone();
-    Some(Failure {
-        sim: sim.clone(),
-        seed,
-        history: out.history?,
-        report: out.report,
-        violation: v,
-    })
+    let hit = pick(&out.report)?;
+    Some(Failure { sim: sim.clone(), seed, history: out.history?, report: out.report, hit })
 }
 
 /// The first failing (sim, seed): the given sim's range (or the given seed), or the shipped
-/// sims in [`SEARCH`] order.
-fn find_failure(model: &Arc<Model>, sim: Option<&Arc<Sim>>, seed: Option<u64>) -> Option<Failure> {
+/// sims in [`SEARCH`] order. Without a target, the first run with a violation that is not
+/// policy-permitted, else (no run searched has one) the first with a failed expectation.
+fn find_failure(
+    model: &Arc<Model>,
+    sim: Option<&Arc<Sim>>,
+    seed: Option<u64>,
+    target: Option<Target>,
+) -> Option<Failure> {
     let sims: Vec<Arc<Sim>> = match sim {
         Some(s) => vec![s.clone()],
         // Sim by sim from the repository's folders: one bad file does not hide the others.
@@ -76,18 +105,26 @@ fn find_failure(model: &Arc<Model>, sim: Option<&Arc<Sim>>, seed: Option<u64>) -
             .filter(|s| run::not_applicable(s, model).is_none())
             .collect(),
     };
+    let mut fallback: Option<Failure> = None;
     for s in &sims {
         let seeds: Vec<u64> = match seed {
             Some(x) => vec![x],
             None => s.seeds.clone().take(SEARCH_SEEDS as usize).collect(),
         };
         for x in seeds {
-            if let Some(f) = failing_run(s, model, x) {
+            let Some(f) = run_with(s, model, x, |r| match target {
+                Some(t) => t.hit(r),
+                None => Hit::first_violation(r).or_else(|| Hit::first_expectation(r)),
+            }) else {
+                continue;
+            };
+            if target.is_some() || matches!(f.hit, Hit::Violation(_)) {
                 return Some(f);
             }
+            fallback.get_or_insert(f);
         }
     }
-    None
+    fallback
 }
 
 /// The executions (attempt labels) of an intent that did what `pick` selects, in order.
@@ -95,7 +132,7 @@ fn doers(f: &Failure, pick: impl Fn(&What) -> bool) -> Vec<&Event> {
     f.history
         .events
         .iter()
-        .filter(|e| intent_of(&f.sim, e) == Some(f.violation.intent.as_str()) && pick(&e.what))
+        .filter(|e| intent_of(&f.sim, e) == f.intent() && pick(&e.what))
         .collect()
 }
 
@@ -342,20 +379,24 @@ fn key_missed(f: &Failure, model: &Model, first: &Event, second: &Event) -> Stri
     }
 }
 
-/// The violation's story in plain words: two executions and where they came from, or (for
-/// other violations) what the client saw against what happened.
+/// The failure's story in plain words: two executions and where they came from, or (for
+/// other violations and failed expectations) what the client saw against what happened.
 fn narrative(f: &Failure, model: &Model) -> String {
-    let did = duplicated(f);
-    if did.len() >= 2 {
-        return two_executions(f, model, &did[0], &did[1]);
+    match &f.hit {
+        Hit::Violation(v) => {
+            let did = duplicated(f, v);
+            if did.len() >= 2 {
+                return two_executions(f, v, model, &did[0], &did[1]);
+            }
+            attempts_told(f, v)
+        }
+        Hit::Expectation(k, c) => expectation_told(f, *k, c),
     }
-    attempts_told(f)
 }
 
 /// The executions that did the duplicated thing (inserted the row, or had the effect
 /// performed), in order; empty for other violations.
-fn duplicated(f: &Failure) -> Vec<Event> {
-    let v = &f.violation;
+fn duplicated(f: &Failure, v: &Violation) -> Vec<Event> {
     match v.name {
         ViolationKind::DuplicateRow | ViolationKind::ExpiredDuplicateRow => {
             doers(f, |w| matches!(w, What::RowInserted { .. })).into_iter().cloned().collect()
@@ -378,8 +419,7 @@ fn duplicated(f: &Failure) -> Vec<Event> {
 }
 
 /// The story of two executions `a` and `b` of one intent.
-fn two_executions(f: &Failure, model: &Model, a: &Event, b: &Event) -> String {
-    let v = &f.violation;
+fn two_executions(f: &Failure, v: &Violation, model: &Model, a: &Event, b: &Event) -> String {
     let mut s = String::new();
     // Two deliveries by one relay message would read the same: number them.
     let same = a.who == b.who;
@@ -414,12 +454,45 @@ fn two_executions(f: &Failure, model: &Model, a: &Event, b: &Event) -> String {
 }
 
 /// Other violations: what the client saw against what happened, per attempt.
-fn attempts_told(f: &Failure) -> String {
-    let v = &f.violation;
+fn attempts_told(f: &Failure, v: &Violation) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}: {}.", v.name.meaning(), v.detail);
     let _ = writeln!(s, "\nThe attempts of intent `{}`:", v.intent);
-    for (qi, q) in f.sim.requests.iter().enumerate().filter(|(_, q)| q.intent == v.intent) {
+    s.push_str(&attempts_and_end(f, Some(&v.intent)));
+    s
+}
+
+/// A failed expectation: what the sim expected against what the run gave, then what the
+/// client saw (the request's intent, or every request for the end state) and the end state.
+fn expectation_told(f: &Failure, k: CheckKind, c: &Check) -> String {
+    use crate::text::printable;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "The sim expects `{}` to be {}; the run gave {} (a failed expectation of kind {}: the \
+         design answered otherwise than the sim specifies).",
+        printable(&c.what),
+        printable(&c.expected),
+        printable(&c.actual),
+        k.name()
+    );
+    match f.intent() {
+        Some(i) => {
+            let _ = writeln!(s, "\nThe attempts of intent `{i}`:");
+        }
+        None => {
+            let _ = writeln!(s, "\nThe attempts of every request:");
+        }
+    }
+    s.push_str(&attempts_and_end(f, f.intent()));
+    s
+}
+
+/// Every attempt of `intent` (or of every request) with its answer, and the end state.
+fn attempts_and_end(f: &Failure, intent: Option<&str>) -> String {
+    let mut s = String::new();
+    let mine = |i: &str| intent.is_none_or(|x| x == i);
+    for (qi, q) in f.sim.requests.iter().enumerate().filter(|(_, q)| mine(&q.intent)) {
         for (c, attempts) in f.report.requests[qi].copies.iter().enumerate() {
             for (n, a) in attempts.iter().enumerate() {
                 let label = crate::history::attempt_label(&q.id, q.copies, c as u32, n as u32 + 1);
@@ -435,25 +508,27 @@ fn attempts_told(f: &Failure) -> String {
             }
         }
     }
-    let rows = f.report.rows.iter().filter(|r| r.intent == v.intent).count();
-    let effects = f.report.effects.get(&v.intent).copied().unwrap_or(0);
-    let writes = f.report.writes.iter().filter(|w| w.intent == v.intent).count();
+    let rows = f.report.rows.iter().filter(|r| mine(&r.intent)).count();
+    let effects: u64 = f.report.effects.iter().filter(|(i, _)| mine(i)).map(|(_, n)| *n).sum();
+    let writes = f.report.writes.iter().filter(|w| mine(&w.intent)).count();
+    let whose = if intent.is_some() { "for the intent" } else { "in all" };
     if writes > 0 || !f.report.writes.is_empty() {
         let _ = writeln!(
             s,
-            "\nIn the end: {writes} document write(s) and {effects} effect(s) for the intent."
+            "\nIn the end: {writes} document write(s) and {effects} effect(s) {whose}."
         );
     } else {
-        let _ = writeln!(s, "\nIn the end: {rows} row(s) and {effects} effect(s) for the intent.");
+        let _ = writeln!(s, "\nIn the end: {rows} row(s) and {effects} effect(s) {whose}.");
     }
     s
 }
 
-/// The lines of the trace about an intent (and faults and control).
-fn trace_slice(sim: &Sim, h: &History, intent: &str) -> String {
-    let mut out = String::new();
+/// The events of the trace about an intent (and faults and control), or every event: time,
+/// node and text.
+fn trace_events(sim: &Sim, h: &History, intent: Option<&str>) -> Vec<(u64, String, String)> {
+    let mut out = Vec::new();
     for e in &h.events {
-        let mine = intent_of(sim, e) == Some(intent);
+        let mine = intent.is_none() || intent_of(sim, e) == intent;
         let general = e.who.is_none();
         if !(mine || general) {
             continue;
@@ -463,22 +538,67 @@ fn trace_slice(sim: &Sim, h: &History, intent: &str) -> String {
         if let Some(to) = e.to() {
             let _ = write!(text, " → {}", h.legend.node(to));
         }
-        let _ = writeln!(out, "{:>8}.{:03}ms  {node:<12} {text}", e.t_us / 1000, e.t_us % 1000);
+        out.push((e.t_us, node, text));
     }
     out
 }
 
-/// Which models pass the minimal scenario over its seed window, and which fail with what.
-/// Which models show the explained violation on the minimal scenario, and which do not
-/// (other violations they show are named beside them).
+/// The lines of the trace about an intent (and faults and control), or every line.
+fn trace_slice(sim: &Sim, h: &History, intent: Option<&str>) -> String {
+    let mut out = String::new();
+    for (t_us, node, text) in trace_events(sim, h, intent) {
+        let _ = writeln!(out, "{:>8}.{:03}ms  {node:<12} {text}", t_us / 1000, t_us % 1000);
+    }
+    out
+}
+
+/// Another model on the minimal scenario: on how many seeds it fails the target, and the
+/// other violations it shows (not policy-permitted), with their seed counts.
+struct Other {
+    model: Arc<Model>,
+    /// The target's label (`duplicate-row`, `expectation status`) and its seeds; empty: it
+    /// survives.
+    same: Vec<(String, u64)>,
+    /// Other violations and their seeds.
+    also: Vec<(String, u64)>,
+    /// Seeds run.
+    runs: u64,
+}
+
+impl Other {
+    /// `no-key (duplicate-row 16/16; also replay-mismatch 16/16)`, or for a survivor
+    /// `lease` or `inbox (also duplicate-effect 3/16)`.
+    fn text(&self) -> String {
+        let list = |l: &[(String, u64)]| -> Vec<String> {
+            l.iter().map(|(n, x)| format!("{n} {x}/{}", self.runs)).collect()
+        };
+        let (same, other) = (list(&self.same), list(&self.also));
+        let others =
+            if other.is_empty() { String::new() } else { format!("; also {}", other.join(", ")) };
+        match (same.is_empty(), other.is_empty()) {
+            (true, true) => self.model.name.clone(),
+            (true, false) => format!("{} ({})", self.model.name, &others[2..]),
+            (false, _) => format!("{} ({}{others})", self.model.name, same.join(", ")),
+        }
+    }
+}
+
+/// The other models on the minimal scenario over its seed window (every model of the
+/// catalogue but `me`, or the ones given), each with the seeds on which it fails the target
+/// of `start` (a failed expectation of the kind, whatever its values).
 fn survivors(
     sim: &Arc<Sim>,
     window: u64,
-    v: ViolationKind,
+    start: &Hit,
     me: &str,
-) -> (Vec<String>, Vec<String>) {
-    let Ok(models) = catalog::all_models() else { return (vec![], vec![]) };
-    let models: Vec<Arc<Model>> = catalog::ordered_models(models)
+    given: Option<&[Arc<Model>]>,
+) -> Vec<Other> {
+    let models = match given {
+        Some(g) => g.to_vec(),
+        None => catalog::all_models().unwrap_or_default(),
+    };
+    let models = catalog::ordered_models(models);
+    let models: Vec<Arc<Model>> = models
         .into_iter()
         .filter(|m| m.name != me && run::not_applicable(sim, m).is_none())
         .collect();
@@ -488,41 +608,40 @@ fn survivors(
         Some(0..window),
         sweep::default_jobs(),
     ) else {
-        return (vec![], vec![]);
+        return vec![];
     };
-    let (mut pass, mut fail) = (vec![], vec![]);
-    for c in cells {
-        let list = |keep: bool| -> Vec<String> {
-            c.violating()
-                .filter(|(n, _)| (n.as_str() == v.name()) == keep)
-                .map(|(n, x)| format!("{n} {}/{}", x.seeds, c.runs))
-                .collect()
+    let mut out = vec![];
+    for (c, m) in cells.into_iter().zip(&models) {
+        let counts = c.violating().map(|(n, x)| (n.clone(), x.seeds));
+        let (same, also) = match start.target() {
+            Target::Violation(v) => counts.partition(|(n, _)| n.as_str() == v.name()),
+            Target::Expectation(k) => {
+                let hits = (0..window)
+                    .filter_map(|s| run::run(sim, m, s, RunOptions::default()).ok())
+                    .filter(|o| start.target().hit(&o.report).is_some())
+                    .count() as u64;
+                let label = format!("expectation {}", k.name());
+                ((hits > 0).then_some((label, hits)).into_iter().collect(), counts.collect())
+            }
         };
-        let (same, other) = (list(true), list(false));
-        let others =
-            if other.is_empty() { String::new() } else { format!("; also {}", other.join(", ")) };
-        if same.is_empty() {
-            pass.push(if other.is_empty() {
-                c.model.clone()
-            } else {
-                format!("{} ({})", c.model, &others[2..])
-            });
-        } else {
-            fail.push(format!("{} ({}{others})", c.model, same.join(", ")));
-        }
+        out.push(Other { model: m.clone(), same, also, runs: c.runs });
     }
-    (pass, fail)
+    out
 }
 
 /// An explanation of one failure, computed before anything is printed: plain data that
-/// [`story_text`] and [`story_html`] render.
+/// [`story_text`], [`story_html`] and `json::story_json` render.
 struct Story {
     /// The model's name.
     model: String,
-    /// The violation found first (the page's title names it).
-    violation: ViolationKind,
+    /// What the story follows (the page's title names it).
+    target: Target,
+    /// `following: …`: the violation, or the failed expectation with its values.
+    following: String,
     /// `{model} fails {sim} on seed {seed}: …`.
     verdict: String,
+    /// The failure found (before shrinking).
+    found: Found,
     /// The run the story is told on: the minimal scenario's when it fails alike, else the
     /// failure found.
     shown: Failure,
@@ -540,11 +659,26 @@ struct Story {
     keep: Option<String>,
 }
 
-/// The minimal scenario, with the other models that survive it and that fail alike.
+/// Where the failure was found.
+struct Found {
+    sim: String,
+    path: String,
+    seed: u64,
+}
+
+/// The minimal scenario, with the other models on it.
 struct Minimal {
     shrunk: Shrunk,
-    pass: Vec<String>,
-    fail: Vec<String>,
+    others: Vec<Other>,
+}
+
+impl Minimal {
+    /// The other models that survive it and that fail alike, as text.
+    fn lists(&self) -> (Vec<String>, Vec<String>) {
+        let (fail, pass): (Vec<&Other>, Vec<&Other>) =
+            self.others.iter().partition(|o| !o.same.is_empty());
+        (pass.iter().map(|o| o.text()).collect(), fail.iter().map(|o| o.text()).collect())
+    }
 }
 
 /// The shown run's schedule under another model.
@@ -561,73 +695,114 @@ pub fn explain(
     sim: Option<&Arc<Sim>>,
     seed: Option<u64>,
 ) -> Result<Explanation, shrink::ShrinkError> {
-    let Some(f) = find_failure(model, sim, seed) else {
-        return Ok(nothing_found(model, sim, seed));
+    explain_with(model, sim, seed, &ExplainOptions::default())
+}
+
+/// Explain the model's first failure of `opts.target` (on `sim` if given, else among the
+/// shipped sims), comparing with `opts.others`.
+pub fn explain_with(
+    model: &Arc<Model>,
+    sim: Option<&Arc<Sim>>,
+    seed: Option<u64>,
+    opts: &ExplainOptions,
+) -> Result<Explanation, shrink::ShrinkError> {
+    let Some(f) = find_failure(model, sim, seed, opts.target) else {
+        return Ok(nothing_found(model, sim, seed, opts.target));
     };
-    let story = compute(model, f);
-    Ok(Explanation { text: story_text(&story), html: story_html(&story), failed: true })
+    let story = compute(model, f, opts);
+    Ok(Explanation {
+        text: story_text(&story),
+        html: story_html(&story),
+        failed: true,
+        json: json::story_json(&story),
+    })
 }
 
 /// No failure on what was searched: nothing to explain.
-fn nothing_found(model: &Model, sim: Option<&Arc<Sim>>, seed: Option<u64>) -> Explanation {
+fn nothing_found(
+    model: &Model,
+    sim: Option<&Arc<Sim>>,
+    seed: Option<u64>,
+    target: Option<Target>,
+) -> Explanation {
     let where_ = sim.map(|s| s.name.clone()).unwrap_or_else(|| SEARCH.join(", "));
     let seeds = match seed {
         Some(n) => format!("seed {n}"),
         None => format!("the first {SEARCH_SEEDS} seeds of each sim's range"),
     };
-    let text = format!(
-        "model {} showed no violation on {where_} ({seeds}): nothing to explain.\n",
-        model.name
-    );
+    let what = match target {
+        None => "no violation nor failed expectation".to_string(),
+        Some(Target::Violation(v)) => format!("no violation {}", v.name()),
+        Some(Target::Expectation(k)) => format!("no failed expectation {}", k.name()),
+    };
+    let text =
+        format!("model {} showed {what} on {where_} ({seeds}): nothing to explain.\n", model.name);
     let html = picture::html_page(
         &format!("{}: no failure found", model.name),
         &[(String::new(), picture::pre(&text))],
     );
-    Explanation { text, html, failed: false }
+    let json = json::nothing_json(model, target, &text);
+    Explanation { text, html, failed: false, json }
+}
+
+/// `{model} fails {sim} on seed {seed}: …` for the failure found.
+fn verdict_of(model: &Model, f: &Failure) -> String {
+    let head = format!("{} fails {} on seed {}", model.name, f.sim.name, f.seed);
+    match &f.hit {
+        Hit::Violation(v) => {
+            format!("{head}: {}, {} ({}).", v.name.name(), v.name.meaning(), v.detail)
+        }
+        Hit::Expectation(k, c) => format!(
+            "{head}: the expectation {} failed, `{}` expected {}, got {}.",
+            k.name(),
+            crate::text::printable(&c.what),
+            crate::text::printable(&c.expected),
+            crate::text::printable(&c.actual)
+        ),
+    }
+}
+
+/// The command that keeps the minimal scenario of `f`.
+fn keep_command(model: &Model, f: &Failure, opts: &ShrinkOptions, sim_path: &str) -> String {
+    use crate::text::shell_arg;
+    let follow = match f.hit.target() {
+        Target::Violation(v) => format!("--violation {}", v.name()),
+        Target::Expectation(k) => format!("--target expect:{}", k.name()),
+    };
+    format!(
+        "mkdir -p sims/regress && {} shrink {} --model {} --seed {} --window {} --budget {} \
+         {follow} -o {}",
+        catalog::invocation(),
+        shell_arg(sim_path),
+        shell_arg(&catalog::cli_name(model)),
+        f.seed,
+        opts.window,
+        opts.budget_runs,
+        shell_arg(&format!("sims/regress/{}-{}.toml", f.sim.name, model.name))
+    )
 }
 
 /// The story of failure `f`: shrink it, run the other models on the minimal scenario, run a
 /// survivor on the same schedule, and tell it on the run shown.
-fn compute(model: &Arc<Model>, f: Failure) -> Story {
+fn compute(model: &Arc<Model>, f: Failure, eo: &ExplainOptions) -> Story {
     let sim_path = catalog::display_path(&f.sim.path);
     let replay = catalog::replay_command(&sim_path, &catalog::cli_name(model), f.seed);
-    let verdict = format!(
-        "{} fails {} on seed {}: {}, {} ({}).",
-        model.name,
-        f.sim.name,
-        f.seed,
-        f.violation.name.name(),
-        f.violation.name.meaning(),
-        f.violation.detail
-    );
+    let verdict = verdict_of(model, &f);
+    let target = f.hit.target();
     let opts = ShrinkOptions {
         window: 16,
         budget_runs: 20_000,
-        violation: Some(f.violation.name),
+        target: Some(target),
         ..Default::default()
     };
-    let minimal = minimal(model, &f, &opts);
+    let minimal = minimal(model, &f, &opts, eo.others.as_deref());
     let contrast = minimal.as_ref().and_then(contrast);
     let failing_minimal = minimal
         .as_ref()
-        .and_then(|m| failing_run(&m.shrunk.sim, model, m.shrunk.seed))
-        .filter(|m| m.violation.name == f.violation.name);
-    use crate::text::shell_arg;
-    let keep = minimal.is_some().then(|| {
-        format!(
-            "mkdir -p sims/regress && {} shrink {} --model {} --seed {} --window {} --budget {} \
-             --violation {} -o {}",
-            catalog::invocation(),
-            shell_arg(&sim_path),
-            shell_arg(&catalog::cli_name(model)),
-            f.seed,
-            opts.window,
-            opts.budget_runs,
-            f.violation.name.name(),
-            shell_arg(&format!("sims/regress/{}-{}.toml", f.sim.name, model.name))
-        )
-    });
-    let violation = f.violation.name;
+        .and_then(|m| run_with(&m.shrunk.sim, model, m.shrunk.seed, |r| m.shrunk.first.again(r)));
+    let keep = minimal.is_some().then(|| keep_command(model, &f, &opts, &sim_path));
+    let following = f.hit.following();
+    let found = Found { sim: f.sim.name.clone(), path: sim_path, seed: f.seed };
     // Everything below is told on the run shown: the minimal scenario's, when there is one.
     let on_minimal = failing_minimal.is_some();
     let shown = failing_minimal.unwrap_or(f);
@@ -635,8 +810,10 @@ fn compute(model: &Arc<Model>, f: Failure) -> Story {
     let model = model.name.clone();
     Story {
         model,
-        violation,
+        target,
+        following,
         verdict,
+        found,
         shown,
         on_minimal,
         narrative,
@@ -648,22 +825,29 @@ fn compute(model: &Arc<Model>, f: Failure) -> Story {
 }
 
 /// The minimal scenario of `f` and the other models on it.
-fn minimal(model: &Arc<Model>, f: &Failure, opts: &ShrinkOptions) -> Option<Minimal> {
+fn minimal(
+    model: &Arc<Model>,
+    f: &Failure,
+    opts: &ShrinkOptions,
+    given: Option<&[Arc<Model>]>,
+) -> Option<Minimal> {
     let src = std::fs::read_to_string(&f.sim.path).unwrap_or_default();
     let shrunk = shrink::shrink(&f.sim.path, &src, model, Some(f.seed), opts).ok()?;
-    let (pass, fail) = survivors(&shrunk.sim, shrunk.window, f.violation.name, &model.name);
-    Some(Minimal { shrunk, pass, fail })
+    let others = survivors(&shrunk.sim, shrunk.window, &shrunk.first, &model.name, given);
+    Some(Minimal { shrunk, others })
 }
 
 /// The minimal scenario's schedule under a model that survives it (transactional if it does).
 fn contrast(m: &Minimal) -> Option<Contrast> {
-    let name = m.pass.iter().find(|p| p.as_str() == "transactional").or(m.pass.first())?;
-    let other = catalog::model(name).ok()?;
+    let pass: Vec<&Other> = m.others.iter().filter(|o| o.same.is_empty()).collect();
+    let other = pass.iter().find(|o| o.model.name == "transactional").or(pass.first())?;
+    let other = &other.model;
     let o =
-        run::run(&m.shrunk.sim, &other, m.shrunk.seed, RunOptions { keep_history: true }).ok()?;
+        run::run(&m.shrunk.sim, other, m.shrunk.seed, RunOptions { keep_history: true }).ok()?;
     Some(Contrast {
         model: other.name.clone(),
-        fails: o.report.violations.iter().any(|v| !v.permitted),
+        fails: o.report.violations.iter().any(|v| !v.permitted)
+            || m.shrunk.first.again(&o.report).is_some(),
         history: o.history,
     })
 }
@@ -674,10 +858,15 @@ fn story_text(s: &Story) -> String {
     let mut text = String::new();
     let w = |s: &str| crate::text::wrap(s, 96, "");
     let _ = writeln!(text, "{}\n", w(&format!("verdict: {}", s.verdict)));
+    let _ = writeln!(text, "{}\n", w(&format!("following: {}", s.following)));
     if s.on_minimal {
+        let same = match s.target {
+            Target::Violation(_) => "violation",
+            Target::Expectation(_) => "failed expectation",
+        };
         let _ = writeln!(
             text,
-            "told on the minimal scenario below, seed {} (the same violation, fewer moving parts):\n",
+            "told on the minimal scenario below, seed {} (the same {same}, fewer moving parts):\n",
             shown.seed
         );
     }
@@ -685,15 +874,20 @@ fn story_text(s: &Story) -> String {
     if let Some(m) = &s.minimal {
         minimal_text(&mut text, m);
     }
-    let _ = writeln!(
-        text,
-        "what happened ({} on seed {}, the events of intent `{}`):\n",
-        shown.sim.name, shown.seed, shown.violation.intent
-    );
-    let intent = shown.violation.intent.as_str();
+    let intent = shown.intent();
+    let events = match intent {
+        Some(i) => format!("the events of intent `{i}`"),
+        None => "every event".into(),
+    };
+    let _ =
+        writeln!(text, "what happened ({} on seed {}, {events}):\n", shown.sim.name, shown.seed);
     text.push_str(&trace_slice(&shown.sim, &shown.history, intent));
     if let Some(c) = &s.contrast {
-        let verdict = if c.fails { "it fails too" } else { "no violation" };
+        let verdict = match (c.fails, s.target) {
+            (true, _) => "it fails too",
+            (false, Target::Violation(_)) => "no violation",
+            (false, Target::Expectation(_)) => "no violation, the expectation holds",
+        };
         let _ = writeln!(text, "\nthe same schedule under {} ({verdict}):\n", c.model);
         if let Some(h) = &c.history {
             text.push_str(&trace_slice(&shown.sim, h, intent));
@@ -728,8 +922,9 @@ fn minimal_text(text: &mut String, m: &Minimal) {
     }
     let _ = writeln!(text);
     let _ = writeln!(text, "on that scenario (seeds 0..{}), the other models:", s.window);
-    let survive = if m.pass.is_empty() { "none".into() } else { m.pass.join(", ") };
-    let failing = if m.fail.is_empty() { "none".into() } else { m.fail.join("; ") };
+    let (pass, fail) = m.lists();
+    let survive = if pass.is_empty() { "none".into() } else { pass.join(", ") };
+    let failing = if fail.is_empty() { "none".into() } else { fail.join("; ") };
     let indent = "             ";
     let shown = format!("  fail alike: {failing}");
     let _ = writeln!(text, "{}", crate::text::wrap(&shown, 96, indent));
@@ -741,7 +936,7 @@ fn minimal_text(text: &mut String, m: &Minimal) {
 /// The story as a self-contained HTML page.
 fn story_html(s: &Story) -> String {
     let shown = &s.shown;
-    let intent = Some(shown.violation.intent.as_str());
+    let intent = shown.intent();
     let mut sections: Vec<(String, String)> = vec![
         ("Verdict".into(), picture::paragraphs(&s.verdict)),
         ("What happened".into(), picture::paragraphs(&s.narrative)),
@@ -759,19 +954,24 @@ fn story_html(s: &Story) -> String {
     }
     if let Some(m) = &s.minimal {
         sections.push(("The minimal scenario".into(), picture::pre(&m.shrunk.text)));
+        let (pass, fail) = m.lists();
         let mut t = String::from("<table><tr><th>survive</th><th>fail</th></tr><tr><td>");
         t.push_str(
-            &m.pass
+            &pass
                 .iter()
                 .map(|p| format!("<span class=\"ok\">{}</span>", esc(p)))
                 .collect::<Vec<_>>()
                 .join("<br>"),
         );
         t.push_str("</td><td>");
-        t.push_str(&m.fail.iter().map(|p| esc(p)).collect::<Vec<_>>().join("<br>"));
+        t.push_str(&fail.iter().map(|p| esc(p)).collect::<Vec<_>>().join("<br>"));
         t.push_str("</td></tr></table>");
         sections.push((format!("Models on that scenario (seeds 0..{})", m.shrunk.window), t));
     }
     sections.push(("Replay".into(), picture::pre(&s.replay)));
-    picture::html_page(&format!("Why {} fails: {}", s.model, s.violation.name()), &sections)
+    let what = match s.target {
+        Target::Violation(v) => v.name().to_string(),
+        Target::Expectation(k) => format!("expectation {}", k.name()),
+    };
+    picture::html_page(&format!("Why {} fails: {what}", s.model), &sections)
 }

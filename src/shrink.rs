@@ -1,5 +1,6 @@
-//! The shrinker: from a failing (sim, model) to a minimal sim file that still shows the same
-//! named violation (never a policy-permitted one).
+//! The shrinker: from a failing (sim, model) to a minimal sim file that still fails the same
+//! way: the same named violation (never a policy-permitted one) or the same kind of failed
+//! expectation ([`Target`], `target.rs`).
 //!
 //! Ordered greedy passes over the sim's TOML (faults, structure, sizes, time, noise); after an
 //! accepted edit it starts again from the first pass. Every candidate is re-loaded through the
@@ -18,10 +19,12 @@ use toml::{Table, Value};
 
 use crate::input::InputError;
 use crate::model::Model;
-use crate::report::ViolationKind;
 use crate::run::{self, RunOptions};
 use crate::scenario::Sim;
 use crate::sweep::wilson;
+
+mod target;
+pub use target::{CheckKind, Hit, Target, request_of};
 
 /// The largest seed window (`--window`).
 pub const MAX_WINDOW: u64 = 4096;
@@ -38,8 +41,9 @@ pub struct ShrinkOptions {
     /// Runs in all, honoured exactly: the first search, every candidate and the final check of
     /// the window. At least `window + 1` (one run to find a failure, the window to check it).
     pub budget_runs: u64,
-    /// The violation to keep (default: the first one found that is not policy-permitted).
-    pub violation: Option<ViolationKind>,
+    /// What to keep failing (default: the first violation found that is not
+    /// policy-permitted, else the first failed expectation).
+    pub target: Option<Target>,
     /// The file the minimal sim goes to, for its header's replay command (default: a
     /// placeholder, `<this file>`).
     pub file: Option<String>,
@@ -47,7 +51,7 @@ pub struct ShrinkOptions {
 
 impl Default for ShrinkOptions {
     fn default() -> Self {
-        ShrinkOptions { window: 32, budget_runs: 50_000, violation: None, file: None }
+        ShrinkOptions { window: 32, budget_runs: 50_000, target: None, file: None }
     }
 }
 
@@ -79,10 +83,13 @@ pub struct Shrunk {
     pub text: String,
     /// The minimal sim, loaded.
     pub sim: Arc<Sim>,
-    /// The seed on which the minimal sim shows the violation.
+    /// The seed on which the minimal sim fails the target.
     pub seed: u64,
-    /// The violation kept while shrinking (not policy-permitted).
-    pub violation: ViolationKind,
+    /// What was kept failing while shrinking: a violation (not policy-permitted) or a kind of
+    /// failed expectation.
+    pub target: Target,
+    /// What the run shrinking started from (the original sim) showed of the target.
+    pub first: Hit,
     /// What was removed or reduced, in order.
     pub removed: Vec<String>,
     /// Runs spent, at most the budget (the budget is counted in runs, so the result is the
@@ -90,7 +97,7 @@ pub struct Shrunk {
     pub runs: u64,
     /// The run budget ran out before every candidate was tried.
     pub budget_spent: bool,
-    /// Seeds of 0..window on which the minimal sim shows the violation.
+    /// Seeds of 0..window on which the minimal sim fails the target.
     pub failing_in_window: u64,
     /// The seed window searched per candidate (`0..window`).
     pub window: u64,
@@ -106,7 +113,7 @@ pub enum ShrinkError {
     #[error("{0}")]
     Options(String),
     /// No run to start from: the seed asked for, or every seed tried, shows no violation
-    /// (that is not policy-permitted) to keep.
+    /// (that is not policy-permitted) nor failed expectation to keep (or not the target).
     #[error("{0}")]
     NoFailure(NoFailure),
     /// The harness could not run (its own database failed).
@@ -121,28 +128,35 @@ pub struct NoFailure {
     pub sim: String,
     /// The model's name.
     pub model: String,
-    /// The violation asked for (`--violation`), if any.
-    pub violation: Option<ViolationKind>,
+    /// The target asked for (`--target`, `--violation`), if any.
+    pub target: Option<Target>,
     /// The seed asked for (`--seed`), which does not fail.
     pub asked: Option<u64>,
     /// Seeds of the sim's range tried (from its start, at most [`FIRST_SEARCH_SEEDS`]).
     pub tried: Range<u64>,
     /// The first seed of `tried` that fails (only when a seed was asked for and passed).
     pub failing: Option<u64>,
+    /// Without a target, `failing` fails only an expectation (no seed tried shows a
+    /// violation).
+    pub failing_expectation: bool,
     /// The budget stopped the search before it had tried what it would have.
     pub budget_spent: bool,
 }
 
 impl std::fmt::Display for NoFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (a, no) = match self.violation {
-            Some(v) => {
+        let (a, no) = match self.target {
+            Some(Target::Violation(v)) => {
                 let v = format!("{} (not policy-permitted)", v.name());
                 (v.clone(), v)
             }
+            Some(Target::Expectation(k)) => {
+                let k = format!("failed expectation {}", k.name());
+                (format!("a {k}"), k)
+            }
             None => (
-                "a violation that is not policy-permitted".to_string(),
-                "violation that is not policy-permitted".to_string(),
+                "a violation that is not policy-permitted or a failed expectation".to_string(),
+                "violation that is not policy-permitted nor failed expectation".to_string(),
             ),
         };
         let (sim, model) = (crate::text::printable(&self.sim), crate::text::printable(&self.model));
@@ -153,11 +167,28 @@ impl std::fmt::Display for NoFailure {
         } else {
             ": nothing to shrink"
         };
+        let shrink_from = |s: u64| format!("shrink from it with --seed {s}, or leave --seed out");
         match (self.asked, self.failing) {
+            // Without a target: a seed with a violation is named first, as it is followed first.
+            (Some(asked), Some(s)) if self.target.is_none() && !self.failing_expectation => write!(
+                f,
+                "seed {asked} of {sim} shows no violation that is not policy-permitted under \
+                 {model}; seed {s} does (the first of the sim's seeds that does; seed {asked} \
+                 fails no expectation either): {}",
+                shrink_from(s)
+            ),
+            (Some(asked), Some(s)) if self.target.is_none() => write!(
+                f,
+                "seed {asked} of {sim} shows no {no} under {model}; seed {s} fails an \
+                 expectation (the first of the sim's seeds that does; none of seeds {tried} \
+                 shows a violation): {}",
+                shrink_from(s)
+            ),
             (Some(asked), Some(s)) => write!(
                 f,
                 "seed {asked} of {sim} shows no {no} under {model}; seed {s} does (the first of \
-                 the sim's seeds that does): shrink from it with --seed {s}, or leave --seed out"
+                 the sim's seeds that does): {}",
+                shrink_from(s)
             ),
             (Some(asked), None) => write!(
                 f,
@@ -174,7 +205,8 @@ impl std::fmt::Display for NoFailure {
 struct Search<'a> {
     model: &'a Arc<Model>,
     path: &'a Path,
-    violation: ViolationKind,
+    /// The failure kept: the starting run's ([`Hit::again`]).
+    start: Hit,
     opts: &'a ShrinkOptions,
     runs: u64,
     /// Candidates run at most this long in simulated time (ten times the original failing
@@ -189,18 +221,11 @@ impl Search<'_> {
         self.runs >= self.opts.budget_runs - self.opts.window
     }
 
-    /// Does `sim` show the violation on `seed` (no bound hit)?
+    /// Does `sim` fail as the starting run did on `seed` (no bound hit)?
     fn fails(&mut self, sim: &Arc<Sim>, seed: u64) -> bool {
         self.runs += 1;
         match run::run(sim, self.model, seed, RunOptions::default()) {
-            Ok(out) => {
-                out.report.bounds_hit.is_empty()
-                    && out
-                        .report
-                        .violations
-                        .iter()
-                        .any(|v| v.name == self.violation && !v.permitted)
-            }
+            Ok(out) => out.report.bounds_hit.is_empty() && self.start.again(&out.report).is_some(),
             Err(_) => false,
         }
     }
@@ -491,11 +516,12 @@ pub fn shrink(
     let original = Arc::new(Sim::parse(path, src)?);
     let mut table: Table =
         src.parse().map_err(|e: toml::de::Error| InputError::from_toml(path, src, &e))?;
-    let (seed0, violation, end_ms, runs) = first_failure(&original, model, seed, opts)?;
+    let (seed0, start, end_ms, runs) = first_failure(&original, model, seed, opts)?;
+    let target = start.target();
     let mut search = Search {
         model,
         path,
-        violation,
+        start: start.clone(),
         opts,
         runs,
         time_cap_us: ((end_ms * 1000.0) as u64).saturating_mul(10).max(60_000_000),
@@ -525,7 +551,8 @@ pub fn shrink(
         text,
         sim,
         seed,
-        violation,
+        target,
+        first: start,
         removed,
         runs: search.runs,
         budget_spent,
@@ -535,38 +562,43 @@ pub fn shrink(
 }
 
 /// The run to start from: the seed asked for, or else the first seed of the sim's range (at
-/// most [`FIRST_SEARCH_SEEDS`]), that shows a violation that is not policy-permitted (the one
-/// asked for, if any): its seed, violation and end time, and the runs it took. Within the
-/// budget less the window kept for the final check. When the seed asked for passes, the range
-/// is searched too, to name a seed that fails.
+/// most [`FIRST_SEARCH_SEEDS`]), that fails the target asked for; without one, that shows a
+/// violation that is not policy-permitted, or else (no seed tried shows one) that fails an
+/// expectation (on the seed asked for: its violation, else its failed expectation). Its seed,
+/// hit (what it showed of the target) and end time, and the runs it took. Within the budget less the window kept for the
+/// final check. When the seed asked for passes, the range is searched too, to name a seed that
+/// fails.
 fn first_failure(
     original: &Arc<Sim>,
     model: &Arc<Model>,
     seed: Option<u64>,
     opts: &ShrinkOptions,
-) -> Result<(u64, ViolationKind, f64, u64), ShrinkError> {
+) -> Result<(u64, Hit, f64, u64), ShrinkError> {
     let allowed = opts.budget_runs - opts.window;
     let mut runs = 0;
-    let try_seed = |s: u64, runs: &mut u64| -> Result<Option<(ViolationKind, f64)>, ShrinkError> {
+    // A seed's hit: (preferred — the target asked for, or a violation —, fallback — a failed
+    // expectation when no target was asked for —).
+    let try_seed = |s: u64, runs: &mut u64| -> Result<[Option<(Hit, f64)>; 2], ShrinkError> {
         *runs += 1;
         let out = run::run(original, model, s, RunOptions::default())
             .map_err(|e| ShrinkError::Run(e.to_string()))?;
-        let hit = out
-            .report
-            .violations
-            .iter()
-            .find(|v| !v.permitted && opts.violation.is_none_or(|want| v.name == want));
-        Ok(hit.map(|v| (v.name, out.report.end_ms)))
+        let r = &out.report;
+        let found = |h: Option<Hit>| h.map(|h| (h, r.end_ms));
+        Ok(match opts.target {
+            Some(t) => [found(t.hit(r)), None],
+            None => [found(Hit::first_violation(r)), found(Hit::first_expectation(r))],
+        })
     };
     if let Some(s) = seed
-        && let Some((v, end)) = try_seed(s, &mut runs)?
+        && let [a, b] = try_seed(s, &mut runs)?
+        && let Some((t, end)) = a.or(b)
     {
-        return Ok((s, v, end, runs));
+        return Ok((s, t, end, runs));
     }
     let range = original.seeds.clone();
     let last = range.start.saturating_add(FIRST_SEARCH_SEEDS).min(range.end);
     let mut tried = range.start..range.start;
-    let mut failing = None;
+    let (mut failing, mut fallback) = (None, None);
     for s in range.start..last {
         if runs >= allowed {
             break;
@@ -575,22 +607,35 @@ fn first_failure(
         if Some(s) == seed {
             continue; // already run
         }
-        if let Some((v, end)) = try_seed(s, &mut runs)? {
+        let [hit, expectation] = try_seed(s, &mut runs)?;
+        if fallback.is_none() {
+            fallback = expectation.map(|(t, end)| (s, t, end));
+        }
+        if let Some((t, end)) = hit {
             if seed.is_none() {
-                return Ok((s, v, end, runs));
+                return Ok((s, t, end, runs));
             }
             failing = Some(s);
             break;
         }
     }
+    let mut failing_expectation = false;
+    if let Some((s, t, end)) = fallback {
+        if seed.is_none() {
+            return Ok((s, t, end, runs));
+        }
+        failing_expectation = failing.is_none();
+        failing = failing.or(Some(s));
+    }
     Err(ShrinkError::NoFailure(NoFailure {
         sim: original.name.clone(),
         model: model.name.clone(),
-        violation: opts.violation,
+        target: opts.target,
         asked: seed,
         budget_spent: failing.is_none() && tried.end < last,
         tried,
         failing,
+        failing_expectation,
     }))
 }
 
@@ -650,7 +695,7 @@ fn provenance(path: &Path, search: &Search, f: &Found) -> String {
     }
     format!(
         "# Shrunk by `idemsim shrink` (idemsim {}) from {} under model {}\n\
-         # violation {} · seed {seed0} → seed {seed} · fails on {failing}/{window} seeds 0..{window} \
+         # {} · seed {seed0} → seed {seed} · fails on {failing}/{window} seeds 0..{window} \
          (95% CI {:.0}%–{:.0}%)\n\
          # removed: {}\n\
          # {} runs{}\n\
@@ -658,7 +703,7 @@ fn provenance(path: &Path, search: &Search, f: &Found) -> String {
         env!("CARGO_PKG_VERSION"),
         printable(&crate::catalog::display_path(path)),
         printable(&search.model.name),
-        search.violation.name(),
+        printable(&search.start.following()),
         100.0 * lo,
         100.0 * hi,
         if removed.is_empty() { "nothing".to_string() } else { printable(&removed.join(" · ")) },

@@ -1,15 +1,12 @@
 //! `idemsim shrink`: a failing sim shrunk to a minimal one, printed or written.
 
-use std::path::Path;
-
 use super::out::{not_applicable_to, print_report, stdout_taken, write_file};
 use super::{EXIT_OK, ShrinkArgs};
 use crate::catalog;
-use crate::input::InputError;
 use crate::model::Model;
 use crate::report::ViolationKind;
 use crate::scenario::Sim;
-use crate::shrink::{ShrinkError, ShrinkOptions, Shrunk};
+use crate::shrink::{ShrinkError, ShrinkOptions, Shrunk, Target};
 use crate::text::printable;
 
 pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
@@ -20,16 +17,15 @@ pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
     if let Some(code) = not_applicable_to(to_stderr, &sim, &model) {
         return Ok(code);
     }
-    let violation = violation_arg(args.violation.as_deref())?;
+    let target = match violation_arg(args.violation.as_deref())? {
+        Some(v) => Some(Target::Violation(v)),
+        None => target_arg(args.target.as_deref())?,
+    };
     let src = crate::input::read_file(&sim.path, "sim")?;
     // The file's path as the replay commands name it (its header's and the line below).
     let file = args.out.as_ref().filter(|_| !to_stderr).map(|p| p.display().to_string());
-    let opts = ShrinkOptions {
-        window: args.window,
-        budget_runs: args.budget,
-        violation,
-        file: file.clone(),
-    };
+    let opts =
+        ShrinkOptions { window: args.window, budget_runs: args.budget, target, file: file.clone() };
     // Out of range: refused, naming the flag and its range (exit 2), never clamped.
     opts.check().map_err(anyhow::Error::msg)?;
     let started = std::time::Instant::now();
@@ -55,26 +51,40 @@ pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// `--violation`: a violation's name.
-fn violation_arg(v: Option<&str>) -> Result<Option<ViolationKind>, InputError> {
+/// `--violation`: a violation's name (what is wrong lists the valid ones, whole: an
+/// `InputError` would cut the list).
+fn violation_arg(v: Option<&str>) -> anyhow::Result<Option<ViolationKind>> {
     v.map(|v| {
         ViolationKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| {
-            InputError::file(Path::new("--violation"), format!("unknown violation `{v}`"))
+            anyhow::anyhow!(
+                "--violation: unknown violation `{}`: expected one of {}",
+                crate::text::shown(v),
+                ViolationKind::ALL.map(|k| k.name()).join(", ")
+            )
         })
     })
     .transpose()
+}
+
+/// `--target`: `violation:NAME` or `expect:KIND` (what is wrong lists the valid ones).
+pub(super) fn target_arg(t: Option<&str>) -> anyhow::Result<Option<Target>> {
+    t.map(|t| Target::parse(t).map_err(|e| anyhow::anyhow!("--target: {e}"))).transpose()
 }
 
 /// What was shrunk to what, and what was removed.
 fn shrunk_text(sim: &Sim, model: &Model, s: &Shrunk, opts: &ShrinkOptions) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    let _ = writeln!(out, "following: {}", s.first.following());
+    let shows = match s.target {
+        Target::Violation(v) => format!("shows {}", v.name()),
+        Target::Expectation(k) => format!("fails the expectation {}", k.name()),
+    };
     let _ = writeln!(
         out,
-        "shrunk {} under {} to a sim that shows {} on {}/{} seeds (first: seed {}):",
+        "shrunk {} under {} to a sim that {shows} on {}/{} seeds (first: seed {}):",
         printable(&sim.name),
         printable(&model.name),
-        s.violation.name(),
         s.failing_in_window,
         s.window,
         s.seed

@@ -11,6 +11,7 @@ mod conventions;
 mod dependencies;
 mod escaping;
 mod explain;
+mod explain_targets;
 mod fidelity;
 mod fuzz;
 mod hardening;

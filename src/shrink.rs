@@ -47,15 +47,25 @@ pub struct ShrinkOptions {
     /// The file the minimal sim goes to, for its header's replay command (default: a
     /// placeholder, `<this file>`).
     pub file: Option<String>,
+    /// Counters bumped once per run, for a progress display (read only by the display: the
+    /// shrink never reads them back, so they change nothing).
+    pub progress: Option<Arc<crate::sweep::Progress>>,
 }
 
 impl Default for ShrinkOptions {
     fn default() -> Self {
-        ShrinkOptions { window: 32, budget_runs: 50_000, target: None, file: None }
+        ShrinkOptions { window: 32, budget_runs: 50_000, target: None, file: None, progress: None }
     }
 }
 
 impl ShrinkOptions {
+    /// One run done, for the progress display.
+    fn tick(&self) {
+        if let Some(p) = &self.progress {
+            p.run_done();
+        }
+    }
+
     /// The window and the budget in their ranges, or what is wrong (flag and allowed range).
     pub fn check(&self) -> Result<(), String> {
         if !(1..=MAX_WINDOW).contains(&self.window) {
@@ -224,6 +234,7 @@ impl Search<'_> {
     /// Does `sim` fail as the starting run did on `seed` (no bound hit)?
     fn fails(&mut self, sim: &Arc<Sim>, seed: u64) -> bool {
         self.runs += 1;
+        self.opts.tick();
         match run::run(sim, self.model, seed, RunOptions::default()) {
             Ok(out) => out.report.bounds_hit.is_empty() && self.start.again(&out.report).is_some(),
             Err(_) => false,
@@ -580,6 +591,7 @@ fn first_failure(
     // expectation when no target was asked for —).
     let try_seed = |s: u64, runs: &mut u64| -> Result<[Option<(Hit, f64)>; 2], ShrinkError> {
         *runs += 1;
+        opts.tick();
         let out = run::run(original, model, s, RunOptions::default())
             .map_err(|e| ShrinkError::Run(e.to_string()))?;
         let r = &out.report;

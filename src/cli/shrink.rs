@@ -24,8 +24,16 @@ pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
     let src = crate::input::read_file(&sim.path, "sim")?;
     // The file's path as the replay commands name it (its header's and the line below).
     let file = args.out.as_ref().filter(|_| !to_stderr).map(|p| p.display().to_string());
-    let opts =
-        ShrinkOptions { window: args.window, budget_runs: args.budget, target, file: file.clone() };
+    // Progress on stderr (a terminal, not --quiet): runs of the budget, no cells.
+    let bar = super::progress::Bar::start("shrink");
+    bar.counters().start(args.budget, 0, 0);
+    let opts = ShrinkOptions {
+        window: args.window,
+        budget_runs: args.budget,
+        target,
+        file: file.clone(),
+        progress: Some(bar.counters()),
+    };
     // Out of range: refused, naming the flag and its range (exit 2), never clamped.
     opts.check().map_err(anyhow::Error::msg)?;
     let started = std::time::Instant::now();
@@ -37,7 +45,8 @@ pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
         }
         Err(e) => return Err(e.into()),
     };
-    eprintln!("{} runs in {:.2} s", s.runs, started.elapsed().as_secs_f64());
+    drop(bar);
+    super::out::info(&format!("{} runs in {:.2} s", s.runs, started.elapsed().as_secs_f64()));
     print_report(to_stderr, &shrunk_text(&sim, &model, &s, &opts));
     match (&args.out, &file) {
         (Some(p), Some(f)) => {

@@ -11,7 +11,7 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     // The output files are checked before the run; with `-`, stdout is theirs alone.
     let to_stderr =
         stdout_taken(&[("--svg", args.svg.as_deref()), ("--html", args.html.as_deref())])?;
-    if let Some(code) = not_applicable_as(args.json, to_stderr, &sim, &model) {
+    if let Some(code) = not_applicable_as(args.json.then_some("run"), to_stderr, &sim, &model) {
         return Ok(code);
     }
     let keep_history = args.trace || args.mermaid || args.svg.is_some() || args.html.is_some();
@@ -26,6 +26,7 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
         let mut v = serde_json::to_value(r)?;
         let verdict = r.verdict();
         (v["safe"], v["as_specified"]) = (verdict.safe.into(), verdict.as_specified.into());
+        let v = render::versioned("run", v);
         print_report(to_stderr, &format!("{}\n", serde_json::to_string_pretty(&v)?));
     } else {
         print_report(to_stderr, &render::run_text(&sim, &model, &out, &replay));

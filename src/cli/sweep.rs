@@ -25,7 +25,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
             ("--out", out.or(Some(Path::new("-")))),
         ])?;
     }
-    if let Some(code) = not_applicable_as(args.json, to_stderr, &sim, &model) {
+    if let Some(code) = not_applicable_as(args.json.then_some("sweep"), to_stderr, &sim, &model) {
         return Ok(code);
     }
     let range = seeds.unwrap_or_else(|| sim.seeds.clone());
@@ -57,6 +57,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     if args.json {
         let mut v = render::cell_json(cell);
         v["speed"] = serde_json::to_value(&speed)?;
+        let v = render::versioned("sweep", v);
         print_report(to_stderr, &format!("{}\n", serde_json::to_string_pretty(&v)?));
     } else {
         print_report(to_stderr, &render::sweep_text(&sim, &model, cell, jobs));

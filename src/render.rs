@@ -489,8 +489,9 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
             let c = sweep::cell(cells, models.len(), si, mi);
             let parts: Vec<String> = cell_marks(c)
                 .into_iter()
-                .map(|(m, permitted)| {
-                    let m = markdown_cell(&m);
+                .map(|(label, share, permitted)| {
+                    // The share is ours (digits, %, brackets): only the label is escaped.
+                    let m = format!("{} {share}", markdown_cell(&label));
                     if permitted { format!("*{m}*") } else { m }
                 })
                 .collect();
@@ -714,27 +715,27 @@ pub fn cell_json(c: &Cell) -> serde_json::Value {
 
 /// The marks of one cell in the catalogue tables (Markdown, HTML): each violation with the
 /// share of seeds it occurred on and its interval ([`share_mark`]; `permitted`:
-/// policy-permitted), runs cut short by a bound, and failed expectations; empty when the cell
-/// is safe and as specified.
-fn cell_marks(c: &Cell) -> Vec<(String, bool)> {
-    let mut out: Vec<(String, bool)> = c
+/// policy-permitted), runs cut short by a bound, and failed expectations, each as (label,
+/// share, permitted); empty when the cell is safe and as specified.
+fn cell_marks(c: &Cell) -> Vec<(String, String, bool)> {
+    let mut out: Vec<(String, String, bool)> = c
         .violations_in_order()
         .iter()
-        .map(|(n, v)| (format!("{} {}", short(n), share_mark(v.seeds, c.runs)), v.permitted))
+        .map(|(n, v)| (short(n).to_string(), share_mark(v.seeds, c.runs), v.permitted))
         .collect();
-    out.extend(verdict_marks(c).into_iter().map(|m| (m, false)));
+    out.extend(verdict_marks(c).into_iter().map(|(label, share)| (label, share, false)));
     out
 }
 
 /// The marks of a cell's runs cut short (`bound N% [lo–hi]`) and failed expectations
 /// (`spec ✗ N% [lo–hi]`), shared by the Markdown and HTML tables.
-fn verdict_marks(c: &Cell) -> Vec<String> {
+fn verdict_marks(c: &Cell) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if c.bounded_runs > 0 {
-        out.push(format!("bound {}", share_mark(c.bounded_runs, c.runs)));
+        out.push(("bound".to_string(), share_mark(c.bounded_runs, c.runs)));
     }
     if c.applicable && !c.passed {
-        out.push(format!("spec ✗ {}", share_mark(c.failed_seeds, c.runs)));
+        out.push(("spec ✗".to_string(), share_mark(c.failed_seeds, c.runs)));
     }
     out
 }

@@ -146,8 +146,8 @@ fn html_cell(c: &Cell) -> String {
             share_mark(v.seeds, c.runs)
         );
     }
-    for m in verdict_marks(c) {
-        let _ = write!(td, "<div>{}</div>", esc(&m));
+    for (label, share) in verdict_marks(c) {
+        let _ = write!(td, "<div>{} {}</div>", esc(&label), esc(&share));
     }
     td
 }

@@ -35,6 +35,10 @@ pub struct RateDiff {
     pub a: (u64, u64, (f64, f64)),
     /// Design B: the same.
     pub b: (u64, u64, (f64, f64)),
+    /// Design A's share as an object: seeds, runs, `rate` and `ci95`.
+    pub a_share: Share,
+    /// Design B's share as an object.
+    pub b_share: Share,
     /// Fisher's exact two-sided p (1 when the rates are equal).
     pub p_value: f64,
     /// `same`, `a-worse`, `b-worse` or `not-significant`.
@@ -43,6 +47,27 @@ pub struct RateDiff {
     /// size with power 0.8 at [`ALPHA`] (None when the rates are equal or the answer is
     /// already in).
     pub seeds_to_settle: Option<u64>,
+}
+
+/// One design's share of seeds: counted, run, the rate (0 to 1) and its Wilson 95 %
+/// interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Share {
+    /// Seeds counted.
+    pub seeds: u64,
+    /// Seeds run.
+    pub runs: u64,
+    /// `seeds / runs` (0 when nothing ran).
+    pub rate: f64,
+    /// The 95 % Wilson interval of the rate, `[lo, hi]`.
+    pub ci95: (f64, f64),
+}
+
+impl Share {
+    fn new(seeds: u64, runs: u64, ci95: (f64, f64)) -> Share {
+        let rate = if runs == 0 { 0.0 } else { seeds.min(runs) as f64 / runs as f64 };
+        Share { seeds, runs, rate, ci95 }
+    }
 }
 
 /// The comparison of two designs' cells on one sim (None fields when a cell is n/a).
@@ -92,6 +117,8 @@ fn rate(measure: &'static str, (ka, na): (u64, u64), (kb, nb): (u64, u64)) -> Ra
         measure,
         a: (ka, na, c.a_interval),
         b: (kb, nb, c.b_interval),
+        a_share: Share::new(ka, na, c.a_interval),
+        b_share: Share::new(kb, nb, c.b_interval),
         p_value: if equal { 1.0 } else { c.p_value },
         verdict,
         seeds_to_settle,
@@ -114,14 +141,22 @@ pub fn seeds_to_detect(p1: f64, p2: f64) -> Option<u64> {
 /// The comparison as a table: one line per sim and rate.
 pub fn text(a: &str, b: &str, diffs: &[SimDiff]) -> String {
     use std::fmt::Write;
-    let pct = |(k, n, (lo, hi)): (u64, u64, (f64, f64))| {
-        format!("{k}/{n} [{:.1}, {:.1}] %", 100.0 * lo, 100.0 * hi)
+    let pct = |s: Share| {
+        let (lo, hi) = s.ci95;
+        format!(
+            "{}/{} {:.1}% [{:.1}–{:.1}]",
+            s.seeds,
+            s.runs,
+            100.0 * s.rate,
+            100.0 * lo,
+            100.0 * hi
+        )
     };
     let (a, b) = (crate::text::printable(a), crate::text::printable(b));
     let width = diffs.iter().map(|d| d.sim.chars().count()).max().unwrap_or(3).max(3) + 2;
     let mut out = format!(
         "{a} (A) vs {b} (B): seeds with a violation (unsafe) and with failed expectations \
-         (spec-failed), 95 % Wilson intervals; Fisher's exact test at p < {ALPHA}\n\n"
+         (spec-failed): seeds/runs, rate [95 % Wilson interval]; Fisher's exact test at p < {ALPHA}\n\n"
     );
     let _ = writeln!(out, "{:<width$}{:<13}{:<28}{:<28}verdict", "sim", "rate", "A", "B");
     for d in diffs {
@@ -145,8 +180,8 @@ pub fn text(a: &str, b: &str, diffs: &[SimDiff]) -> String {
                 out,
                 "{sim:<width$}{:<13}{:<28}{:<28}{verdict}",
                 r.measure,
-                pct(r.a),
-                pct(r.b)
+                pct(r.a_share),
+                pct(r.b_share)
             );
         }
     }

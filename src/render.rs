@@ -197,7 +197,8 @@ fn verdict_line(c: &Cell) -> String {
     let why_spec = if c.passed {
         "every expectation held".to_string()
     } else {
-        format!("expectations failed on {} of {} seeds", c.failed_seeds, c.runs)
+        let (k, n) = (c.failed_seeds, c.runs);
+        format!("expectations failed on {k} of {n} seeds: {}", share_text(k, n))
     };
     format!(
         "verdict: {safe} ({} violating seeds, {} cut short by a bound) · {spec} ({why_spec})\n",
@@ -215,11 +216,16 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
     let mut out = String::new();
     sweep_header(&mut out, sim, model, c, jobs);
     let runs = c.runs;
-    let (p, lo, hi) = percent(c.violating_seeds, runs);
+    let bounds = match c.bounded_runs {
+        0 => "0".to_string(),
+        k => format!("{k} ({})", share_text(k, runs)),
+    };
     let _ = writeln!(
         out,
-        "\n{runs} runs · seeds with a violation: {} ({p:.1}%, 95% CI {lo:.1}%–{hi:.1}%) · bounds hit: {} · ambiguous intents: {}",
-        c.violating_seeds, c.bounded_runs, c.ambiguous_intents
+        "\n{runs} runs · seeds with a violation: {} ({}) · bounds hit: {bounds} · ambiguous intents: {}",
+        c.violating_seeds,
+        share_text(c.violating_seeds, runs),
+        c.ambiguous_intents
     );
     out.push_str(&verdict_line(c));
     sweep_violations(&mut out, c, sim, model);
@@ -288,6 +294,22 @@ fn sweep_header(out: &mut String, sim: &Sim, model: &Model, c: &Cell, jobs: usiz
 fn percent(k: u64, runs: u64) -> (f64, f64, f64) {
     let (lo, hi) = sweep::wilson(k, runs);
     (100.0 * k as f64 / runs.max(1) as f64, 100.0 * lo, 100.0 * hi)
+}
+
+/// A share in the text reports: `23.0%, 95% CI 17.7%–29.3%` (one decimal).
+pub fn share_text(k: u64, runs: u64) -> String {
+    let (p, lo, hi) = percent(k, runs);
+    format!("{p:.1}%, 95% CI {lo:.1}%–{hi:.1}%")
+}
+
+/// A share in a table cell (Markdown, HTML): `23% [17–30]`, the rate rounded to a whole
+/// percent and its Wilson 95 % interval rounded outward (so the printed interval holds the
+/// exact one).
+pub fn share_mark(k: u64, runs: u64) -> String {
+    let (p, lo, hi) = percent(k, runs);
+    // The bounds are rounded outward past a float's last digits, not past a true integer.
+    let (lo, hi) = ((lo + 1e-9).floor(), (hi - 1e-9).ceil());
+    format!("{}% [{lo}–{hi}]", p.round())
 }
 
 /// The sweep's violations table: seeds, rate, interval, first seed and its replay.
@@ -467,8 +489,9 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
             let c = sweep::cell(cells, models.len(), si, mi);
             let parts: Vec<String> = cell_marks(c)
                 .into_iter()
-                .map(|(m, permitted)| {
-                    let m = markdown_cell(&m);
+                .map(|(label, share, permitted)| {
+                    // The share is ours (digits, %, brackets): only the label is escaped.
+                    let m = format!("{} {share}", markdown_cell(&label));
                     if permitted { format!("*{m}*") } else { m }
                 })
                 .collect();
@@ -572,11 +595,12 @@ fn failure_lines(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> St
             };
             let _ = writeln!(
                 out,
-                "  {} × {}: failed on {}/{} seeds; seed {}: {why}{more}\n    replay: {}",
+                "  {} × {}: failed on {}/{} seeds ({}); seed {}: {why}{more}\n    replay: {}",
                 printable(&c.model),
                 printable(&c.sim),
                 c.failed_seeds,
                 c.runs,
+                share_text(c.failed_seeds, c.runs),
                 c.first_failed_seed.unwrap_or_default(),
                 c.replay_command(sim, model).unwrap_or_default()
             );
@@ -617,7 +641,8 @@ fn violation_lines(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
             .into_iter()
             .map(|(n, v)| {
                 let n = printable(n);
-                format!("{n}{} {}/{}", if v.permitted { "*" } else { "" }, v.seeds, c.runs)
+                let star = if v.permitted { "*" } else { "" };
+                format!("{n}{star} {}/{} ({})", v.seeds, c.runs, share_text(v.seeds, c.runs))
             })
             .collect();
         let first = c.violations.values().filter(|v| !v.permitted).map(|v| v.first_seed).min();
@@ -630,20 +655,55 @@ fn violation_lines(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
     out
 }
 
-/// The matrix as JSON: every cell (see [`cell_json`]) and the per-model totals.
+/// The version of every JSON output's shape (`"version"` beside `"format": "idemsim-<kind>"`):
+/// an added field keeps it, a field removed or renamed bumps it (`schemas/README.md`).
+pub const JSON_VERSION: u64 = 1;
+
+/// A JSON output stamped with its format (`idemsim-<kind>`) and [`JSON_VERSION`].
+pub fn versioned(kind: &str, mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        o.insert("format".into(), format!("idemsim-{kind}").into());
+        o.insert("version".into(), JSON_VERSION.into());
+    }
+    v
+}
+
+/// The matrix as JSON (`idemsim-matrix`): every cell (see [`cell_json`]) and the per-model
+/// totals.
 pub fn matrix_json(models: &[Arc<Model>], cells: &[Cell]) -> String {
     let json: Vec<serde_json::Value> = cells.iter().map(cell_json).collect();
     let v = serde_json::json!({
         "cells": json,
         "totals": sweep::totals(models, cells),
     });
-    serde_json::to_string_pretty(&v).expect("serialisable")
+    serde_json::to_string_pretty(&versioned("matrix", v)).expect("serialisable")
+}
+
+/// A share of `k` seeds out of `runs` as JSON: `rate` (0 to 1) and `ci95`, its Wilson 95 %
+/// interval `[lo, hi]` (`[0, 1]` when nothing ran).
+pub fn share_json(k: u64, runs: u64) -> serde_json::Value {
+    let (lo, hi) = sweep::wilson(k, runs);
+    let rate = if runs == 0 { 0.0 } else { k.min(runs) as f64 / runs as f64 };
+    serde_json::json!({ "seeds": k, "rate": rate, "ci95": [lo, hi] })
 }
 
 /// One cell as JSON: its aggregate and its two verdicts (`safe`, `as_specified`; `null`
-/// with `passed` for an `n/a` cell, which ran nothing and neither passed nor failed).
+/// with `passed` for an `n/a` cell, which ran nothing and neither passed nor failed); each
+/// violation with its `rate` and `ci95`, and `rates`: the seeds with a violation
+/// (`violating`), with a failed expectation (`failed`) and cut short by a bound (`bounded`),
+/// each as [`share_json`].
 pub fn cell_json(c: &Cell) -> serde_json::Value {
     let mut v = serde_json::to_value(c).expect("serialisable");
+    for (name, stat) in &c.violations {
+        let share = share_json(stat.seeds, c.runs);
+        v["violations"][name]["rate"] = share["rate"].clone();
+        v["violations"][name]["ci95"] = share["ci95"].clone();
+    }
+    v["rates"] = serde_json::json!({
+        "violating": share_json(c.violating_seeds, c.runs),
+        "failed": share_json(c.failed_seeds, c.runs),
+        "bounded": share_json(c.bounded_runs, c.runs),
+    });
     let verdict = c.verdict();
     v["safe"] = verdict.map_or(serde_json::Value::Null, |x| x.safe.into());
     v["as_specified"] = verdict.map_or(serde_json::Value::Null, |x| x.as_specified.into());
@@ -654,29 +714,28 @@ pub fn cell_json(c: &Cell) -> serde_json::Value {
 }
 
 /// The marks of one cell in the catalogue tables (Markdown, HTML): each violation with the
-/// share of seeds it occurred on (`permitted`: policy-permitted), runs cut short by a bound,
-/// and failed expectations; empty when the cell is safe and as specified.
-fn cell_marks(c: &Cell) -> Vec<(String, bool)> {
-    let share = |k: u64| (100.0 * k as f64 / c.runs.max(1) as f64).round();
-    let mut out: Vec<(String, bool)> = c
+/// share of seeds it occurred on and its interval ([`share_mark`]; `permitted`:
+/// policy-permitted), runs cut short by a bound, and failed expectations, each as (label,
+/// share, permitted); empty when the cell is safe and as specified.
+fn cell_marks(c: &Cell) -> Vec<(String, String, bool)> {
+    let mut out: Vec<(String, String, bool)> = c
         .violations_in_order()
         .iter()
-        .map(|(n, v)| (format!("{} {}%", short(n), share(v.seeds)), v.permitted))
+        .map(|(n, v)| (short(n).to_string(), share_mark(v.seeds, c.runs), v.permitted))
         .collect();
-    out.extend(verdict_marks(c).into_iter().map(|m| (m, false)));
+    out.extend(verdict_marks(c).into_iter().map(|(label, share)| (label, share, false)));
     out
 }
 
-/// The marks of a cell's runs cut short (`bound N%`) and failed expectations (`spec ✗ N%`),
-/// shared by the Markdown and HTML tables.
-fn verdict_marks(c: &Cell) -> Vec<String> {
-    let share = |k: u64| (100.0 * k as f64 / c.runs.max(1) as f64).round();
+/// The marks of a cell's runs cut short (`bound N% [lo–hi]`) and failed expectations
+/// (`spec ✗ N% [lo–hi]`), shared by the Markdown and HTML tables.
+fn verdict_marks(c: &Cell) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if c.bounded_runs > 0 {
-        out.push(format!("bound {}%", share(c.bounded_runs)));
+        out.push(("bound".to_string(), share_mark(c.bounded_runs, c.runs)));
     }
     if c.applicable && !c.passed {
-        out.push(format!("spec ✗ {}%", share(c.failed_seeds)));
+        out.push(("spec ✗".to_string(), share_mark(c.failed_seeds, c.runs)));
     }
     out
 }
@@ -688,4 +747,27 @@ pub const SURVIVAL_LEGEND: &str = "Designs ranked by safety: `safe in` counts th
      held) on every seed. \
      Otherwise each violation with the share of seeds it occurred on (*italics*: \
      policy-permitted), `bound N%`: runs cut short by a time or step bound, `spec ✗ N%`: seeds on \
-     which the sim's expectations failed. n/a: the sim does not apply to the model.";
+     which the sim's expectations failed; each share is followed by its 95 % Wilson confidence \
+     interval over the seeds run, `[lo–hi]` in percent, rounded outward. n/a: the sim does not \
+     apply to the model.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A share reads the same Wilson interval in every form: one decimal in text, whole
+    /// percents rounded outward in a table cell, fractions in JSON.
+    #[test]
+    fn shares_carry_their_interval_in_every_form() {
+        assert_eq!(share_text(46, 200), "23.0%, 95% CI 17.7%–29.3%");
+        assert_eq!(share_mark(46, 200), "23% [17–30]");
+        assert_eq!(share_mark(0, 200), "0% [0–2]");
+        assert_eq!(share_mark(200, 200), "100% [98–100]");
+        assert_eq!(share_mark(1, 1), "100% [20–100]");
+        let j = share_json(46, 200);
+        assert_eq!((j["seeds"].as_u64(), j["rate"].as_f64()), (Some(46), Some(0.23)));
+        let (lo, hi) = sweep::wilson(46, 200);
+        assert_eq!(j["ci95"], serde_json::json!([lo, hi]));
+        assert_eq!(share_json(0, 0)["ci95"], serde_json::json!([0.0, 1.0]));
+    }
+}

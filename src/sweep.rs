@@ -702,6 +702,26 @@ pub fn per_seed_line(r: &SeedResult, sim: &str, model: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The one Wilson interval every report prints, at known values (computed independently:
+    /// centre ± half with z = 1.959964), exact at 0 and n, and clamped when a merged shard
+    /// claims more seeds than runs.
+    #[test]
+    fn wilson_at_known_values() {
+        for (k, n, lo, hi) in [
+            (0, 200, 0.0, 0.018_845_326),
+            (200, 200, 0.981_154_674, 1.0),
+            (46, 200, 0.177_093_433, 0.293_083_044),
+            (1, 1, 0.206_549_314, 1.0),
+        ] {
+            let (l, h) = wilson(k, n);
+            assert!((l - lo).abs() < 1e-8 && (h - hi).abs() < 1e-8, "{k}/{n}: {l} {h}");
+        }
+        assert_eq!(wilson(0, 200).0, 0.0);
+        assert_eq!(wilson(200, 200).1, 1.0);
+        assert_eq!(wilson(0, 0), (0.0, 1.0));
+        assert_eq!(wilson(5, 3), wilson(3, 3));
+    }
+
     /// The flat order of cells whose ranges sum past `u64::MAX` (and whose `k·total` passes
     /// u128) is sliced without overflow: contiguous, balanced to one, ending at the total.
     #[test]

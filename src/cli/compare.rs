@@ -58,6 +58,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> anyhow::Result<i32> {
         .collect();
     let text = if args.json {
         let v = serde_json::json!({ "a": models[0].name, "b": models[1].name, "sims": diffs });
+        let v = crate::render::versioned("compare", v);
         format!("{}\n", serde_json::to_string_pretty(&v)?)
     } else {
         compare::text(&models[0].name, &models[1].name, &diffs)

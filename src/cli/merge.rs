@@ -23,6 +23,7 @@ pub(super) fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
         if args.json {
             let mut v = render::cell_json(cell);
             v["speed"] = speed(&merged);
+            let v = render::versioned("sweep", v);
             format!("{}\n", serde_json::to_string_pretty(&v)?)
         } else {
             render::sweep_text(sim, model, cell, report.jobs)

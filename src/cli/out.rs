@@ -107,26 +107,33 @@ pub(super) fn not_applicable_to(to_stderr: bool, sim: &Sim, model: &Model) -> Op
     Some(EXIT_NOT_APPLICABLE)
 }
 
-/// Say why a cell is n/a, as JSON when `json` (see [`not_applicable_to`]).
+/// Say why a cell is n/a, as the JSON of the command's format when `json` names it (`run`,
+/// `sweep`: see [`not_applicable_to`]).
 pub(super) fn not_applicable_as(
-    json: bool,
+    json: Option<&str>,
     to_stderr: bool,
     sim: &Sim,
     model: &Model,
 ) -> Option<i32> {
-    if json {
-        not_applicable_json(to_stderr, sim, model)
+    if let Some(kind) = json {
+        not_applicable_json(kind, to_stderr, sim, model)
     } else {
         not_applicable_to(to_stderr, sim, model)
     }
 }
 
-/// The same, as JSON (for `--json`).
-pub(super) fn not_applicable_json(to_stderr: bool, sim: &Sim, model: &Model) -> Option<i32> {
+/// The same, as JSON (for `--json`) in format `idemsim-<kind>`.
+pub(super) fn not_applicable_json(
+    kind: &str,
+    to_stderr: bool,
+    sim: &Sim,
+    model: &Model,
+) -> Option<i32> {
     let reason = run::not_applicable(sim, model)?;
     let v = serde_json::json!({
         "sim": sim.name, "model": model.name, "applicable": false, "reason": reason,
     });
+    let v = crate::render::versioned(kind, v);
     let text = format!("{}\n", serde_json::to_string_pretty(&v).expect("serialisable"));
     print_report(to_stderr, &text);
     Some(EXIT_NOT_APPLICABLE)

@@ -18,7 +18,7 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     ])?;
     // `-o -` is the report on stdout: the report is not moved to stderr for it.
     let to_stderr = to_stderr && args.out.as_deref().is_none_or(|p| p.as_os_str() != "-");
-    if let Some(code) = not_applicable_as(args.json, to_stderr, &sim, &model) {
+    if let Some(code) = not_applicable_as(args.json.then_some("run"), to_stderr, &sim, &model) {
         return Ok(code);
     }
     let keep_history = args.trace || args.mermaid || args.svg.is_some() || args.html.is_some();
@@ -35,6 +35,7 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
         let mut v = serde_json::to_value(r)?;
         let verdict = r.verdict();
         (v["safe"], v["as_specified"]) = (verdict.safe.into(), verdict.as_specified.into());
+        let v = render::versioned("run", v);
         format!("{}\n", serde_json::to_string_pretty(&v)?)
     } else {
         render::run_text(&sim, &model, &out, &replay)

@@ -30,7 +30,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         ("--per-seed", args.per_seed.as_deref().filter(|_| to_stderr)),
         ("--out", out),
     ])?;
-    if let Some(code) = not_applicable_as(args.json, to_stderr, &sim, &model) {
+    if let Some(code) = not_applicable_as(args.json.then_some("sweep"), to_stderr, &sim, &model) {
         return Ok(code);
     }
     let range = seeds.unwrap_or_else(|| sim.seeds.clone());
@@ -64,6 +64,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     let text = if args.json {
         let mut v = render::cell_json(cell);
         v["speed"] = serde_json::to_value(&speed)?;
+        let v = render::versioned("sweep", v);
         format!("{}\n", serde_json::to_string_pretty(&v)?)
     } else {
         render::sweep_text(&sim, &model, cell, jobs)

@@ -7,7 +7,9 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::{SURVIVAL_LEGEND, interrupted_note, ranked_by_safety, short, verdict_marks};
+use super::{
+    SURVIVAL_LEGEND, interrupted_note, ranked_by_safety, share_mark, short, verdict_marks,
+};
 use crate::catalog;
 use crate::model::Model;
 use crate::run::{self, RunOutput};
@@ -124,7 +126,7 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
 }
 
 /// One cell of the HTML survival table, before its diagram link: ✓ or n/a, a bar per
-/// violation (the share of seeds), the verdict marks.
+/// violation (the share of seeds, with its 95 % interval), the verdict marks.
 fn html_cell(c: &Cell) -> String {
     let mut td = String::new();
     if !c.applicable {
@@ -136,15 +138,16 @@ fn html_cell(c: &Cell) -> String {
         let pct = 100.0 * v.seeds as f64 / c.runs.max(1) as f64;
         let _ = write!(
             td,
-            "<div><span class=\"bar\" style=\"width:{:.0}px{}\"></span>{}{} {pct:.0}%</div>",
+            "<div><span class=\"bar\" style=\"width:{:.0}px{}\"></span>{}{} {}</div>",
             (pct * 0.6).max(1.0),
             if v.permitted { ";background:#e0b84c" } else { "" },
             esc(short(n)),
-            if v.permitted { "*" } else { "" }
+            if v.permitted { "*" } else { "" },
+            share_mark(v.seeds, c.runs)
         );
     }
-    for m in verdict_marks(c) {
-        let _ = write!(td, "<div>{}</div>", esc(&m));
+    for (label, share) in verdict_marks(c) {
+        let _ = write!(td, "<div>{} {}</div>", esc(&label), esc(&share));
     }
     td
 }

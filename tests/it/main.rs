@@ -18,6 +18,7 @@ mod hardening;
 mod keystates;
 mod oracle_rules;
 mod real;
+mod schemas;
 mod shard;
 mod sim_claims;
 mod tidy;

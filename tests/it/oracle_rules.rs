@@ -248,6 +248,16 @@ fn every_format_renders_the_same_verdict() {
             }
             assert_eq!(text.contains("spec ✗"), !v.as_specified, "{at}");
             assert_eq!(text.contains("bound "), c.bounded_runs > 0, "{at}");
+            // Every rate with the same Wilson interval: in the table cell (whole percents,
+            // rounded outward) and in the JSON (fractions).
+            for (name, st) in &c.violations {
+                assert!(text.contains(&render::share_mark(st.seeds, c.runs)), "{at}: {name}");
+                let (lo, hi) = sweep::wilson(st.seeds, c.runs);
+                assert_eq!(json["violations"][name]["ci95"], serde_json::json!([lo, hi]), "{at}");
+            }
+            let failed = &json["rates"]["failed"];
+            assert_eq!(failed["seeds"], c.failed_seeds, "{at}");
+            assert_eq!(failed["ci95"], render::share_json(c.failed_seeds, c.runs)["ci95"], "{at}");
             let table = render::matrix_table(
                 std::slice::from_ref(s),
                 std::slice::from_ref(m),

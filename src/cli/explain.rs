@@ -23,7 +23,7 @@ pub(super) fn explain_cmd(args: ExplainArgs) -> anyhow::Result<i32> {
         None => None,
     };
     if let Some(s) = &sim
-        && let Some(code) = not_applicable_as(args.json, to_stderr, s, &model)
+        && let Some(code) = not_applicable_as(args.json.then_some("explain"), to_stderr, s, &model)
     {
         return Ok(code);
     }

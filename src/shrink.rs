@@ -59,8 +59,9 @@ impl Default for ShrinkOptions {
 }
 
 impl ShrinkOptions {
-    /// One run done, for the progress display.
-    fn tick(&self) {
+    /// One run more in `runs`, and for the progress display.
+    fn count(&self, runs: &mut u64) {
+        *runs += 1;
         if let Some(p) = &self.progress {
             p.run_done();
         }
@@ -233,8 +234,7 @@ impl Search<'_> {
 
     /// Does `sim` fail as the starting run did on `seed` (no bound hit)?
     fn fails(&mut self, sim: &Arc<Sim>, seed: u64) -> bool {
-        self.runs += 1;
-        self.opts.tick();
+        self.opts.count(&mut self.runs);
         match run::run(sim, self.model, seed, RunOptions::default()) {
             Ok(out) => out.report.bounds_hit.is_empty() && self.start.again(&out.report).is_some(),
             Err(_) => false,
@@ -590,8 +590,7 @@ fn first_failure(
     // A seed's hit: (preferred — the target asked for, or a violation —, fallback — a failed
     // expectation when no target was asked for —).
     let try_seed = |s: u64, runs: &mut u64| -> Result<[Option<(Hit, f64)>; 2], ShrinkError> {
-        *runs += 1;
-        opts.tick();
+        opts.count(runs);
         let out = run::run(original, model, s, RunOptions::default())
             .map_err(|e| ShrinkError::Run(e.to_string()))?;
         let r = &out.report;

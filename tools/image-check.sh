@@ -10,7 +10,7 @@
 # in its checkout, target/release/: the stage's /idemsim becomes that checkout's path), so
 # this needs only a Docker daemon and a `debian:bookworm-slim` image (pulled, or imported from
 # a debootstrap folder where Docker Hub is out of reach). BINARY must run on Debian bookworm's
-# glibc. Without a daemon it says so and exits 0: CI machines have none, and .ci/run does not
+# glibc. Without a daemon or that image it says so and exits 0: CI machines have none, and .ci/run does not
 # call it. Prints one line per check and "N passed, N failed"; exits 1 if any check failed.
 
 set -euo pipefail
@@ -19,6 +19,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${1:-$root/target/release/idemsim}
 if ! docker info >/dev/null 2>&1; then
     echo "image-check: no Docker daemon here: skipped"
+    exit 0
+fi
+if ! docker image inspect debian:bookworm-slim >/dev/null 2>&1 \
+    && ! docker pull -q debian:bookworm-slim >/dev/null 2>&1; then
+    echo "image-check: no debian:bookworm-slim image and none can be pulled: skipped"
     exit 0
 fi
 [[ -x $bin ]] || { echo "image-check: $bin: not an executable" >&2; exit 2; }

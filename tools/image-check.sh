@@ -10,8 +10,8 @@
 # in its checkout, target/release/: the stage's /idemsim becomes that checkout's path), so
 # this needs only a Docker daemon and a `debian:bookworm-slim` image (pulled, or imported from
 # a debootstrap folder where Docker Hub is out of reach). BINARY must run on Debian bookworm's
-# glibc. Without a daemon or that image it says so and exits 0: CI machines have none, and .ci/run does not
-# call it. Prints one line per check and "N passed, N failed"; exits 1 if any check failed.
+# glibc. Without a daemon or that image it says so and exits 0 (CI machines have no daemon;
+# .ci/run calls it all the same). Prints one line per check and "N passed, N failed"; exits 1 if any check failed.
 
 set -euo pipefail
 

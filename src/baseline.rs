@@ -162,6 +162,22 @@ impl Baseline {
             if !seen.insert((&c.sim, &c.model)) {
                 return Err(format!("cell {} appears twice", c.name()));
             }
+            let covered = seeds_covered(&c.seeds).ok_or_else(|| {
+                format!(
+                    "cell {}: seeds `{}` is not A..B[, C..D …] with A ≤ B",
+                    c.name(),
+                    printable(&c.seeds)
+                )
+            })?;
+            if c.runs > covered || c.runs > MAX_RUNS {
+                return Err(format!(
+                    "cell {}: {} runs over seeds {} (at most {}, and at most {MAX_RUNS})",
+                    c.name(),
+                    c.runs,
+                    printable(&c.seeds),
+                    covered.min(MAX_RUNS)
+                ));
+            }
             let counts = c.violations.values().chain(c.permitted.values());
             if let Some(n) =
                 [c.failed_seeds, c.bounded_runs].iter().chain(counts).find(|&&n| n > c.runs)
@@ -183,6 +199,21 @@ impl Baseline {
         }
         Ok(b)
     }
+}
+
+/// The most runs a baseline cell may claim: 2^50, far beyond any sweep, and small enough that
+/// the rates' arithmetic in `f64` stays exact.
+const MAX_RUNS: u64 = 1 << 50;
+
+/// How many seeds a cell's `seeds` covers (`A..B`, or intervals joined by `, ` as a merge
+/// writes them; an n/a cell's is empty, `A..A`), or `None` if it does not parse or an
+/// interval is reversed.
+fn seeds_covered(seeds: &str) -> Option<u64> {
+    seeds.split(", ").try_fold(0u64, |sum, part| {
+        let (a, b) = part.split_once("..")?;
+        let (a, b): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
+        (a <= b).then(|| sum.checked_add(b - a)).flatten()
+    })
 }
 
 /// Which way one difference goes.
@@ -285,7 +316,8 @@ pub fn compare(baseline: &Baseline, now: &Baseline) -> Diff {
             None => diff.new_cells.push(n.name()),
             Some(b) => {
                 let found = compare_cell(b, n);
-                if found.is_empty() && *b == *n {
+                // No finding: the same verdicts, and rates the same or equal (10/200, 20/400).
+                if found.is_empty() {
                     diff.unchanged += 1;
                 }
                 diff.findings.extend(found);
@@ -496,6 +528,12 @@ mod tests {
             ("\"runs\": 100", "\"runs\": 1", "out of 1 runs"),
             ("idemsim-baseline", "idemsim-shard", "format"),
             ("\"as_specified\": false", "\"as_specified\": true", "as_specified is true"),
+            // Seeds that do not parse or run backwards, and more runs than seeds (a count as
+            // large as u64 would make the rates' arithmetic meaningless).
+            ("\"0..100\"", "\"banana\"", "seeds `banana`"),
+            ("\"0..100\"", "\"50..0\"", "seeds `50..0`"),
+            ("\"0..100\"", "\"0..50\"", "100 runs over seeds 0..50"),
+            ("\"runs\": 100", "\"runs\": 18446744073709551615", "at most"),
         ] {
             let bad = good.replacen(from, to, 1);
             let err = Baseline::parse(&bad).unwrap_err();

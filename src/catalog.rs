@@ -93,31 +93,66 @@ pub fn model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
     if let Some(by_name) = model_dirs().iter().map(|d| d.join(&named)).find(|f| f.is_file()) {
         return Model::load(&by_name).map(Arc::new);
     }
+    // By the name the file declares (`name = "…"`, what `list` and the tables show), when it
+    // differs from the file's.
+    let declared = all_model_paths()
+        .into_iter()
+        .filter_map(|f| Model::load(&f).ok())
+        .find(|m| m.name == name_or_path);
+    if let Some(m) = declared {
+        return Ok(Arc::new(m));
+    }
     let known: Vec<String> = all_model_paths()
         .iter()
         .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .collect();
-    // Name the models that look like what was asked for, or all of them if few.
-    let asked = name_or_path.to_lowercase();
+    Err(InputError::file(p, not_found("model", name_or_path, &known)))
+}
+
+/// The edit distance between two names (insertions, deletions, substitutions of characters).
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// "no such KIND file or name", with the known names that look like what was asked for (or
+/// all of them if few).
+fn not_found(kind: &str, asked: &str, known: &[String]) -> String {
+    let asked = asked.to_lowercase();
     let mut near: Vec<&String> = known
         .iter()
-        .filter(|k| asked.len() >= 3 && (k.contains(asked.as_str()) || asked.contains(k.as_str())))
+        .filter(|k| {
+            asked.len() >= 3
+                && (k.contains(asked.as_str())
+                    || asked.contains(k.as_str())
+                    || edits(k, &asked) <= 2)
+        })
         .collect();
     // Those that start with what was asked first, shortest first.
     near.sort_by_key(|k| (!k.starts_with(asked.as_str()), k.len(), k.as_str()));
-    let msg = if known.join(", ").len() <= 240 {
-        format!("no such model file or name; known models: {}", known.join(", "))
+    near.dedup();
+    if known.join(", ").len() <= 240 {
+        format!("no such {kind} file or name; known {kind}s: {}", known.join(", "))
     } else if near.is_empty() {
-        format!("no such model file or name; `idemsim list` names all {} models", known.len())
+        format!("no such {kind} file or name; `idemsim list` names all {} {kind}s", known.len())
     } else {
         let near: Vec<&str> = near.iter().map(|s| s.as_str()).collect();
         format!(
-            "no such model file or name; did you mean {}? (`idemsim list` names all {})",
+            "no such {kind} file or name; did you mean {}? (`idemsim list` names all {})",
             near.join(", "),
             known.len()
         )
-    };
-    Err(InputError::file(p, msg))
+    }
 }
 
 /// A sim by file path, or by name (file stem, or path under `sims/` without `.toml`).
@@ -152,7 +187,14 @@ pub fn sim(name_or_path: &str) -> Result<Arc<Sim>, InputError> {
         .unwrap_or_default();
     match matches.as_slice() {
         [one] => Sim::load(one).map(Arc::new),
-        [] => Err(InputError::file(p, "no such sim file or name (see `idemsim list`)")),
+        [] => {
+            let known: Vec<String> = sim_dirs()
+                .iter()
+                .flat_map(|d| files_under(d))
+                .filter_map(|f| f.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .collect();
+            Err(InputError::file(p, not_found("sim", name_or_path, &known)))
+        }
         many => Err(InputError::file(
             p,
             format!(

@@ -181,6 +181,10 @@ pub struct ExplainArgs {
     /// text.
     #[arg(long)]
     json: bool,
+    /// Write the explanation (text, or JSON with --json) to this file instead of stdout
+    /// (`-`: stdout), then say `written to FILE (N bytes)` on stderr.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -6,6 +6,7 @@
 //! sims, the teaching sims first (`explain check-first` is the teaching demo).
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::catalog;
@@ -32,6 +33,41 @@ const SEARCH: [&str; 8] = [
     "clients",
     "updates",
 ];
+/// The sim folders searched without `--sim`, in order, each with a label: a folder of the
+/// shipped kind (it holds [`SEARCH`]'s groups: the shipped library, or this repository's
+/// sims/) by those groups in [`SEARCH`] order; any other (a project's own, `--sims-dir`)
+/// whole, first.
+fn search_dirs() -> Vec<(String, Vec<PathBuf>)> {
+    catalog::sim_dirs()
+        .into_iter()
+        .map(|d| {
+            let groups: Vec<PathBuf> =
+                SEARCH.iter().map(|g| d.join(g)).filter(|g| g.is_dir()).collect();
+            if groups.is_empty() {
+                (catalog::display_path(&d), vec![d])
+            } else {
+                (
+                    SEARCH
+                        .iter()
+                        .filter(|g| d.join(g).is_dir())
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    groups,
+                )
+            }
+        })
+        .collect()
+}
+
+/// The sim files searched without `--sim`, in [`search_dirs`] order.
+fn search_files() -> Vec<PathBuf> {
+    search_dirs()
+        .iter()
+        .flat_map(|(_, ds)| ds.iter().flat_map(|d| catalog::files_under(d)))
+        .collect()
+}
+
 /// Seeds tried per sim when searching.
 const SEARCH_SEEDS: u64 = 200;
 
@@ -97,10 +133,9 @@ fn find_failure(
 ) -> Option<Failure> {
     let sims: Vec<Arc<Sim>> = match sim {
         Some(s) => vec![s.clone()],
-        // Sim by sim from the repository's folders: one bad file does not hide the others.
-        None => SEARCH
-            .iter()
-            .flat_map(|d| catalog::files_under(&catalog::root().join("sims").join(d)))
+        // Sim by sim from the folders searched: one bad file does not hide the others.
+        None => search_files()
+            .into_iter()
             .filter_map(|p| Sim::load(&p).ok().map(Arc::new))
             .filter(|s| run::not_applicable(s, model).is_none())
             .collect(),
@@ -725,7 +760,9 @@ fn nothing_found(
     seed: Option<u64>,
     target: Option<Target>,
 ) -> Explanation {
-    let where_ = sim.map(|s| s.name.clone()).unwrap_or_else(|| SEARCH.join(", "));
+    let where_ = sim.map(|s| s.name.clone()).unwrap_or_else(|| {
+        search_dirs().into_iter().map(|(label, _)| label).collect::<Vec<_>>().join("; ")
+    });
     let seeds = match seed {
         Some(n) => format!("seed {n}"),
         None => format!("the first {SEARCH_SEEDS} seeds of each sim's range"),

@@ -497,6 +497,8 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
                 .collect();
             let text = if !c.applicable {
                 "n/a".to_string()
+            } else if c.runs == 0 {
+                NOT_RUN.to_string()
             } else if parts.is_empty() {
                 "✓".to_string()
             } else {
@@ -546,6 +548,8 @@ pub fn matrix_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) ->
             let c = sweep::cell(cells, models.len(), si, mi);
             let text = if !c.applicable {
                 "n/a".to_string()
+            } else if c.runs == 0 {
+                NOT_RUN.to_string()
             } else if c.passed {
                 "pass".to_string()
             } else if c.failed_seeds == c.runs {
@@ -704,10 +708,11 @@ pub fn cell_json(c: &Cell) -> serde_json::Value {
         "failed": share_json(c.failed_seeds, c.runs),
         "bounded": share_json(c.bounded_runs, c.runs),
     });
-    let verdict = c.verdict();
+    // No verdict where no seed ran: an n/a cell, or one an interrupted matrix never reached.
+    let verdict = c.verdict().filter(|_| c.runs > 0);
     v["safe"] = verdict.map_or(serde_json::Value::Null, |x| x.safe.into());
     v["as_specified"] = verdict.map_or(serde_json::Value::Null, |x| x.as_specified.into());
-    if !c.applicable {
+    if verdict.is_none() {
         v["passed"] = serde_json::Value::Null;
     }
     v
@@ -739,6 +744,9 @@ fn verdict_marks(c: &Cell) -> Vec<(String, String)> {
     }
     out
 }
+
+/// A cell no seed of which ran (an interrupted matrix): neither a pass nor a failure.
+pub(crate) const NOT_RUN: &str = "not run";
 
 /// The legend printed beside the catalogue tables.
 pub const SURVIVAL_LEGEND: &str = "Designs ranked by safety: `safe in` counts the sims on \

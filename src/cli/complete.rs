@@ -43,7 +43,12 @@ pub(super) fn man(args: ManArgs) -> anyhow::Result<i32> {
         std::io::stdout().write_all(&page(cmd)?)?;
         return Ok(EXIT_OK);
     };
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        crate::input::InputError::file(
+            &dir,
+            format!("cannot make this folder for the man pages: {e}"),
+        )
+    })?;
     let mut written = vec![("idemsim.1".to_string(), page(cmd.clone())?)];
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("idemsim-{}", sub.get_name());
@@ -52,6 +57,10 @@ pub(super) fn man(args: ManArgs) -> anyhow::Result<i32> {
     for (file, text) in &written {
         super::out::write_file(&dir.join(file), &String::from_utf8_lossy(text))?;
     }
-    eprintln!("{} man page(s) written to {}", written.len(), dir.display());
+    super::out::info(&format!(
+        "{} man page(s) written to {}",
+        written.len(),
+        crate::text::printable(&dir.display().to_string())
+    ));
     Ok(EXIT_OK)
 }

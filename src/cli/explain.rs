@@ -2,7 +2,7 @@
 //! as a page with `--html` (with `--html -` the page is stdout's and the explanation goes to
 //! stderr).
 
-use super::out::{not_applicable_as, print_report, stdout_taken, write_file};
+use super::out::{emit_report, not_applicable_as, stdout_taken, write_output};
 use super::shrink::target_arg;
 use super::{EXIT_OK, ExplainArgs};
 use crate::catalog;
@@ -11,8 +11,11 @@ use crate::explain::ExplainOptions;
 pub(super) fn explain_cmd(args: ExplainArgs) -> anyhow::Result<i32> {
     let model = catalog::model(&args.model)?;
     let sim = args.sim.as_deref().map(catalog::sim).transpose()?;
-    let to_stderr = stdout_taken(&[("--html", args.html.as_deref())])?;
-    if args.json && to_stderr {
+    let to_stderr =
+        stdout_taken(&[("--out", args.out.as_deref()), ("--html", args.html.as_deref())])?;
+    // `-o -` is the report on stdout: the report is not moved to stderr for it.
+    let to_stderr = to_stderr && args.out.as_deref().is_none_or(|p| p.as_os_str() != "-");
+    if args.json && to_stderr && args.out.is_none() {
         anyhow::bail!("--json prints to stdout, which --html - takes: write the page to a file");
     }
     let target = target_arg(args.target.as_deref())?;
@@ -29,13 +32,11 @@ pub(super) fn explain_cmd(args: ExplainArgs) -> anyhow::Result<i32> {
     }
     let opts = ExplainOptions { target, others };
     let e = crate::explain::explain_with(&model, sim.as_ref(), args.seed, &opts)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&e.json)?);
-    } else {
-        print_report(to_stderr, &e.text);
-    }
+    let report =
+        if args.json { format!("{}\n", serde_json::to_string_pretty(&e.json)?) } else { e.text };
+    emit_report(args.out.as_deref(), to_stderr, &report)?;
     if let Some(p) = &args.html {
-        write_file(p, &crate::text::xml_chars(&e.html))?;
+        write_output(p, &crate::text::xml_chars(&e.html))?;
     }
     Ok(EXIT_OK)
 }

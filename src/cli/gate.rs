@@ -31,6 +31,24 @@ pub struct GateArgs {
 }
 
 impl GateArgs {
+    /// Before any run: the baseline to compare with is read and checked (a missing or bad file
+    /// is refused now, not after the whole run), and one to write is a file destination (`-`
+    /// is refused: a baseline is a file, and stdout holds the report).
+    pub fn preflight(&self) -> anyhow::Result<()> {
+        let Some(path) = &self.baseline else { return Ok(()) };
+        if path.as_os_str() == "-" {
+            anyhow::bail!(
+                "--baseline: `-` is not a file: a baseline is read from and written to a file"
+            );
+        }
+        if self.update_baseline {
+            crate::outfile::destination(path)?;
+        } else {
+            Baseline::read(path)?;
+        }
+        Ok(())
+    }
+
     /// The exit code of a finished, uninterrupted run of `cells` whose own verdict is
     /// `failed`: the baseline's when one is given (printing the comparison, or writing the
     /// baseline), else `failed` or, with `--fail-on-violation`, any violation.
@@ -43,7 +61,11 @@ impl GateArgs {
         let now = Baseline::of(cells).map_err(anyhow::Error::msg)?;
         if self.update_baseline {
             write_file(path, &now.to_json())?;
-            eprintln!("baseline written to {}: {} cell(s)", path.display(), now.cells.len());
+            super::out::info(&format!(
+                "baseline written to {}: {} cell(s)",
+                crate::text::printable(&path.display().to_string()),
+                now.cells.len()
+            ));
             return Ok(EXIT_OK);
         }
         let diff = baseline::compare(&Baseline::read(path)?, &now);

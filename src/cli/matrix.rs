@@ -25,6 +25,7 @@ pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
         (false, _) => args.shard.out.as_deref(),
     };
     let to_stderr = stdout_taken(&[("--out", out), ("--html", args.html.as_deref())])?;
+    args.gate.preflight()?;
     let (sims, models) = load_matrix_inputs(&args.sims, &args.models)?;
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     let started = std::time::Instant::now();

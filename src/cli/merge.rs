@@ -12,6 +12,7 @@ use crate::shard::{ShardFile, policy};
 pub(super) fn merge_cmd(args: MergeArgs) -> anyhow::Result<i32> {
     // The output files are checked first; only one of them can be stdout.
     stdout_taken(&[("--out", args.out.as_deref()), ("--report", args.report.as_deref())])?;
+    args.gate.preflight()?;
     let paths = policy::shard_paths(&args.files)?;
     let merged = policy::read_and_merge(&paths)?;
     let expect = seed_arg(args.expect_seeds.clone())?;

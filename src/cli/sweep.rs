@@ -30,6 +30,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         ("--per-seed", args.per_seed.as_deref().filter(|_| to_stderr)),
         ("--out", out),
     ])?;
+    args.gate.preflight()?;
     if let Some(code) = not_applicable_as(args.json.then_some("sweep"), to_stderr, &sim, &model) {
         return Ok(code);
     }
@@ -80,6 +81,40 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
 /// in a small buffer) to a file opened as a stream (created or truncated in place, so a FIFO
 /// receives the lines as they come) or, for `-`, to stdout. The first write error is kept
 /// and reported at the end.
+/// Open `--per-seed`'s file for writing (created or truncated). A FIFO is fine, as a stream,
+/// but only with a reader already there: the open does not wait for one (`O_NONBLOCK`: a FIFO
+/// nobody reads is refused at once instead of blocking the sweep), and the stream then blocks
+/// as usual while its reader catches up.
+fn open_stream(p: &Path) -> Result<std::fs::File, InputError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(p)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => InputError::file(
+                p,
+                "a FIFO (named pipe) that no process reads: start its reader first",
+            ),
+            _ => InputError::file(p, format!("cannot create: {e}")),
+        })?;
+    // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns; no memory is passed.
+    let ok = unsafe {
+        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        fl >= 0 && libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK) >= 0
+    };
+    if !ok {
+        return Err(InputError::file(
+            p,
+            format!("cannot create: {}", std::io::Error::last_os_error()),
+        ));
+    }
+    Ok(f)
+}
+
 struct PerSeed {
     file: Option<BufWriter<Box<dyn Write>>>,
     pending: BTreeMap<u64, String>,
@@ -95,10 +130,7 @@ impl PerSeed {
             Some(p) if p.as_os_str() == "-" => {
                 Some(BufWriter::new(Box::new(std::io::stdout()) as Box<dyn Write>))
             }
-            Some(p) => Some(BufWriter::new(Box::new(
-                std::fs::File::create(p)
-                    .map_err(|e| InputError::file(p, format!("cannot create: {e}")))?,
-            ) as Box<dyn Write>)),
+            Some(p) => Some(BufWriter::new(Box::new(open_stream(p)?) as Box<dyn Write>)),
         };
         Ok(PerSeed { file, pending: Default::default(), next_seed: first, io_err: None })
     }

@@ -131,6 +131,8 @@ fn html_cell(c: &Cell) -> String {
     let mut td = String::new();
     if !c.applicable {
         td.push_str("<span class=\"na\">n/a</span>");
+    } else if c.runs == 0 {
+        let _ = write!(td, "<span class=\"na\">{}</span>", super::NOT_RUN);
     } else if c.verdict().is_some_and(|v| v.safe && v.as_specified) {
         td.push_str("<span class=\"ok\">✓</span>");
     }

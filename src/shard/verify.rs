@@ -65,35 +65,47 @@ impl Loaded {
     }
 }
 
-/// Load a cell's sim or model as the shard names it (its path from the current directory,
-/// else from the catalogue's root), checking it is still the same file: a regular file of at
-/// most `input::MAX_FILE_BYTES` (never a FIFO or a device) whose SHA-256 is the shard's.
+/// Load a cell's sim or model as the shard names it, checking it is still the same file: a
+/// regular file of at most `input::MAX_FILE_BYTES` (never a FIFO or a device) whose SHA-256 is
+/// the shard's. A relative path is looked for where replay commands name files from: the
+/// current directory, the project's root, the shipped library's root; the first with the
+/// shard's hash is the file (a project's own `models/x.toml` and the shipped one may both
+/// exist).
 pub fn reload<T>(
     id: &FileId,
     load: impl Fn(&str) -> Result<Arc<T>, InputError>,
 ) -> Result<Arc<T>, InputError> {
     let p = Path::new(&id.path);
-    let path = if p.is_absolute() || p.exists() {
-        p.to_path_buf()
+    let shipped = crate::catalog::library().ok().and_then(|l| l.shipped.clone());
+    let candidates: Vec<std::path::PathBuf> = if p.is_absolute() {
+        vec![p.to_path_buf()]
     } else {
-        crate::catalog::root().join(p)
+        [Some(p.to_path_buf()), Some(crate::catalog::root().join(p)), shipped.map(|s| s.join(p))]
+            .into_iter()
+            .flatten()
+            .collect()
     };
-    let now = std::fs::metadata(&path)
+    let Some(path) = candidates.iter().find(|c| hash_of(c).as_deref() == Some(&id.sha256)) else {
+        let named = candidates.iter().find(|c| c.exists()).unwrap_or(&candidates[0]);
+        return Err(InputError::file(
+            named,
+            "changed (or missing) since the shards ran: the merged report names this file",
+        ));
+    };
+    let loaded = load(path.to_str().unwrap_or(&id.path))?;
+    Ok(loaded)
+}
+
+/// A regular file's SHA-256 (hex), if it is one of at most `input::MAX_FILE_BYTES`.
+fn hash_of(path: &Path) -> Option<String> {
+    std::fs::metadata(path)
         .ok()
         .filter(|m| m.is_file() && m.len() <= crate::input::MAX_FILE_BYTES)
-        .and_then(|_| std::fs::read(&path).ok())
+        .and_then(|_| std::fs::read(path).ok())
         .map(|b| {
             use sha2::Digest;
             hex::encode(sha2::Sha256::digest(&b))
-        });
-    if now.as_deref() != Some(id.sha256.as_str()) {
-        return Err(InputError::file(
-            &path,
-            "changed (or missing) since the shards ran: the merged report names this file",
-        ));
-    }
-    let loaded = load(path.to_str().unwrap_or(&id.path))?;
-    Ok(loaded)
+        })
 }
 
 /// A cell against its reloaded sim and model: their names, whether the sim applies to the

@@ -256,3 +256,61 @@ fn lookup_roots_name_a_users_folders_without_a_project_file() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--sims-dir") && err.contains("nope"), "{err}");
 }
+
+/// What a new user met in a project of their own (each was a defect): `explain` without
+/// `--sim` searches the project's sims and the shipped ones (it searched neither); a sharded
+/// matrix mixing the project's model with a shipped one merges (the shipped file's path was
+/// looked for in the project); a model is found by the name it declares; a sim typo gets a
+/// suggestion; `--per-seed` onto a FIFO nobody reads is refused, not a hang; a bad baseline
+/// is refused before anything runs.
+#[test]
+fn a_project_of_ones_own_explains_merges_and_names_as_documented() {
+    let dir = tempfile_dir("newuser");
+    std::fs::create_dir_all(dir.join("designs")).unwrap();
+    std::fs::create_dir_all(dir.join("scenarios")).unwrap();
+    let model = std::fs::read_to_string(super::root().join("models/transactional.toml")).unwrap();
+    let model = model.replace("name = \"transactional\"", "name = \"declared\"");
+    std::fs::write(dir.join("designs/file-name.toml"), model).unwrap();
+    let race = super::root().join("sims/teaching/check-first-race.toml");
+    std::fs::copy(race, dir.join("scenarios/myrace.toml")).unwrap();
+    std::fs::write(
+        dir.join("idemsim.toml"),
+        "[project]\nmodels = [\"designs\"]\nsims = [\"scenarios\"]\n",
+    )
+    .unwrap();
+    let (code, out, err) = idemsim_in(&dir, &["explain", "check-first"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("verdict: check-first fails myrace on seed"), "{out}");
+    // The declared name, as list and the tables show it.
+    let (code, out, err) = idemsim_in(&dir, &["run", "myrace", "--model", "declared"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = idemsim_in(&dir, &["run", "myrce", "--model", "declared"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("did you mean myrace"), "{err}");
+    // Shards of the project's model and a shipped one, merged in the project.
+    for k in ["0/2", "1/2"] {
+        let args = ["-q", "matrix", "--sims", "scenarios", "--models", "declared,check-first"];
+        let (code, _, err) = idemsim_in(
+            &dir,
+            &[&args[..], &["--seeds", "0..40", "--shard", k, "--out-dir", "sh"]].concat(),
+        );
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, out, err) = idemsim_in(&dir, &["merge", "sh"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.contains("check-first"), "{out}");
+    // A FIFO nobody reads.
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let per_seed = ["sweep", "myrace", "--model", "declared", "--per-seed", "fifo"];
+    let (code, _, err) = idemsim_in(&dir, &per_seed);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no process reads"), "{err}");
+    // A bad baseline: refused before the run (nothing on stdout).
+    std::fs::write(dir.join("b.json"), "{").unwrap();
+    let gate = ["matrix", "--sims", "scenarios", "--models", "declared", "--baseline", "b.json"];
+    let (code, out, err) = idemsim_in(&dir, &gate);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty() && err.contains("b.json"), "{out}{err}");
+}

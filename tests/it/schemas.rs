@@ -47,10 +47,23 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ),
     ("list", &["list", "--json"]),
     ("explain", &["explain", "check-first", "--json"]),
+    (
+        "explain",
+        &[
+            "explain",
+            "check-first",
+            "--sim",
+            "check-first-race",
+            "--target",
+            "violation:lost-effect",
+            "--json",
+        ],
+    ),
+    ("explain", &["explain", "update-last-write", "--sim", "10-failure-before-commit", "--json"]),
 ];
 
 /// The schemas this checkout ships with a command above.
-const SHIPPED: &[&str] = &["run", "sweep", "matrix", "compare", "list"];
+const SHIPPED: &[&str] = &["run", "sweep", "matrix", "compare", "list", "explain"];
 
 /// The shard files the merges read, in a fresh folder.
 fn shards() -> std::path::PathBuf {

@@ -68,9 +68,10 @@ impl Loaded {
 /// Load a cell's sim or model as the shard names it, checking it is still the same file: a
 /// regular file of at most `input::MAX_FILE_BYTES` (never a FIFO or a device) whose SHA-256 is
 /// the shard's. A relative path is looked for where replay commands name files from: the
-/// current directory, the project's root, the shipped library's root; the first with the
-/// shard's hash is the file (a project's own `models/x.toml` and the shipped one may both
-/// exist).
+/// current directory, the project's root, the shipped library's root; the first that exists is
+/// the file, and it must have the shard's hash (a changed file is refused even if the shipped
+/// library still holds the original: the merged report's replay commands would name the
+/// changed one).
 pub fn reload<T>(
     id: &FileId,
     load: impl Fn(&str) -> Result<Arc<T>, InputError>,
@@ -85,13 +86,13 @@ pub fn reload<T>(
             .flatten()
             .collect()
     };
-    let Some(path) = candidates.iter().find(|c| hash_of(c).as_deref() == Some(&id.sha256)) else {
-        let named = candidates.iter().find(|c| c.exists()).unwrap_or(&candidates[0]);
+    let path = candidates.iter().find(|c| c.exists()).unwrap_or(&candidates[0]);
+    if hash_of(path).as_deref() != Some(id.sha256.as_str()) {
         return Err(InputError::file(
-            named,
+            path,
             "changed (or missing) since the shards ran: the merged report names this file",
         ));
-    };
+    }
     let loaded = load(path.to_str().unwrap_or(&id.path))?;
     Ok(loaded)
 }

@@ -44,6 +44,7 @@ pub mod real;
 
 // Many runs and the front end.
 pub mod agree;
+pub mod explore;
 pub mod baseline;
 pub mod cli;
 pub mod compare;

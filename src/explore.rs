@@ -10,10 +10,16 @@ use std::fmt;
 
 /// The strategies, as `--explore` accepts them (for error messages and help).
 pub const STRATEGIES: &str = "edges, pct, pct:d=N (N from 1 to 8), exhaustive, exhaustive:BOUND \
-                              (1 to 1000000), exhaustive@CHOICES (one schedule, as printed)";
+                              (1 to 1000000), exhaustive:depth=D (1 to 64), \
+                              exhaustive:BOUND:depth=D, exhaustive@CHOICES (one schedule, as \
+                              printed)";
 
 /// `exhaustive`'s default bound on schedules.
 pub const DEFAULT_BOUND: u64 = 10_000;
+
+/// `exhaustive`'s default depth: the decisions of a run it enumerates (later ones take their
+/// first option).
+pub const DEFAULT_EXHAUSTIVE_DEPTH: u32 = 12;
 
 /// PCT's default depth.
 pub const DEFAULT_DEPTH: u32 = 3;
@@ -33,11 +39,13 @@ pub enum Strategy {
         /// The bug depth d: d − 1 priority change points.
         depth: u32,
     },
-    /// Every combination of the world's decisions, depth first, up to `bound` schedules; or
-    /// one schedule (`schedule`: its choices).
+    /// Every combination of the first `depth` decisions of the world, depth first, up to
+    /// `bound` schedules; or one schedule (`schedule`: its choices).
     Exhaustive {
         /// Schedules explored at most (a sweep).
         bound: u64,
+        /// The decisions of a run enumerated (later ones take their first option).
+        depth: u32,
         /// One schedule's choices (`exhaustive@CHOICES`), for `run`.
         schedule: Option<Vec<u8>>,
     },
@@ -70,11 +78,12 @@ impl Strategy {
                 Some(d @ 1..=8) => Ok(Strategy::Pct { depth: d }),
                 _ => Err(bad("pct's depth is d=N with N from 1 to 8")),
             },
-            ("exhaustive", None) => Ok(Strategy::Exhaustive { bound: DEFAULT_BOUND, schedule }),
-            ("exhaustive", Some(a)) => match a.parse::<u64>() {
-                Ok(b @ 1..=1_000_000) => Ok(Strategy::Exhaustive { bound: b, schedule }),
-                _ => Err(bad("exhaustive's bound is a number of schedules from 1 to 1000000")),
-            },
+            ("exhaustive", a) => {
+                let (bound, depth) = exhaustive_args(a).ok_or_else(|| {
+                    bad("exhaustive takes :BOUND (1 to 1000000) and/or :depth=D (1 to 64)")
+                })?;
+                Ok(Strategy::Exhaustive { bound, depth, schedule })
+            }
             _ => Err(bad("unknown strategy")),
         }
     }
@@ -102,12 +111,36 @@ impl fmt::Display for Strategy {
             Strategy::Exhaustive { schedule: Some(c), .. } => {
                 write!(f, "exhaustive@{}", show_choices(c))
             }
-            Strategy::Exhaustive { bound, .. } if *bound == DEFAULT_BOUND => {
-                f.write_str("exhaustive")
+            Strategy::Exhaustive { bound, depth, .. } => {
+                f.write_str("exhaustive")?;
+                if *bound != DEFAULT_BOUND {
+                    write!(f, ":{bound}")?;
+                }
+                if *depth != DEFAULT_EXHAUSTIVE_DEPTH {
+                    write!(f, ":depth={depth}")?;
+                }
+                Ok(())
             }
-            Strategy::Exhaustive { bound, .. } => write!(f, "exhaustive:{bound}"),
         }
     }
+}
+
+/// `exhaustive`'s arguments after its first `:`: `BOUND`, `depth=D` or `BOUND:depth=D`.
+fn exhaustive_args(a: Option<&str>) -> Option<(u64, u32)> {
+    let (mut bound, mut depth) = (DEFAULT_BOUND, DEFAULT_EXHAUSTIVE_DEPTH);
+    let Some(a) = a else { return Some((bound, depth)) };
+    let parts: Vec<&str> = a.split(':').collect();
+    if parts.len() > 2 {
+        return None;
+    }
+    for (i, p) in parts.iter().enumerate() {
+        match p.strip_prefix("depth=") {
+            Some(d) => depth = d.parse().ok().filter(|d| (1..=64).contains(d))?,
+            None if i == 0 => bound = p.parse().ok().filter(|b| (1..=1_000_000).contains(b))?,
+            None => return None,
+        }
+    }
+    Some((bound, depth))
 }
 
 /// A schedule's choices as one character each (`0-9a-z`), trailing zeros dropped (a decision
@@ -165,8 +198,10 @@ impl Explored {
     /// The next schedule depth first after this one (None: the space is exhausted): the last
     /// decision with an option left takes its next option, and every decision after it
     /// starts again from its first.
-    pub fn next_schedule(&self) -> Option<Vec<u8>> {
-        let i = self.taken.iter().rposition(|(c, n)| c + 1 < *n)?;
+    /// Only the first `depth` decisions are enumerated.
+    pub fn next_schedule(&self, depth: u32) -> Option<Vec<u8>> {
+        let within = &self.taken[..self.taken.len().min(depth as usize)];
+        let i = within.iter().rposition(|(c, n)| c + 1 < *n)?;
         let mut next: Vec<u8> = self.taken[..i].iter().map(|(c, _)| *c).collect();
         next.push(self.taken[i].0 + 1);
         Some(next)
@@ -191,11 +226,31 @@ mod tests {
 
     #[test]
     fn strategies_parse_and_print_back() {
-        for s in ["edges", "pct", "pct:d=2", "exhaustive", "exhaustive:50", "exhaustive@01z"] {
+        for s in [
+            "edges",
+            "pct",
+            "pct:d=2",
+            "exhaustive",
+            "exhaustive:50",
+            "exhaustive:depth=3",
+            "exhaustive:50:depth=20",
+            "exhaustive@01z",
+        ] {
             assert_eq!(Strategy::parse(s).unwrap().to_string(), s);
         }
         assert_eq!(Strategy::parse("pct:d=3").unwrap().to_string(), "pct");
-        for bad in ["", "edge", "pct:3", "pct:d=0", "pct:d=9", "exhaustive:0", "edges@1", "x@!"] {
+        for bad in [
+            "",
+            "edge",
+            "pct:3",
+            "pct:d=0",
+            "pct:d=9",
+            "exhaustive:0",
+            "exhaustive:depth=0",
+            "exhaustive:1:2",
+            "edges@1",
+            "x@!",
+        ] {
             let e = Strategy::parse(bad).unwrap_err();
             assert!(e.contains("valid strategies: edges"), "{e}");
         }
@@ -204,11 +259,12 @@ mod tests {
     #[test]
     fn schedules_enumerate_depth_first() {
         let e = Explored { taken: vec![(0, 2), (1, 2), (0, 3)], ..Default::default() };
-        assert_eq!(e.next_schedule(), Some(vec![0, 1, 1]));
+        assert_eq!(e.next_schedule(12), Some(vec![0, 1, 1]));
+        assert_eq!(e.next_schedule(2), Some(vec![1]));
         let e = Explored { taken: vec![(0, 2), (1, 2), (2, 3)], ..Default::default() };
-        assert_eq!(e.next_schedule(), Some(vec![1]));
+        assert_eq!(e.next_schedule(12), Some(vec![1]));
         let e = Explored { taken: vec![(1, 2), (1, 2)], ..Default::default() };
-        assert_eq!(e.next_schedule(), None);
+        assert_eq!(e.next_schedule(12), None);
         assert_eq!(show_choices(&[0, 1, 0, 0]), "01");
         assert_eq!(show_choices(&[0, 0]), "0");
     }

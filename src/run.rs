@@ -57,8 +57,9 @@ impl ExploreNote {
     /// The strategy as a replay command spells it: an exhaustive run names its schedule.
     pub fn replay_name(&self) -> String {
         match &self.strategy {
-            Strategy::Exhaustive { bound, .. } => Strategy::Exhaustive {
+            Strategy::Exhaustive { bound, depth, .. } => Strategy::Exhaustive {
                 bound: *bound,
+                depth: *depth,
                 schedule: Some(self.explored.choices()),
             }
             .to_string(),

@@ -55,10 +55,7 @@ impl Strategy {
     /// Parse `--explore`'s value; the error lists the valid strategies.
     pub fn parse(s: &str) -> Result<Strategy, String> {
         let bad = |why: &str| {
-            format!(
-                "--explore {}: {why}; valid strategies: {STRATEGIES}",
-                crate::text::shown(s)
-            )
+            format!("--explore {}: {why}; valid strategies: {STRATEGIES}", crate::text::shown(s))
         };
         let (name, schedule) = match s.split_once('@') {
             Some((n, c)) => (n, Some(parse_choices(c).ok_or_else(|| bad("bad choices"))?)),
@@ -147,10 +144,8 @@ fn exhaustive_args(a: Option<&str>) -> Option<(u64, u32)> {
 /// past the end takes its first option), at least one character.
 pub fn show_choices(c: &[u8]) -> String {
     let end = c.iter().rposition(|x| *x != 0).map_or(0, |i| i + 1);
-    let s: String = c[..end]
-        .iter()
-        .map(|x| char::from_digit(u32::from(*x), 36).unwrap_or('z'))
-        .collect();
+    let s: String =
+        c[..end].iter().map(|x| char::from_digit(u32::from(*x), 36).unwrap_or('z')).collect();
     if s.is_empty() { "0".into() } else { s }
 }
 

@@ -44,11 +44,11 @@ pub mod real;
 
 // Many runs and the front end.
 pub mod agree;
-pub mod explore;
 pub mod baseline;
 pub mod cli;
 pub mod compare;
 pub mod explain;
+pub mod explore;
 pub mod fuzz;
 pub mod render;
 pub mod shard;

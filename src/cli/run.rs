@@ -27,8 +27,7 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     let sim_path = catalog::display_path(&sim.path);
     let strategy = note.as_ref().map(ExploreNote::replay_name);
     let model_name = catalog::cli_name(&model);
-    let replay =
-        catalog::replay_explored(&sim_path, &model_name, args.seed, strategy.as_deref());
+    let replay = catalog::replay_explored(&sim_path, &model_name, args.seed, strategy.as_deref());
     // The history kept for a picture is not the report's: the trace is printed only with --trace.
     let history = if args.trace || args.mermaid { None } else { out.history.take() };
     let gated = gated_by_violation(&args, &out.report);

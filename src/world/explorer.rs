@@ -188,9 +188,7 @@ pub(crate) fn route(n: usize) -> Option<usize> {
         }
         e.seen.decisions += 1;
         match e.mode {
-            Mode::Choices(_) => {
-                Some(usize::from(e.choose(n.min(usize::from(MAX_ARITY)) as u8)))
-            }
+            Mode::Choices(_) => Some(usize::from(e.choose(n.min(usize::from(MAX_ARITY)) as u8))),
             _ => None,
         }
     })

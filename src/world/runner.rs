@@ -48,8 +48,8 @@ fn pick_waiter(p: &mut super::shared::ProcessState) -> Option<std::task::Waker> 
     let explored = super::explorer::active()
         .then(|| super::explorer::pick(&p.loop_waiters.keys().copied().collect::<Vec<_>>()))
         .flatten();
-    let i = explored
-        .unwrap_or_else(|| madsim::rand::thread_rng().gen_range(0..p.loop_waiters.len()));
+    let i =
+        explored.unwrap_or_else(|| madsim::rand::thread_rng().gen_range(0..p.loop_waiters.len()));
     let id = *p.loop_waiters.keys().nth(i).expect("in range");
     p.loop_waiters.remove(&id)
 }

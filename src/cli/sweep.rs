@@ -72,18 +72,34 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
     }
     let speed = report_speed(&cells, started, jobs);
-    let text = if args.json {
+    let text = report(&args, (&sim, &model), cell, (range.start, jobs), &speed)?;
+    emit_report(args.shard.out.as_deref(), to_stderr, &text)?;
+    if interrupted() {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    args.gate.exit(&cells, cell.sweep_failed(), args.json || to_stderr)
+}
+
+/// A sweep's report over seeds (explored or not), as text or JSON.
+fn report(
+    args: &SweepArgs,
+    (sim, model): (&Sim, &Model),
+    cell: &sweep::Cell,
+    (start, jobs): (u64, usize),
+    speed: &super::out::Speed,
+) -> anyhow::Result<String> {
+    Ok(if args.json {
         let mut v = render::cell_json(cell);
-        v["speed"] = serde_json::to_value(&speed)?;
+        v["speed"] = serde_json::to_value(speed)?;
         if let Some(s) = &args.explore {
             v["explore"] = s.to_string().into();
-            v["runs_to_first"] = runs_to_first(cell, range.start);
+            v["runs_to_first"] = runs_to_first(cell, start);
         }
         let v = render::versioned("sweep", v);
         format!("{}\n", serde_json::to_string_pretty(&v)?)
     } else if let Some(s) = &args.explore {
         let name = s.to_string();
-        let (sim_path, model_name) = (catalog::display_path(&sim.path), catalog::cli_name(&model));
+        let (sim_path, model_name) = (catalog::display_path(&sim.path), catalog::cli_name(model));
         let replay = |seed| catalog::replay_explored(&sim_path, &model_name, seed, Some(&name));
         let ex = render::ExploredSweep {
             header: format!(
@@ -91,18 +107,13 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
                 sim.name, model.name, cell.seeds
             ),
             summary: explored_summary(s),
-            first: range.start,
+            first: start,
             replay: &replay,
         };
-        render::sweep_text_explored(&sim, &model, cell, jobs, Some(&ex))
+        render::sweep_text_explored(sim, model, cell, jobs, Some(&ex))
     } else {
-        render::sweep_text(&sim, &model, cell, jobs)
-    };
-    emit_report(args.shard.out.as_deref(), to_stderr, &text)?;
-    if interrupted() {
-        return Ok(EXIT_INTERRUPTED);
-    }
-    args.gate.exit(&cells, cell.sweep_failed(), args.json || to_stderr)
+        render::sweep_text(sim, model, cell, jobs)
+    })
 }
 
 /// What an explored sweep of seeds did, one line.

@@ -211,3 +211,35 @@ fn bad_strategies_are_refused() {
         idemsim(&["sweep", RACE, "--model", "check-first", "--explore", "edges", "--shard", "0/2"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// `run --explore` names its strategy in the header, the JSON and the replay command, and
+/// PCT prints its bound; a calibrated run's report has none of it.
+#[test]
+fn explored_run_names_its_strategy() {
+    let (code, out, _) =
+        idemsim(&["run", RACE, "--model", "check-first", "--seed", "0", "--explore", "pct"]);
+    assert_eq!(code, 1, "{out}");
+    let first = out.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "idemsim run: sim check-first-race · model check-first · seed 0 · explore pct"
+    );
+    assert!(out.contains("PCT bound 1/(n·k^(d−1)) = "), "{out}");
+    assert!(out.contains("--seed 0 --explore pct --trace"), "{out}");
+    let (_, json, _) = idemsim(&[
+        "run",
+        RACE,
+        "--model",
+        "check-first",
+        "--seed",
+        "0",
+        "--explore",
+        "exhaustive",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["explore"], "exhaustive@0");
+    assert!(v["exploration"]["decisions"].as_u64().unwrap() > 0);
+    let (_, plain, _) = idemsim(&["run", RACE, "--model", "check-first", "--seed", "0", "--json"]);
+    assert!(!plain.contains("\"explore\"") && !plain.contains("exploration"));
+}

@@ -347,13 +347,20 @@ pub fn invoked_as(argv0: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> 
 /// ([`crate::text::shell_arg`]): the command pastes as exactly these arguments, and an
 /// ordinary path or name prints as it is. A sim path starting with `-` gets `./` before it.
 pub fn replay_command(sim_path: &str, model: &str, seed: u64) -> String {
+    replay_explored(sim_path, model, seed, None)
+}
+
+/// [`replay_command`] of an explored run: `--explore STRATEGY` after the seed (None: the
+/// calibrated command).
+pub fn replay_explored(sim_path: &str, model: &str, seed: u64, explore: Option<&str>) -> String {
     use crate::text::shell_arg;
     // A relative path that starts with `-` would be read as an option.
     let sim_path =
         if sim_path.starts_with('-') { format!("./{sim_path}") } else { sim_path.to_string() };
     let prefix = invocation();
+    let explore = explore.map_or(String::new(), |s| format!(" --explore {}", shell_arg(s)));
     format!(
-        "{prefix} run {} --model {} --seed {seed} --trace",
+        "{prefix} run {} --model {} --seed {seed}{explore} --trace",
         shell_arg(&sim_path),
         shell_arg(model)
     )

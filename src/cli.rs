@@ -46,6 +46,11 @@ fn parse_jobs(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `--explore`: a strategy ([`crate::explore::Strategy::parse`]; the error lists them).
+fn parse_explore(s: &str) -> Result<crate::explore::Strategy, String> {
+    crate::explore::Strategy::parse(s)
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "idemsim",
@@ -226,6 +231,12 @@ pub struct RunArgs {
     /// `FAIL (--fail-on-violation)` line naming them.
     #[arg(long = "fail-on-violation")]
     fail_on_violation: bool,
+    /// Explore instead of drawing the calibrated schedule (named in the report and its
+    /// replay): `edges` (timing draws at their range's ends), `pct` or `pct:d=N`
+    /// (probabilistic concurrency testing, depth N), `exhaustive@CHOICES` (one exhaustive
+    /// schedule, as a sweep prints it). See docs/hunt.md.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_explore)]
+    explore: Option<crate::explore::Strategy>,
 }
 
 #[derive(Args, Debug)]
@@ -257,6 +268,13 @@ pub struct SweepArgs {
     gate: gate::GateArgs,
     #[command(flatten)]
     shard: ShardArgs,
+    /// Explore to find a violation rather than measure its rate: `edges`, `pct`, `pct:d=N`
+    /// (each seed of the range explored, with the runs until each violation was first seen),
+    /// or `exhaustive`, `exhaustive:BOUND` (every combination of the world's decisions on the
+    /// range's first seed, depth first, up to BOUND schedules, default 10000). Named in the
+    /// report and in every replay command. See docs/hunt.md.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_explore, conflicts_with = "shard")]
+    explore: Option<crate::explore::Strategy>,
 }
 
 /// Running one shard of a sweep or matrix on a batch engine.

@@ -48,6 +48,7 @@ pub mod baseline;
 pub mod cli;
 pub mod compare;
 pub mod explain;
+pub mod explore;
 pub mod fuzz;
 pub mod render;
 pub mod shard;

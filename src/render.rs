@@ -49,6 +49,13 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
     o
 }
 
+/// An explored run's text (`--explore`): [`run_text`]'s, its first line naming the strategy
+/// and followed by what the explorer decided.
+pub fn explored_run_text(text: &str, note: &run::ExploreNote) -> String {
+    let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+    format!("{first} · explore {}\n  {}\n{rest}", note.replay_name(), note.line())
+}
+
 /// A run's header after its first line: the world, the driver, the model's program, the
 /// faults and the keys' retention.
 fn run_header(o: &mut String, sim: &Sim, model: &Model) {
@@ -213,8 +220,37 @@ const REFERENCE_LEGEND: &str = "pass: the case's expectations held on every seed
 
 /// The text report of a sweep.
 pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
+    sweep_text_explored(sim, model, c, jobs, None)
+}
+
+/// How an explored sweep (`--explore`) names itself and its runs.
+pub struct ExploredSweep<'a> {
+    /// The header's first line (it names the strategy).
+    pub header: String,
+    /// What the exploration did, one line under the header.
+    pub summary: String,
+    /// The cell's first seed (an exhaustive sweep: 0, its first schedule).
+    pub first: u64,
+    /// The replay command of one seed (or schedule) of the cell.
+    pub replay: &'a dyn Fn(u64) -> String,
+}
+
+/// The text report of a sweep, explored (`--explore`: the strategy named in the header and
+/// in every replay command, each violation with the runs until it was first seen) or not.
+pub fn sweep_text_explored(
+    sim: &Sim,
+    model: &Model,
+    c: &Cell,
+    jobs: usize,
+    ex: Option<&ExploredSweep<'_>>,
+) -> String {
     let mut out = String::new();
     sweep_header(&mut out, sim, model, c, jobs);
+    if let Some(ex) = ex {
+        let first = out.find('\n').unwrap_or(out.len());
+        out.replace_range(..first, &ex.header);
+        let _ = writeln!(out, "  {}", ex.summary);
+    }
     let runs = c.runs;
     let bounds = match c.bounded_runs {
         0 => "0".to_string(),
@@ -228,7 +264,9 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
         c.ambiguous_intents
     );
     out.push_str(&verdict_line(c));
-    sweep_violations(&mut out, c, sim, model);
+    let calibrated = |seed: u64| catalog::replay_for(sim, model, seed);
+    let replay: &dyn Fn(u64) -> String = ex.map_or(&calibrated, |e| e.replay);
+    sweep_violations(&mut out, c, replay, ex.map(|e| e.first));
     let hist = |h: &std::collections::BTreeMap<u64, u64>| {
         h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
     };
@@ -250,12 +288,9 @@ pub fn sweep_text(sim: &Sim, model: &Model, c: &Cell, jobs: usize) -> String {
             c.nondeterministic_seeds
         );
     }
-    if let Some(cmd) = c.replay_command(sim, model) {
-        let _ = writeln!(
-            out,
-            "\nexpectations failed first on seed {}; replay: {cmd}",
-            c.first_failed_seed.unwrap_or_default()
-        );
+    if let Some(s) = c.first_failed_seed {
+        let what = if ex.is_some() { "run" } else { "seed" };
+        let _ = writeln!(out, "\nexpectations failed first on {what} {s}; replay: {}", replay(s));
     }
     out
 }
@@ -312,8 +347,14 @@ pub fn share_mark(k: u64, runs: u64) -> String {
     format!("{}% [{lo}–{hi}]", p.round())
 }
 
-/// The sweep's violations table: seeds, rate, interval, first seed and its replay.
-fn sweep_violations(out: &mut String, c: &Cell, sim: &Sim, model: &Model) {
+/// The sweep's violations table: seeds, rate, interval, first seed and its replay; explored
+/// (`first`: the cell's first seed), the runs until each was first seen.
+fn sweep_violations(
+    out: &mut String,
+    c: &Cell,
+    replay: &dyn Fn(u64) -> String,
+    first: Option<u64>,
+) {
     if c.violations.is_empty() {
         let _ = writeln!(out, "\nno violations on any seed");
     } else {
@@ -328,11 +369,14 @@ fn sweep_violations(out: &mut String, c: &Cell, sim: &Sim, model: &Model) {
             let label = if v.permitted { format!("{name}*") } else { name };
             let _ = writeln!(
                 out,
-                "{label:<28} {:>6} {p:>7.1}%  {lo:>6.1}%–{hi:>6.1}%  {:>10}\n    replay: {}",
-                v.seeds,
-                v.first_seed,
-                catalog::replay_for(sim, model, v.first_seed)
+                "{label:<28} {:>6} {p:>7.1}%  {lo:>6.1}%–{hi:>6.1}%  {:>10}",
+                v.seeds, v.first_seed
             );
+            if let Some(start) = first {
+                let runs = runs_to_first(v.first_seed, start);
+                let _ = writeln!(out, "    runs to first violation: {runs}");
+            }
+            let _ = writeln!(out, "    replay: {}", replay(v.first_seed));
         }
     }
     if c.violations.values().any(|v| v.permitted) {
@@ -341,6 +385,13 @@ fn sweep_violations(out: &mut String, c: &Cell, sim: &Sim, model: &Model) {
             "  * policy-permitted: caused only by a retry after the key's documented retention"
         );
     }
+}
+
+/// The runs until a violation first seen on seed (or schedule) `seed` of a cell starting at
+/// `start`: an explored sweep runs its seeds in order (the count is the same for any
+/// `--jobs`).
+pub fn runs_to_first(seed: u64, start: u64) -> u64 {
+    seed.saturating_sub(start).saturating_add(1)
 }
 
 /// Models as rows, cases as columns (numbered by the sims' leading digits): ✓/✗ whether the

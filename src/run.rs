@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 pub use crate::world::RunError;
 
+use crate::explore::{Explored, Mode, Strategy, pct_bound};
 use crate::history::History;
 use crate::model::{Model, Step};
 use crate::report::{Observation, RecordState, RunReport};
@@ -35,9 +36,83 @@ pub fn run(
     seed: u64,
     opts: RunOptions,
 ) -> Result<RunOutput, RunError> {
-    let sim_out = world::simulate(sim, model, seed, opts.keep_history)?;
+    let sim_out = world::simulate(sim, model, seed, opts.keep_history, None)?;
     let report = judge(sim, model, seed, sim_out.observation);
     Ok(RunOutput { report, history: sim_out.history })
+}
+
+/// What exploring one run did (`--explore`): the strategy, what its explorer saw and, for
+/// PCT, the calibrated run's decision count `k` its change points were drawn among.
+#[derive(Debug, Clone)]
+pub struct ExploreNote {
+    /// The strategy as given (an exhaustive schedule: its own choices, `exhaustive@…`).
+    pub strategy: Strategy,
+    /// What the explorer saw.
+    pub explored: Explored,
+    /// PCT: the decisions of the calibrated run of the same seed (k).
+    pub k: u64,
+}
+
+impl ExploreNote {
+    /// The strategy as a replay command spells it: an exhaustive run names its schedule.
+    pub fn replay_name(&self) -> String {
+        match &self.strategy {
+            Strategy::Exhaustive { bound, depth, .. } => Strategy::Exhaustive {
+                bound: *bound,
+                depth: *depth,
+                schedule: Some(self.explored.choices()),
+            }
+            .to_string(),
+            s => s.to_string(),
+        }
+    }
+
+    /// One line for reports: the strategy and what it decided.
+    pub fn line(&self) -> String {
+        let e = &self.explored;
+        match &self.strategy {
+            Strategy::Edges => format!("explore edges: {} timing decision(s) taken", e.decisions),
+            Strategy::Pct { depth } => {
+                let bound = pct_bound(e.tasks, self.k, *depth)
+                    .map_or(String::new(), |b| format!(" · PCT bound 1/(n·k^(d−1)) = {b:.2e}"));
+                format!(
+                    "explore {}: {} task(s), k = {} (the calibrated run's decisions), change \
+                     points at {:?}{bound}",
+                    self.strategy, e.tasks, self.k, e.change_points
+                )
+            }
+            Strategy::Exhaustive { .. } => format!(
+                "explore {}: schedule of {} decision(s) (timing draws {{low, high}}, waiter \
+                 picks, random routes; madsim's own task order held by the seed)",
+                self.replay_name(),
+                e.taken.len()
+            ),
+        }
+    }
+}
+
+/// [`run`] with an explorer: `strategy` None is exactly [`run`]. PCT first runs the
+/// calibrated run of the same seed to count its decisions (k), so (strategy, seed) replays.
+pub fn run_explored(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    opts: RunOptions,
+    strategy: Option<&Strategy>,
+) -> Result<(RunOutput, Option<ExploreNote>), RunError> {
+    let Some(strategy) = strategy else { return Ok((run(sim, model, seed, opts)?, None)) };
+    let k = match strategy {
+        Strategy::Pct { .. } => {
+            let probe = world::simulate(sim, model, seed, false, Some(Mode::Count))?;
+            probe.explored.map_or(0, |e| e.decisions)
+        }
+        _ => 0,
+    };
+    let sim_out = world::simulate(sim, model, seed, opts.keep_history, Some(strategy.mode(k)))?;
+    let explored = sim_out.explored.unwrap_or_default();
+    let report = judge(sim, model, seed, sim_out.observation);
+    let note = ExploreNote { strategy: strategy.clone(), explored, k };
+    Ok((RunOutput { report, history: sim_out.history }, Some(note)))
 }
 
 /// Judge one observation (a simulated run's or a real round's): the sim's expectations and

@@ -367,6 +367,9 @@ pub struct SweepOptions {
     pub per_seed: bool,
     /// Run only shard `k` of `n` of the flat (cell, seed) order (`--shard K/N`).
     pub shard: Option<(u64, u64)>,
+    /// Explore every seed with this strategy (`--explore`; not `exhaustive`, which
+    /// [`run_exhaustive`] enumerates). None: the calibrated runs.
+    pub explore: Option<crate::explore::Strategy>,
 }
 
 /// How far a sweep or matrix is: runs and cells done out of their totals. The workers bump
@@ -577,12 +580,13 @@ fn run_seed(
     sim: &Arc<Sim>,
     model: &Arc<Model>,
     seed: u64,
-    check_determinism: bool,
+    opts: &SweepOptions,
 ) -> Result<SeedResult, RunError> {
-    let out = run::run(sim, model, seed, RunOptions::default())?;
+    let ex = opts.explore.as_ref();
+    let (out, _) = run::run_explored(sim, model, seed, RunOptions::default(), ex)?;
     let mut nondeterministic = false;
-    if check_determinism {
-        let again = run::run(sim, model, seed, RunOptions::default())?;
+    if opts.check_determinism {
+        let (again, _) = run::run_explored(sim, model, seed, RunOptions::default(), ex)?;
         nondeterministic = again.report.trace_hash != out.report.trace_hash;
     }
     Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
@@ -614,7 +618,7 @@ fn worker(
         }
         let i = sh.next.fetch_add(1, Ordering::Relaxed);
         let Some((cell, sim, model, seed)) = job(sh.work, i) else { break };
-        let r = match run_seed(cell, sim, model, seed, opts.check_determinism) {
+        let r = match run_seed(cell, sim, model, seed, opts) {
             Ok(r) => r,
             Err(e) => {
                 let _ = wtx.send(Err(e));
@@ -642,6 +646,56 @@ fn worker(
         let _ = wtx.send(Ok(Msg::Lines(lines)));
     }
     let _ = wtx.send(Ok(Msg::Done(mine)));
+}
+
+/// An exhaustive sweep (`--explore exhaustive`): its schedules aggregated as a cell whose
+/// seeds are the schedules' indexes, each schedule's choices, and whether the space was
+/// exhausted (else the bound, or an interrupt, stopped it).
+pub struct Exhaustive {
+    /// The aggregate: schedule `i` is the cell's seed `i`.
+    pub cell: Cell,
+    /// The choices of schedule `i` (`show_choices`: `exhaustive@…` replays it).
+    pub schedules: Vec<String>,
+    /// Every schedule was explored.
+    pub exhausted: bool,
+    /// The seed every schedule ran with (madsim's task order and the fault draws held by it).
+    pub seed: u64,
+}
+
+/// Enumerate the first `depth` decisions of the world on `seed` depth first, up to `bound`
+/// schedules, one after the other (each schedule is the previous one's next: no worker threads).
+pub fn run_exhaustive(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    (bound, depth): (u64, u32),
+    progress: Option<&Progress>,
+) -> Result<Exhaustive, RunError> {
+    use crate::explore::{Strategy, show_choices};
+    let mut cell = Cell::new(sim, model, &(0..bound));
+    let mut schedules: Vec<String> = Vec::new();
+    let mut next = Some(vec![]);
+    if let Some(p) = progress {
+        p.start(bound, 1, 0);
+    }
+    while (schedules.len() as u64) < bound && !INTERRUPTED.load(Ordering::Relaxed) {
+        let Some(choices) = next.take() else { break };
+        let strategy = Strategy::Exhaustive { bound, depth, schedule: Some(choices) };
+        let (out, note) =
+            run::run_explored(sim, model, seed, RunOptions::default(), Some(&strategy))?;
+        let explored = note.map(|n| n.explored).unwrap_or_default();
+        let i = schedules.len() as u64;
+        let report = RunReport { seed: i, ..out.report };
+        cell.add(&SeedResult { cell: 0, seed: i, report, nondeterministic: false });
+        schedules.push(show_choices(&explored.choices()));
+        next = explored.next_schedule(depth);
+        if let Some(p) = progress {
+            p.run_done();
+        }
+    }
+    cell.seeds = format!("0..{}", schedules.len());
+    cell.interrupted = INTERRUPTED.load(Ordering::Relaxed) && next.is_some();
+    Ok(Exhaustive { cell, schedules, exhausted: next.is_none(), seed })
 }
 
 /// The matrix without per-seed output.

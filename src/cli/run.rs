@@ -4,7 +4,7 @@
 use super::out::{emit_report, not_applicable_as, stdout_taken, write_output};
 use super::{EXIT_FAILED, EXIT_OK, RunArgs};
 use crate::report::RunReport;
-use crate::run::{self, RunOptions, RunOutput};
+use crate::run::{self, ExploreNote, RunOptions, RunOutput};
 use crate::{catalog, render};
 
 pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
@@ -22,9 +22,12 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
         return Ok(code);
     }
     let keep_history = args.trace || args.mermaid || args.svg.is_some() || args.html.is_some();
-    let mut out = run::run(&sim, &model, args.seed, RunOptions { keep_history })?;
+    let opts = RunOptions { keep_history };
+    let (mut out, note) = run::run_explored(&sim, &model, args.seed, opts, args.explore.as_ref())?;
     let sim_path = catalog::display_path(&sim.path);
-    let replay = catalog::replay_command(&sim_path, &catalog::cli_name(&model), args.seed);
+    let strategy = note.as_ref().map(ExploreNote::replay_name);
+    let model_name = catalog::cli_name(&model);
+    let replay = catalog::replay_explored(&sim_path, &model_name, args.seed, strategy.as_deref());
     // The history kept for a picture is not the report's: the trace is printed only with --trace.
     let history = if args.trace || args.mermaid { None } else { out.history.take() };
     let gated = gated_by_violation(&args, &out.report);
@@ -35,10 +38,14 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
         let mut v = serde_json::to_value(r)?;
         let verdict = r.verdict();
         (v["safe"], v["as_specified"]) = (verdict.safe.into(), verdict.as_specified.into());
+        if let Some(n) = &note {
+            explore_json(&mut v, n);
+        }
         let v = render::versioned("run", v);
         format!("{}\n", serde_json::to_string_pretty(&v)?)
     } else {
-        render::run_text(&sim, &model, &out, &replay)
+        let text = render::run_text(&sim, &model, &out, &replay);
+        note.as_ref().map_or(text.clone(), |n| render::explored_run_text(&text, n))
     };
     if let Some(line) = &gated {
         if args.json || args.mermaid {
@@ -55,6 +62,24 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
     }
     pictures(&args, &sim, &model, &out, &replay)?;
     Ok(if out.report.passed() && gated.is_none() { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// An explored run's JSON: `explore` (the strategy as its replay names it) and
+/// `exploration` (what the explorer decided).
+fn explore_json(v: &mut serde_json::Value, n: &ExploreNote) {
+    let e = &n.explored;
+    v["explore"] = n.replay_name().into();
+    let mut x = serde_json::json!({ "decisions": e.decisions });
+    if let crate::explore::Strategy::Pct { depth } = n.strategy {
+        x["tasks"] = e.tasks.into();
+        x["k"] = n.k.into();
+        x["change_points"] = serde_json::to_value(&e.change_points).unwrap_or_default();
+        x["pct_bound"] = crate::explore::pct_bound(e.tasks, n.k, depth).into();
+    }
+    if let crate::explore::Strategy::Exhaustive { .. } = n.strategy {
+        x["schedule_decisions"] = e.taken.len().into();
+    }
+    v["exploration"] = x;
 }
 
 /// With `--fail-on-violation`, when the expectations held but the oracle named violations

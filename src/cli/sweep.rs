@@ -10,11 +10,15 @@ use super::out::{
     write_shard,
 };
 use super::{EXIT_INTERRUPTED, EXIT_OK, SweepArgs, seed_arg, shard_spec};
+use crate::explore::Strategy;
 use crate::input::InputError;
+use crate::model::Model;
+use crate::scenario::Sim;
 use crate::{catalog, render, sweep};
+use std::sync::Arc;
 
 pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
-    let seeds = seed_arg(args.seeds)?;
+    let seeds = seed_arg(args.seeds.clone())?;
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
     let to_stderr = args.per_seed.as_deref().is_some_and(|p| p.as_os_str() == "-");
@@ -36,6 +40,12 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     }
     let range = seeds.unwrap_or_else(|| sim.seeds.clone());
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
+    if let Some(Strategy::Exhaustive { bound, depth, .. }) = &args.explore {
+        if args.per_seed.is_some() || args.check_determinism {
+            anyhow::bail!("--explore exhaustive takes neither --per-seed nor --check-determinism");
+        }
+        return exhaustive(&args, &sim, &model, range.start, (*bound, *depth));
+    }
     let mut per_seed = PerSeed::create(args.per_seed.as_deref(), range.start)?;
     let spec = shard_spec(&args.shard)?;
     let bar = super::progress::Bar::start("sweep");
@@ -45,6 +55,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         progress: Some(bar.counters()),
         per_seed: args.per_seed.is_some(),
         shard: spec.as_ref().map(|s| (s.k, s.n)),
+        explore: args.explore.clone(),
     };
     let started = std::time::Instant::now();
     stop_on_interrupt();
@@ -62,19 +73,149 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
     }
     let speed = report_speed(&cells, started, jobs);
-    let text = if args.json {
-        let mut v = render::cell_json(cell);
-        v["speed"] = serde_json::to_value(&speed)?;
-        let v = render::versioned("sweep", v);
-        format!("{}\n", serde_json::to_string_pretty(&v)?)
-    } else {
-        render::sweep_text(&sim, &model, cell, jobs)
-    };
+    let text = report(&args, (&sim, &model), cell, (range.start, jobs), &speed)?;
     emit_report(args.shard.out.as_deref(), to_stderr, &text)?;
     if interrupted() {
         return Ok(EXIT_INTERRUPTED);
     }
     args.gate.exit(&cells, cell.sweep_failed(), args.json || to_stderr)
+}
+
+/// A sweep's report over seeds (explored or not), as text or JSON.
+fn report(
+    args: &SweepArgs,
+    (sim, model): (&Sim, &Model),
+    cell: &sweep::Cell,
+    (start, jobs): (u64, usize),
+    speed: &super::out::Speed,
+) -> anyhow::Result<String> {
+    Ok(if args.json {
+        let mut v = render::cell_json(cell);
+        v["speed"] = serde_json::to_value(speed)?;
+        if let Some(s) = &args.explore {
+            v["explore"] = s.to_string().into();
+            v["runs_to_first"] = runs_to_first(cell, start);
+        }
+        let v = render::versioned("sweep", v);
+        format!("{}\n", serde_json::to_string_pretty(&v)?)
+    } else if let Some(s) = &args.explore {
+        let name = s.to_string();
+        let (sim_path, model_name) = (catalog::display_path(&sim.path), catalog::cli_name(model));
+        let replay = |seed| catalog::replay_explored(&sim_path, &model_name, seed, Some(&name));
+        let ex = render::ExploredSweep {
+            header: format!(
+                "idemsim sweep: sim {} · model {} · seeds {} · {jobs} job(s) · explore {name}",
+                sim.name, model.name, cell.seeds
+            ),
+            summary: explored_summary(s),
+            first: start,
+            replay: &replay,
+        };
+        render::sweep_text_explored(sim, model, cell, jobs, Some(&ex))
+    } else {
+        render::sweep_text(sim, model, cell, jobs)
+    })
+}
+
+/// What an explored sweep of seeds did, one line.
+fn explored_summary(s: &Strategy) -> String {
+    match s {
+        Strategy::Edges => "explore edges: every timing draw at an end of its range (or within \
+                            1 % of one) with probability 0.8, else uniform; each seed explored once"
+            .into(),
+        Strategy::Pct { depth } => format!(
+            "explore {s}: PCT of depth {depth} on every seed (client copies as tasks, k from each \
+             seed's calibrated run; `run --explore {s} --json` prints a seed's bound)"
+        ),
+        Strategy::Exhaustive { .. } => String::new(),
+    }
+}
+
+/// Per violation, the runs until it was first seen (seeds run in order from `start`).
+fn runs_to_first(cell: &sweep::Cell, start: u64) -> serde_json::Value {
+    let m: BTreeMap<&String, u64> = cell
+        .violations
+        .iter()
+        .map(|(n, v)| (n, render::runs_to_first(v.first_seed, start)))
+        .collect();
+    serde_json::to_value(m).unwrap_or_default()
+}
+
+/// `sweep --explore exhaustive`: the schedules of the range's first seed, depth first.
+fn exhaustive(
+    args: &SweepArgs,
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    (bound, depth): (u64, u32),
+) -> anyhow::Result<i32> {
+    let bar = super::progress::Bar::start("sweep");
+    let started = std::time::Instant::now();
+    stop_on_interrupt();
+    let e = sweep::run_exhaustive(sim, model, seed, (bound, depth), Some(&bar.counters()))?;
+    drop(bar);
+    let cell = &e.cell;
+    let speed = report_speed(std::slice::from_ref(cell), started, 1);
+    let name = |i: u64| format!("exhaustive@{}", e.schedules[i as usize]);
+    let ending = if e.exhausted {
+        format!("space exhausted: all {} schedule(s) explored", e.schedules.len())
+    } else if e.cell.interrupted {
+        format!("interrupted after {} schedule(s)", e.schedules.len())
+    } else {
+        format!("bound reached: {} schedule(s) explored, the space is larger", e.schedules.len())
+    };
+    let text = if args.json {
+        let mut v = render::cell_json(cell);
+        v["speed"] = serde_json::to_value(&speed)?;
+        v["explore"] = Strategy::Exhaustive { bound, depth, schedule: None }.to_string().into();
+        v["runs_to_first"] = runs_to_first(cell, 0);
+        v["exploration"] = serde_json::json!({ "seed": seed, "bound": bound, "depth": depth,
+            "schedules": e.schedules.len(), "exhausted": e.exhausted });
+        for (n, stat) in &cell.violations {
+            v["violations"][n]["schedule"] = name(stat.first_seed).into();
+        }
+        format!("{}\n", serde_json::to_string_pretty(&render::versioned("sweep", v))?)
+    } else {
+        exhaustive_text(sim, model, &e, (bound, depth), &ending)
+    };
+    emit_report(args.shard.out.as_deref(), false, &text)?;
+    if interrupted() {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    args.gate.exit(std::slice::from_ref(cell), cell.sweep_failed(), args.json)
+}
+
+/// The text of an exhaustive sweep: schedule `i` replays as `--seed SEED --explore
+/// exhaustive@CHOICES`.
+fn exhaustive_text(
+    sim: &Sim,
+    model: &Model,
+    e: &sweep::Exhaustive,
+    (bound, depth): (u64, u32),
+    ending: &str,
+) -> String {
+    let (sim_path, model_name) = (catalog::display_path(&sim.path), catalog::cli_name(model));
+    let replay = |i: u64| {
+        let name = format!("exhaustive@{}", e.schedules[i as usize]);
+        catalog::replay_explored(&sim_path, &model_name, e.seed, Some(&name))
+    };
+    let strategy = Strategy::Exhaustive { bound, depth, schedule: None };
+    let ex = render::ExploredSweep {
+        header: format!(
+            "idemsim sweep: sim {} · model {} · seed {} · explore {strategy} (at most {bound} \
+             schedules of the first {depth} decisions)",
+            sim.name, model.name, e.seed
+        ),
+        summary: format!(
+            "explore {strategy}: {ending}; the first {depth} decisions of each run enumerated \
+             depth first (every timing draw {{low, high}}, every waiter pick, every random \
+             route), later ones take the low end or the first waiter; madsim's own task order \
+             and the fault draws held by the seed, not enumerated; the runs below are schedules"
+        ),
+        first: 0,
+        replay: &replay,
+    };
+    render::sweep_text_explored(sim, model, &e.cell, 1, Some(&ex))
 }
 
 /// `--per-seed`: one JSON line per seed, written in seed order (results arriving early wait

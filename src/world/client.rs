@@ -20,7 +20,8 @@ pub(crate) async fn run_request(world: Arc<World>, req: usize) {
     }
     let mut copies = Vec::new();
     for copy in 0..spec.copies {
-        copies.push(madsim::task::spawn(Box::pin(run_copy(world.clone(), req, copy))));
+        let copy_task = Box::pin(run_copy(world.clone(), req, copy));
+        copies.push(madsim::task::spawn(super::explorer::owned(Some((req, copy)), copy_task)));
     }
     for c in copies {
         let _ = c.await;

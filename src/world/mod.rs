@@ -12,6 +12,7 @@ mod clock;
 mod conn;
 mod control;
 mod exec;
+mod explorer;
 mod keystore;
 mod net;
 mod phases;
@@ -51,16 +52,22 @@ pub struct Simulated {
     pub observation: Observation,
     /// The typed event history, when asked for (it is always hashed).
     pub history: Option<History>,
+    /// What the run's explorer saw (`--explore`; None: no explorer, a calibrated run).
+    pub explored: Option<crate::explore::Explored>,
 }
 
-/// Run one seed of one sim against one model; `keep_history` keeps the typed events.
+/// Run one seed of one sim against one model; `keep_history` keeps the typed events; `mode`:
+/// the run's explorer (None: the calibrated run, exactly as without one).
 pub fn simulate(
     sim: &Arc<Sim>,
     model: &Arc<Model>,
     seed: u64,
     keep_history: bool,
+    mode: Option<crate::explore::Mode>,
 ) -> Result<Simulated, RunError> {
     let db = fresh_database(sim, model)?;
+    let copies: Vec<u32> = sim.requests.iter().map(|r| r.copies).collect();
+    let explorer = explorer::Installed::new(mode, &copies);
     let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let names: Vec<String> = sim
         .requests
@@ -83,7 +90,10 @@ pub fn simulate(
     drop(rt);
     // The outside node's handle lives in the world; drop it so no task keeps the world alive.
     world.outside.lock().unwrap_or_else(|p| p.into_inner()).take();
-    observe(&world, sim, keep_history)
+    let explored = explorer.finish();
+    let mut out = observe(&world, sim, keep_history)?;
+    out.explored = explored;
+    Ok(out)
 }
 
 /// The run's database, filled with the sim's stock and the documents its requests update.
@@ -173,7 +183,7 @@ fn observe(world: &World, sim: &Sim, keep_history: bool) -> Result<Simulated, Ru
         trace_hash: h.hasher.0,
     };
     let history = keep_history.then(|| History { events: h.events, legend: legend(sim) });
-    Ok(Simulated { observation, history })
+    Ok(Simulated { observation, history, explored: None })
 }
 
 /// The names the history's events refer to.

@@ -38,13 +38,18 @@ pub(crate) enum Failure {
     RateLimited,
 }
 
-/// One waiter for a free event loop, drawn from the seed, taken out of the waiters.
+/// One waiter for a free event loop, drawn from the seed (or picked by the run's explorer),
+/// taken out of the waiters.
 fn pick_waiter(p: &mut super::shared::ProcessState) -> Option<std::task::Waker> {
     if p.loop_waiters.is_empty() {
         return None;
     }
     use madsim::rand::Rng;
-    let i = madsim::rand::thread_rng().gen_range(0..p.loop_waiters.len());
+    let explored = super::explorer::active()
+        .then(|| super::explorer::pick(&p.loop_waiters.keys().copied().collect::<Vec<_>>()))
+        .flatten();
+    let i =
+        explored.unwrap_or_else(|| madsim::rand::thread_rng().gen_range(0..p.loop_waiters.len()));
     let id = *p.loop_waiters.keys().nth(i).expect("in range");
     p.loop_waiters.remove(&id)
 }
@@ -119,8 +124,12 @@ impl Runner {
         who: Actor,
         req: Option<usize>,
     ) -> Runner {
+        let id = world.next_tag();
+        if let Actor::Attempt { req, copy, .. } = who {
+            super::explorer::note_exec(id, req as usize, copy);
+        }
         Runner {
-            id: world.next_tag(),
+            id,
             node: Node::Server(idx as u32),
             world,
             idx,

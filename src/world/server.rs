@@ -89,13 +89,18 @@ pub(crate) fn spawn_handler(
 ) {
     let g = InFlightGuard::new(world.clone(), idx, env.reply_tag, env.who);
     let (w, shared, pool) = (world.clone(), shared.clone(), pool.clone());
+    let task = match env.who {
+        Actor::Attempt { req, copy, .. } => Some((req as usize, copy)),
+        _ => None,
+    };
     // Boxed: the handler's state is large, and a spawn moves its future several times.
-    madsim::task::spawn_local(Box::pin(async move {
+    let handler = Box::pin(async move {
         handle(w.clone(), idx, shared, pool, env, g).await;
         if phased {
             super::phases::handler_ended(&w, idx);
         }
-    }));
+    });
+    madsim::task::spawn_local(super::explorer::owned(task, handler));
 }
 
 /// A request being served: counted for quiescence, and its client's connection registered

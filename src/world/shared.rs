@@ -29,8 +29,17 @@ pub(crate) fn chance(rate: f64) -> bool {
 /// Draw one duration uniformly from an inclusive range (µs), the one rule for every drawn
 /// latency, delay, clock offset, backoff jitter and relay phase: a fixed range (`lo == hi`)
 /// draws nothing, so it does not perturb the schedule.
+///
+/// With an explorer (`--explore`) installed, it decides the draw instead (`lo < hi` only);
+/// without one the draw is exactly the calibrated one.
 pub(crate) fn draw((lo, hi): (u64, u64)) -> u64 {
-    if lo == hi { lo } else { madsim::rand::thread_rng().gen_range(lo..=hi) }
+    if lo == hi {
+        lo
+    } else if let Some(us) = super::explorer::draw(lo.min(hi), hi.max(lo)) {
+        us
+    } else {
+        madsim::rand::thread_rng().gen_range(lo..=hi)
+    }
 }
 
 /// A server process as the rest of the world sees it.
@@ -324,7 +333,8 @@ impl World {
         match self.sim.requests[req].route {
             Route::Fixed(i) => i,
             Route::Alternate => copy as usize % n,
-            Route::Random => madsim::rand::thread_rng().gen_range(0..n),
+            Route::Random => super::explorer::route(n)
+                .unwrap_or_else(|| madsim::rand::thread_rng().gen_range(0..n)),
         }
     }
 

@@ -12,6 +12,7 @@ mod dependencies;
 mod escaping;
 mod explain;
 mod explain_targets;
+mod explore;
 mod fidelity;
 mod fuzz;
 mod hardening;

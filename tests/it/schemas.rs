@@ -17,6 +17,23 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("run", &["run", "relay-crash", "--model", "check-first", "--json"]),
     ("sweep", &["sweep", "double-submit", "--model", "check-first", "--seeds", "0..30", "--json"]),
     ("sweep", &["sweep", "relay-crash", "--model", "check-first", "--json"]),
+    ("run", &["run", "check-first-race", "--model", "check-first", "--explore", "pct", "--json"]),
+    (
+        "sweep",
+        &["sweep", "check-first-race", "--model", "check-first", "--explore", "edges", "--json"],
+    ),
+    (
+        "sweep",
+        &[
+            "sweep",
+            "check-first-race",
+            "--model",
+            "check-first",
+            "--explore",
+            "exhaustive:50",
+            "--json",
+        ],
+    ),
     ("sweep", &["merge", "{dir}/one", "--json"]),
     (
         "matrix",

@@ -1,0 +1,245 @@
+//! Exploration (`--explore`, `docs/hunt.md`): without it every run is the calibrated one (trace
+//! hashes recorded before the explorer existed); an explored run replays from (strategy, seed)
+//! byte for byte, for any `--jobs`; the teaching race is found sooner than calibrated;
+//! exhaustive enumeration of the teaching race ends, finds the duplicate row under
+//! check-first and nothing under transactional; bad strategies are refused with the list.
+
+use idemsim::explore::Strategy;
+use idemsim::run::{self, RunOptions};
+use idemsim::sweep::{self, SweepOptions};
+
+use super::{idemsim, model, sim};
+
+const RACE: &str = "sims/teaching/check-first-race.toml";
+
+/// (sim, model, seed, trace hash, events) from the build before `--explore` existed
+/// (commit 1d9c068, `run … --json`).
+const CALIBRATED: &[(&str, &str, u64, &str, usize)] = &[
+    (RACE, "check-first", 13, "e2b9de196e0a0899", 20),
+    (RACE, "check-first", 0, "9edfb0f69c1a9ec6", 16),
+    (RACE, "transactional", 5, "05059f97267587c2", 19),
+    (
+        "sims/article/11-twenty-concurrent-one-process.toml",
+        "check-first",
+        3,
+        "9d49cf4e0b8a49a6",
+        124,
+    ),
+    (
+        "sims/article/12-twenty-concurrent-two-processes.toml",
+        "transactional",
+        7,
+        "02d7cbeb0ac2ccda",
+        163,
+    ),
+    ("sims/faults/crash-two-processes.toml", "transactional", 2, "e234248722b308aa", 135),
+    ("sims/faults/proxy-resend.toml", "check-first", 4, "09254d28850a2d19", 45),
+];
+
+/// (a) With no strategy, runs are exactly the calibrated ones: the same trace hashes as
+/// before the explorer, through the library and through `run_explored(…, None)`.
+#[test]
+fn without_explore_traces_are_unchanged() {
+    for (s, m, seed, hash, events) in CALIBRATED {
+        let (s, m) = (sim(s), model(m));
+        let r = run::run(&s, &m, *seed, RunOptions::default()).unwrap().report;
+        assert_eq!((r.trace_hash.as_str(), r.events), (*hash, *events), "{} seed {seed}", s.name);
+        let (o, note) = run::run_explored(&s, &m, *seed, RunOptions::default(), None).unwrap();
+        assert!(note.is_none());
+        assert_eq!(o.report.trace_hash, *hash);
+    }
+}
+
+/// (b) The same (strategy, seed) gives the same trace twice; explored sweeps give the same
+/// aggregate and per-seed lines for `--jobs 1` and `--jobs 2`; and an explored run differs
+/// from the calibrated one (the explorer decides something).
+#[test]
+fn explored_runs_replay_byte_for_byte() {
+    let (s, m) = (sim(RACE), model("check-first"));
+    for name in ["edges", "pct", "pct:d=2", "exhaustive@01100101"] {
+        let st = Strategy::parse(name).unwrap();
+        let mut differs = false;
+        for seed in 0..5 {
+            let opts = RunOptions { keep_history: true };
+            let (a, _) = run::run_explored(&s, &m, seed, opts, Some(&st)).unwrap();
+            let (b, _) = run::run_explored(&s, &m, seed, opts, Some(&st)).unwrap();
+            let (ha, hb) = (a.history.unwrap().render(), b.history.unwrap().render());
+            assert_eq!(ha, hb, "{name} seed {seed}");
+            assert_eq!(a.report.trace_hash, b.report.trace_hash);
+            let calibrated = run::run(&s, &m, seed, RunOptions::default()).unwrap().report;
+            differs |= calibrated.trace_hash != a.report.trace_hash;
+        }
+        assert!(differs, "{name} changed nothing on seeds 0..5");
+    }
+    for name in ["edges", "pct"] {
+        let per_jobs: Vec<(String, String)> = ["1", "2"]
+            .iter()
+            .map(|j| {
+                let args = [
+                    "sweep",
+                    RACE,
+                    "--model",
+                    "check-first",
+                    "--seeds",
+                    "0..60",
+                    "--explore",
+                    name,
+                    "--jobs",
+                    j,
+                    "--per-seed",
+                    "-",
+                    "-q",
+                ];
+                let (code, out, err) = idemsim(&args);
+                assert_eq!(code, 1, "{err}");
+                // The report (stderr here) without its speed line.
+                let report: Vec<&str> = err.lines().filter(|l| !l.contains("job(s)")).collect();
+                (out, report.join("\n"))
+            })
+            .collect();
+        assert_eq!(per_jobs[0], per_jobs[1], "{name}");
+    }
+}
+
+/// The runs until the first duplicate row on the teaching race, seeds from 0 (None: not
+/// within 200).
+fn runs_to_race(explore: Option<&str>) -> Option<u64> {
+    let (s, m) = (sim(RACE), model("check-first"));
+    let opts = SweepOptions {
+        jobs: 2,
+        explore: explore.map(|e| Strategy::parse(e).unwrap()),
+        ..Default::default()
+    };
+    let cells = sweep::run_cells(&[s], &[m], Some(0..200), &opts, |_, _| {}).unwrap();
+    cells[0].violations.get("duplicate-row").map(|v| v.first_seed + 1)
+}
+
+/// (c) The teaching race is found in fewer runs by an exploring strategy than by the
+/// calibrated schedule (measured, not timed); the sweep says so in text and JSON.
+#[test]
+fn teaching_race_is_found_sooner_when_explored() {
+    let calibrated = runs_to_race(None).unwrap();
+    assert_eq!(calibrated, 14, "the calibrated race shows first on seed 13");
+    let explored: Vec<(&str, Option<u64>)> =
+        ["edges", "pct"].iter().map(|e| (*e, runs_to_race(Some(e)))).collect();
+    assert!(
+        explored.iter().any(|(_, r)| r.is_some_and(|r| r < calibrated)),
+        "calibrated {calibrated}, explored {explored:?}"
+    );
+    let (code, out, _) = idemsim(&[
+        "sweep",
+        RACE,
+        "--model",
+        "check-first",
+        "--seeds",
+        "0..50",
+        "--explore",
+        "edges",
+        "-q",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("idemsim sweep: sim check-first-race · model check-first · seeds 0..50")
+    );
+    assert!(out.lines().next().unwrap().ends_with("· explore edges"), "{out}");
+    assert!(out.contains("runs to first violation: "), "{out}");
+    assert!(out.contains("--seed 0 --explore edges --trace"), "{out}");
+    let (_, json, _) = idemsim(&[
+        "sweep",
+        RACE,
+        "--model",
+        "check-first",
+        "--seeds",
+        "0..50",
+        "--explore",
+        "pct",
+        "--json",
+        "-q",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["explore"], "pct");
+    assert!(v["runs_to_first"]["duplicate-row"].as_u64().is_some(), "{json}");
+    // A calibrated sweep's report has neither.
+    let (_, json, _) =
+        idemsim(&["sweep", RACE, "--model", "check-first", "--seeds", "0..20", "--json", "-q"]);
+    assert!(!json.contains("\"explore\"") && !json.contains("runs_to_first"));
+}
+
+/// (d) Exhaustive enumeration of the teaching race ends (the space of its first decisions
+/// is exhausted), finds the duplicate row under check-first, and none under transactional;
+/// the schedule it names replays the violation.
+#[test]
+fn exhaustive_teaching_race() {
+    let (s, st) = (sim(RACE), (10_000, 12));
+    let e = sweep::run_exhaustive(&s, &model("check-first"), 0, st, None).unwrap();
+    assert!(e.exhausted && e.schedules.len() < 10_000, "{} schedules", e.schedules.len());
+    assert_eq!(e.cell.runs, e.schedules.len() as u64);
+    let dup = &e.cell.violations["duplicate-row"];
+    let schedule = format!("exhaustive@{}", e.schedules[dup.first_seed as usize]);
+    let strategy = Strategy::parse(&schedule).unwrap();
+    let (again, _) =
+        run::run_explored(&s, &model("check-first"), 0, RunOptions::default(), Some(&strategy))
+            .unwrap();
+    assert!(again.report.violation_names().iter().any(|v| v.name() == "duplicate-row"));
+    let t = sweep::run_exhaustive(&s, &model("transactional"), 0, st, None).unwrap();
+    assert!(t.exhausted && t.cell.violations.is_empty() && t.cell.runs > 1);
+    let (code, out, _) =
+        idemsim(&["sweep", RACE, "--model", "check-first", "--explore", "exhaustive", "-q"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("space exhausted: all "), "{out}");
+    assert!(out.contains(&format!("--seed 0 --explore {schedule} --trace")), "{out}");
+    let (code, out, _) =
+        idemsim(&["sweep", RACE, "--model", "check-first", "--explore", "exhaustive:5", "-q"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("bound reached: 5 schedule(s) explored"), "{out}");
+}
+
+/// (e) A bad strategy is refused with exit 2, naming the valid ones; no panic.
+#[test]
+fn bad_strategies_are_refused() {
+    for bad in ["", "edge", "pct:d=0", "pct:x", "exhaustive:0", "exhaustive@!", "edges@1", "swarm"]
+    {
+        for cmd in ["run", "sweep"] {
+            let (code, out, err) =
+                idemsim(&[cmd, RACE, "--model", "check-first", "--explore", bad]);
+            assert_eq!(code, 2, "{cmd} --explore {bad:?}: {out}{err}");
+            assert!(err.contains("valid strategies: edges, pct"), "{err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    let (code, _, err) =
+        idemsim(&["sweep", RACE, "--model", "check-first", "--explore", "edges", "--shard", "0/2"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// `run --explore` names its strategy in the header, the JSON and the replay command, and
+/// PCT prints its bound; a calibrated run's report has none of it.
+#[test]
+fn explored_run_names_its_strategy() {
+    let (code, out, _) =
+        idemsim(&["run", RACE, "--model", "check-first", "--seed", "0", "--explore", "pct"]);
+    assert_eq!(code, 1, "{out}");
+    let first = out.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "idemsim run: sim check-first-race · model check-first · seed 0 · explore pct"
+    );
+    assert!(out.contains("PCT bound 1/(n·k^(d−1)) = "), "{out}");
+    assert!(out.contains("--seed 0 --explore pct --trace"), "{out}");
+    let (_, json, _) = idemsim(&[
+        "run",
+        RACE,
+        "--model",
+        "check-first",
+        "--seed",
+        "0",
+        "--explore",
+        "exhaustive",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["explore"], "exhaustive@0");
+    assert!(v["exploration"]["decisions"].as_u64().unwrap() > 0);
+    let (_, plain, _) = idemsim(&["run", RACE, "--model", "check-first", "--seed", "0", "--json"]);
+    assert!(!plain.contains("\"explore\"") && !plain.contains("exploration"));
+}

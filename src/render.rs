@@ -215,7 +215,7 @@ fn verdict_line(c: &Cell) -> String {
 
 /// The legend under the reference table.
 const REFERENCE_LEGEND: &str = "pass: the case's expectations held on every seed (as \
-     specified); FAIL k/n: they failed on k of n seeds. Whether a design is safe is the oracle's \
+     specified); FAIL k/n: they failed on k of n seeds (FAIL alone: on every seed). Whether a design is safe is the oracle's \
      verdict, below.\n";
 
 /// The text report of a sweep.

@@ -112,7 +112,7 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
             "{}<p>{} Bars: the share of seeds; * policy-permitted. Failing cells link to \
              their first failing seed's diagram.</p>{t}",
             esc(interrupted_note(cells).trim()),
-            esc(&SURVIVAL_LEGEND.replace('*', ""))
+            code_spans(&esc(&SURVIVAL_LEGEND.replace('*', "")))
         ),
     )];
     if figs.len() == MAX_DIAGRAMS {
@@ -181,4 +181,30 @@ fn failing_diagram(
         esc(&catalog::replay_for(s, m, seed))
     );
     Some((seed, (title, body)))
+}
+
+/// Markdown's code spans (`` `x` ``) in already escaped text as `<code>x</code>` (a legend
+/// shared with the Markdown table); an unpaired backtick stays as it is.
+fn code_spans(escaped: &str) -> String {
+    let parts: Vec<&str> = escaped.split('`').collect();
+    let mut out = String::new();
+    for (i, p) in parts.iter().enumerate() {
+        let last_unpaired = i == parts.len() - 1 && i % 2 == 1;
+        match (i % 2, last_unpaired) {
+            (1, false) => out.push_str(&format!("<code>{p}</code>")),
+            (1, true) => out.push_str(&format!("`{p}")),
+            _ => out.push_str(p),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn code_spans_become_code_elements_and_an_unpaired_backtick_stays() {
+        assert_eq!(super::code_spans("a `b` c `d` e"), "a <code>b</code> c <code>d</code> e");
+        assert_eq!(super::code_spans("a `b"), "a `b");
+        assert_eq!(super::code_spans("none"), "none");
+    }
 }

@@ -16,6 +16,7 @@ use crate::input::{InputError, parse_seeds};
 mod compare;
 mod complete;
 mod explain;
+mod explored;
 mod gate;
 mod list;
 mod matrix;
@@ -158,6 +159,11 @@ pub struct ShrinkArgs {
     /// that is not policy-permitted, else the first failed expectation.
     #[arg(long)]
     target: Option<String>,
+    /// Explore every run of the shrink with this strategy (`edges`, `pct`, `pct:d=N`, or one
+    /// exhaustive schedule `exhaustive@CHOICES`), as the run to shrink was found; the minimal
+    /// sim's replay command names it. See docs/hunt.md.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_explore)]
+    explore: Option<crate::explore::Strategy>,
 }
 
 #[derive(Args, Debug)]
@@ -190,6 +196,11 @@ pub struct ExplainArgs {
     /// (`-`: stdout), then say `written to FILE (N bytes)` on stderr.
     #[arg(short = 'o', long, value_name = "FILE")]
     out: Option<std::path::PathBuf>,
+    /// Explain an explored run (`edges`, `pct`, `pct:d=N`, `exhaustive@CHOICES`): the search,
+    /// the shrink, the other models and the contrast all run under this strategy, and every
+    /// command printed names it. See docs/hunt.md.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_explore)]
+    explore: Option<crate::explore::Strategy>,
 }
 
 #[derive(Args, Debug)]
@@ -360,6 +371,14 @@ pub struct MatrixArgs {
     html: Option<PathBuf>,
     #[command(flatten)]
     shard: ShardArgs,
+    /// Hunt instead of measuring rates: every cell explored with this strategy (`edges`,
+    /// `pct`, `pct:d=N` on each seed of its range; `exhaustive`, `exhaustive:BOUND` on its
+    /// first seed), reported as the violations found and the runs until each was first seen,
+    /// with a replay per cell. With --fail-on-violation, a bounded hunt for CI. See
+    /// docs/hunt.md.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_explore,
+          conflicts_with_all = ["shard", "markdown", "html"])]
+    explore: Option<crate::explore::Strategy>,
 }
 
 /// Run the CLI; returns the process exit code.

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::catalog;
+use crate::explore::Strategy;
 use crate::history::{Actor, Event, History, What};
 use crate::model::Model;
 use crate::picture::{self, esc, intent_of};
@@ -92,6 +93,9 @@ pub struct ExplainOptions {
     pub target: Option<Target>,
     /// The other models run on the minimal scenario (default: every model of the catalogue).
     pub others: Option<Vec<Arc<Model>>>,
+    /// Every run explored with this strategy (`--explore`), else calibrated: the search, the
+    /// shrink, the other models and the contrast, and every command printed names it.
+    pub explore: Option<Strategy>,
 }
 
 /// A failing run: the sim, the seed, its report and history, what it shows of the target.
@@ -114,10 +118,10 @@ impl Failure {
 fn run_with(
     sim: &Arc<Sim>,
     model: &Arc<Model>,
-    seed: u64,
+    (seed, ex): (u64, Option<&Strategy>),
     pick: impl Fn(&RunReport) -> Option<Hit>,
 ) -> Option<Failure> {
-    let out = run::run(sim, model, seed, RunOptions { keep_history: true }).ok()?;
+    let out = run::run_explored(sim, model, seed, RunOptions { keep_history: true }, ex).ok()?.0;
     let hit = pick(&out.report)?;
     Some(Failure { sim: sim.clone(), seed, history: out.history?, report: out.report, hit })
 }
@@ -129,7 +133,7 @@ fn find_failure(
     model: &Arc<Model>,
     sim: Option<&Arc<Sim>>,
     seed: Option<u64>,
-    target: Option<Target>,
+    (target, ex): (Option<Target>, Option<&Strategy>),
 ) -> Option<Failure> {
     let sims: Vec<Arc<Sim>> = match sim {
         Some(s) => vec![s.clone()],
@@ -147,7 +151,7 @@ fn find_failure(
             None => s.seeds.clone().take(SEARCH_SEEDS as usize).collect(),
         };
         for x in seeds {
-            let Some(f) = run_with(s, model, x, |r| match target {
+            let Some(f) = run_with(s, model, (x, ex), |r| match target {
                 Some(t) => t.hit(r),
                 None => Hit::first_violation(r).or_else(|| Hit::first_expectation(r)),
             }) else {
@@ -625,8 +629,8 @@ fn survivors(
     sim: &Arc<Sim>,
     window: u64,
     start: &Hit,
-    me: &str,
-    given: Option<&[Arc<Model>]>,
+    (me, given): (&str, Option<&[Arc<Model>]>),
+    ex: Option<&Strategy>,
 ) -> Vec<Other> {
     let models = match given {
         Some(g) => g.to_vec(),
@@ -637,12 +641,14 @@ fn survivors(
         .into_iter()
         .filter(|m| m.name != me && run::not_applicable(sim, m).is_none())
         .collect();
-    let Ok(cells) = sweep::run_matrix(
-        std::slice::from_ref(sim),
-        &models,
-        Some(0..window),
-        sweep::default_jobs(),
-    ) else {
+    let opts = sweep::SweepOptions {
+        jobs: sweep::default_jobs(),
+        explore: ex.cloned(),
+        ..Default::default()
+    };
+    let Ok(cells) =
+        sweep::run_cells(std::slice::from_ref(sim), &models, Some(0..window), &opts, |_, _| {})
+    else {
         return vec![];
     };
     let mut out = vec![];
@@ -652,7 +658,8 @@ fn survivors(
             Target::Violation(v) => counts.partition(|(n, _)| n.as_str() == v.name()),
             Target::Expectation(k) => {
                 let hits = (0..window)
-                    .filter_map(|s| run::run(sim, m, s, RunOptions::default()).ok())
+                    .filter_map(|s| run::run_explored(sim, m, s, RunOptions::default(), ex).ok())
+                    .map(|(o, _)| o)
                     .filter(|o| start.target().hit(&o.report).is_some())
                     .count() as u64;
                 let label = format!("expectation {}", k.name());
@@ -741,7 +748,7 @@ pub fn explain_with(
     seed: Option<u64>,
     opts: &ExplainOptions,
 ) -> Result<Explanation, shrink::ShrinkError> {
-    let Some(f) = find_failure(model, sim, seed, opts.target) else {
+    let Some(f) = find_failure(model, sim, seed, (opts.target, opts.explore.as_ref())) else {
         return Ok(nothing_found(model, sim, seed, opts.target));
     };
     let story = compute(model, f, opts);
@@ -783,8 +790,9 @@ fn nothing_found(
 }
 
 /// `{model} fails {sim} on seed {seed}: …` for the failure found.
-fn verdict_of(model: &Model, f: &Failure) -> String {
-    let head = format!("{} fails {} on seed {}", model.name, f.sim.name, f.seed);
+fn verdict_of(model: &Model, f: &Failure, ex: Option<&Strategy>) -> String {
+    let explored = ex.map_or(String::new(), |s| format!(" explored with {s}"));
+    let head = format!("{} fails {} on seed {}{explored}", model.name, f.sim.name, f.seed);
     match &f.hit {
         Hit::Violation(v) => {
             format!("{head}: {}, {} ({}).", v.name.name(), v.name.meaning(), v.detail)
@@ -806,9 +814,13 @@ fn keep_command(model: &Model, f: &Failure, opts: &ShrinkOptions, sim_path: &str
         Target::Violation(v) => format!("--violation {}", v.name()),
         Target::Expectation(k) => format!("--target expect:{}", k.name()),
     };
+    let explore = opts
+        .explore
+        .as_ref()
+        .map_or(String::new(), |s| format!(" --explore {}", shell_arg(&s.to_string())));
     format!(
         "mkdir -p sims/regress && {} shrink {} --model {} --seed {} --window {} --budget {} \
-         {follow} -o {}",
+         {follow}{explore} -o {}",
         catalog::invocation(),
         shell_arg(sim_path),
         shell_arg(&catalog::cli_name(model)),
@@ -823,20 +835,24 @@ fn keep_command(model: &Model, f: &Failure, opts: &ShrinkOptions, sim_path: &str
 /// survivor on the same schedule, and tell it on the run shown.
 fn compute(model: &Arc<Model>, f: Failure, eo: &ExplainOptions) -> Story {
     let sim_path = catalog::display_path(&f.sim.path);
-    let replay = catalog::replay_command(&sim_path, &catalog::cli_name(model), f.seed);
-    let verdict = verdict_of(model, &f);
+    let ex = eo.explore.as_ref();
+    let name = ex.map(|s| s.to_string());
+    let replay =
+        catalog::replay_explored(&sim_path, &catalog::cli_name(model), f.seed, name.as_deref());
+    let verdict = verdict_of(model, &f, ex);
     let target = f.hit.target();
     let opts = ShrinkOptions {
         window: 16,
         budget_runs: 20_000,
         target: Some(target),
+        explore: eo.explore.clone(),
         ..Default::default()
     };
     let minimal = minimal(model, &f, &opts, eo.others.as_deref());
-    let contrast = minimal.as_ref().and_then(contrast);
-    let failing_minimal = minimal
-        .as_ref()
-        .and_then(|m| run_with(&m.shrunk.sim, model, m.shrunk.seed, |r| m.shrunk.first.again(r)));
+    let contrast = minimal.as_ref().and_then(|m| contrast(m, ex));
+    let failing_minimal = minimal.as_ref().and_then(|m| {
+        run_with(&m.shrunk.sim, model, (m.shrunk.seed, ex), |r| m.shrunk.first.again(r))
+    });
     let keep = minimal.is_some().then(|| keep_command(model, &f, &opts, &sim_path));
     let following = f.hit.following();
     let found = Found { sim: f.sim.name.clone(), path: sim_path, seed: f.seed };
@@ -870,17 +886,18 @@ fn minimal(
 ) -> Option<Minimal> {
     let src = std::fs::read_to_string(&f.sim.path).unwrap_or_default();
     let shrunk = shrink::shrink(&f.sim.path, &src, model, Some(f.seed), opts).ok()?;
-    let others = survivors(&shrunk.sim, shrunk.window, &shrunk.first, &model.name, given);
+    let ex = opts.explore.as_ref();
+    let others = survivors(&shrunk.sim, shrunk.window, &shrunk.first, (&model.name, given), ex);
     Some(Minimal { shrunk, others })
 }
 
 /// The minimal scenario's schedule under a model that survives it (transactional if it does).
-fn contrast(m: &Minimal) -> Option<Contrast> {
+fn contrast(m: &Minimal, ex: Option<&Strategy>) -> Option<Contrast> {
     let pass: Vec<&Other> = m.others.iter().filter(|o| o.same.is_empty()).collect();
     let other = pass.iter().find(|o| o.model.name == "transactional").or(pass.first())?;
     let other = &other.model;
-    let o =
-        run::run(&m.shrunk.sim, other, m.shrunk.seed, RunOptions { keep_history: true }).ok()?;
+    let keep = RunOptions { keep_history: true };
+    let (o, _) = run::run_explored(&m.shrunk.sim, other, m.shrunk.seed, keep, ex).ok()?;
     Some(Contrast {
         model: other.name.clone(),
         fails: o.report.violations.iter().any(|v| !v.permitted)

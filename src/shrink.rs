@@ -50,11 +50,21 @@ pub struct ShrinkOptions {
     /// Counters bumped once per run, for a progress display (read only by the display: the
     /// shrink never reads them back, so they change nothing).
     pub progress: Option<Arc<crate::sweep::Progress>>,
+    /// Every run explored with this strategy (`--explore`; the minimal sim's replay names it),
+    /// else calibrated. Not a whole exhaustive space: one schedule, `exhaustive@CHOICES`.
+    pub explore: Option<crate::explore::Strategy>,
 }
 
 impl Default for ShrinkOptions {
     fn default() -> Self {
-        ShrinkOptions { window: 32, budget_runs: 50_000, target: None, file: None, progress: None }
+        ShrinkOptions {
+            window: 32,
+            budget_runs: 50_000,
+            target: None,
+            file: None,
+            progress: None,
+            explore: None,
+        }
     }
 }
 
@@ -67,8 +77,29 @@ impl ShrinkOptions {
         }
     }
 
+    /// One run of `sim` on `seed`, explored as asked (else calibrated).
+    pub fn run(
+        &self,
+        sim: &Arc<Sim>,
+        model: &Arc<Model>,
+        seed: u64,
+        opts: RunOptions,
+    ) -> Result<run::RunOutput, crate::world::RunError> {
+        Ok(run::run_explored(sim, model, seed, opts, self.explore.as_ref())?.0)
+    }
+
+    /// The strategy as a replay command names it (None: calibrated).
+    pub fn explore_name(&self) -> Option<String> {
+        self.explore.as_ref().map(|s| s.to_string())
+    }
+
     /// The window and the budget in their ranges, or what is wrong (flag and allowed range).
     pub fn check(&self) -> Result<(), String> {
+        if let Some(crate::explore::Strategy::Exhaustive { schedule: None, .. }) = &self.explore {
+            return Err("--explore exhaustive: a shrink explores one schedule: give it as \
+                        exhaustive@CHOICES (as an exhaustive sweep prints it)"
+                .into());
+        }
         if !(1..=MAX_WINDOW).contains(&self.window) {
             return Err(format!(
                 "--window {}: expected 1 to {MAX_WINDOW} seeds per candidate",
@@ -235,7 +266,7 @@ impl Search<'_> {
     /// Does `sim` fail as the starting run did on `seed` (no bound hit)?
     fn fails(&mut self, sim: &Arc<Sim>, seed: u64) -> bool {
         self.opts.count(&mut self.runs);
-        match run::run(sim, self.model, seed, RunOptions::default()) {
+        match self.opts.run(sim, self.model, seed, RunOptions::default()) {
             Ok(out) => out.report.bounds_hit.is_empty() && self.start.again(&out.report).is_some(),
             Err(_) => false,
         }
@@ -591,9 +622,8 @@ fn first_failure(
     // expectation when no target was asked for —).
     let try_seed = |s: u64, runs: &mut u64| -> Result<[Option<(Hit, f64)>; 2], ShrinkError> {
         opts.count(runs);
-        let out = run::run(original, model, s, RunOptions::default())
-            .map_err(|e| ShrinkError::Run(e.to_string()))?;
-        let r = &out.report;
+        let out = opts.run(original, model, s, RunOptions::default());
+        let r = &out.map_err(|e| ShrinkError::Run(e.to_string()))?.report;
         let found = |h: Option<Hit>| h.map(|h| (h, r.end_ms));
         Ok(match opts.target {
             Some(t) => [found(t.hit(r)), None],
@@ -699,14 +729,15 @@ fn provenance(path: &Path, search: &Search, f: &Found) -> String {
     // (left unquoted: it is for a reader to replace, not a shell to run).
     const PLACEHOLDER: &str = "THIS-FILE";
     let file = search.opts.file.as_deref().unwrap_or(PLACEHOLDER);
-    let mut replay =
-        crate::catalog::replay_command(file, &crate::catalog::cli_name(search.model), seed);
+    let explore = search.opts.explore_name();
+    let model = crate::catalog::cli_name(search.model);
+    let mut replay = crate::catalog::replay_explored(file, &model, seed, explore.as_deref());
     if search.opts.file.is_none() {
         replay = replay.replacen(PLACEHOLDER, "<this file>", 1);
     }
     format!(
         "# Shrunk by `idemsim shrink` (idemsim {}) from {} under model {}\n\
-         # {} · seed {seed0} → seed {seed} · fails on {failing}/{window} seeds 0..{window} \
+         # {}{} · seed {seed0} → seed {seed} · fails on {failing}/{window} seeds 0..{window} \
          (95% CI {:.0}%–{:.0}%)\n\
          # removed: {}\n\
          # {} runs{}\n\
@@ -715,6 +746,7 @@ fn provenance(path: &Path, search: &Search, f: &Found) -> String {
         printable(&crate::catalog::display_path(path)),
         printable(&search.model.name),
         printable(&search.start.following()),
+        explore.as_deref().map_or(String::new(), |s| format!(" · explore {s}")),
         100.0 * lo,
         100.0 * hi,
         if removed.is_empty() { "nothing".to_string() } else { printable(&removed.join(" · ")) },

@@ -30,7 +30,7 @@ pub(super) fn explain_cmd(args: ExplainArgs) -> anyhow::Result<i32> {
     {
         return Ok(code);
     }
-    let opts = ExplainOptions { target, others };
+    let opts = ExplainOptions { target, others, explore: args.explore.clone() };
     let e = crate::explain::explain_with(&model, sim.as_ref(), args.seed, &opts)?;
     let report =
         if args.json { format!("{}\n", serde_json::to_string_pretty(&e.json)?) } else { e.text };

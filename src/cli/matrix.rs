@@ -15,7 +15,7 @@ use crate::sweep::{self, Cell};
 use crate::{catalog, render};
 
 pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
-    let seeds = seed_arg(args.seeds)?;
+    let seeds = seed_arg(args.seeds.clone())?;
     let spec = shard_spec(&args.shard)?;
     // `--out` is the report (with --shard the shard file, stdout by default); `--html -`:
     // the page is stdout, so the tables go to stderr. Only one of them can be `-`.
@@ -25,11 +25,17 @@ pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
         (false, _) => args.shard.out.as_deref(),
     };
     let to_stderr = stdout_taken(&[("--out", out), ("--html", args.html.as_deref())])?;
+    if args.explore.is_some() {
+        super::sweep::refuse_explored_baseline(&args.gate)?;
+    }
     args.gate.preflight()?;
     let (sims, models) = load_matrix_inputs(&args.sims, &args.models)?;
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     let started = std::time::Instant::now();
     stop_on_interrupt();
+    if let Some(strategy) = &args.explore {
+        return hunt(&args, (&sims, &models), seeds, strategy, jobs);
+    }
     if let Some(spec) = spec {
         let bar = super::progress::Bar::start("matrix");
         let progress = Some(bar.counters());
@@ -61,6 +67,31 @@ pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
         return Ok(EXIT_INTERRUPTED);
     }
     args.gate.exit(&cells, !cells.iter().all(|c| c.passed), args.json || to_stderr)
+}
+
+/// `matrix --explore`: every cell hunted, reported as what was found and when.
+fn hunt(
+    args: &MatrixArgs,
+    (sims, models): (&[Arc<Sim>], &[Arc<Model>]),
+    seeds: Option<std::ops::Range<u64>>,
+    strategy: &crate::explore::Strategy,
+    jobs: usize,
+) -> anyhow::Result<i32> {
+    let hunted = super::explored::hunt(sims, models, seeds, strategy, jobs)?;
+    if interrupted() {
+        eprintln!("interrupted: the hunt covers only the runs that finished");
+    }
+    let text = if args.json {
+        super::explored::json(models, &hunted, strategy)
+    } else {
+        super::explored::text(args, &hunted, strategy, jobs)
+    };
+    emit_report(args.shard.out.as_deref(), false, &text)?;
+    if interrupted() {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    let cells: Vec<Cell> = hunted.into_iter().map(|h| h.cell).collect();
+    args.gate.exit(&cells, !cells.iter().all(|c| c.passed), args.json)
 }
 
 /// A matrix as `--json`, `--markdown` or the table.

@@ -33,6 +33,7 @@ pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
         target,
         file: file.clone(),
         progress: Some(bar.counters()),
+        explore: args.explore.clone(),
     };
     // Out of range: refused, naming the flag and its range (exit 2), never clamped.
     opts.check().map_err(anyhow::Error::msg)?;
@@ -51,7 +52,9 @@ pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
     match (&args.out, &file) {
         (Some(p), Some(f)) => {
             write_file(p, &s.text)?;
-            let replay = catalog::replay_command(f, &catalog::cli_name(&model), s.seed);
+            let explore = opts.explore_name();
+            let model = catalog::cli_name(&model);
+            let replay = catalog::replay_explored(f, &model, s.seed, explore.as_deref());
             println!("written to {}; replay: {}", printable(f), printable(&replay));
         }
         (Some(p), None) => write_file(p, &s.text)?,
@@ -91,9 +94,10 @@ fn shrunk_text(sim: &Sim, model: &Model, s: &Shrunk, opts: &ShrinkOptions) -> St
     };
     let _ = writeln!(
         out,
-        "shrunk {} under {} to a sim that {shows} on {}/{} seeds (first: seed {}):",
+        "shrunk {} under {}{} to a sim that {shows} on {}/{} seeds (first: seed {}):",
         printable(&sim.name),
         printable(&model.name),
+        opts.explore_name().map_or(String::new(), |s| format!(" (explore {s})")),
         s.failing_in_window,
         s.window,
         s.seed

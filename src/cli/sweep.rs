@@ -34,6 +34,9 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         ("--per-seed", args.per_seed.as_deref().filter(|_| to_stderr)),
         ("--out", out),
     ])?;
+    if args.explore.is_some() {
+        refuse_explored_baseline(&args.gate)?;
+    }
     args.gate.preflight()?;
     if let Some(code) = not_applicable_as(args.json.then_some("sweep"), to_stderr, &sim, &model) {
         return Ok(code);
@@ -47,6 +50,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         return exhaustive(&args, &sim, &model, range.start, (*bound, *depth));
     }
     let mut per_seed = PerSeed::create(args.per_seed.as_deref(), range.start)?;
+    per_seed.explore = args.explore.as_ref().map(|s| serde_json::json!(s.to_string()).to_string());
     let spec = shard_spec(&args.shard)?;
     let bar = super::progress::Bar::start("sweep");
     let opts = sweep::SweepOptions {
@@ -118,7 +122,7 @@ fn report(
 }
 
 /// What an explored sweep of seeds did, one line.
-fn explored_summary(s: &Strategy) -> String {
+pub(super) fn explored_summary(s: &Strategy) -> String {
     match s {
         Strategy::Edges => "explore edges: every timing draw at an end of its range (or within \
                             1 % of one) with probability 0.8, else uniform; each seed explored once"
@@ -129,6 +133,18 @@ fn explored_summary(s: &Strategy) -> String {
         ),
         Strategy::Exhaustive { .. } => String::new(),
     }
+}
+
+/// A baseline holds calibrated rates: an explored run is not compared with one (nor written
+/// as one). `--fail-on-violation` gates a hunt.
+pub(super) fn refuse_explored_baseline(gate: &super::gate::GateArgs) -> anyhow::Result<()> {
+    if gate.baseline.is_some() {
+        anyhow::bail!(
+            "--baseline compares calibrated rates, and an explored run's counts are not rates: \
+             gate a hunt with --fail-on-violation (see docs/hunt.md)"
+        );
+    }
+    Ok(())
 }
 
 /// Per violation, the runs until it was first seen (seeds run in order from `start`).
@@ -261,6 +277,8 @@ struct PerSeed {
     pending: BTreeMap<u64, String>,
     next_seed: u64,
     io_err: Option<std::io::Error>,
+    /// An explored sweep's strategy, as JSON: each line names it first.
+    explore: Option<String>,
 }
 
 impl PerSeed {
@@ -273,13 +291,23 @@ impl PerSeed {
             }
             Some(p) => Some(BufWriter::new(Box::new(open_stream(p)?) as Box<dyn Write>)),
         };
-        Ok(PerSeed { file, pending: Default::default(), next_seed: first, io_err: None })
+        Ok(PerSeed {
+            file,
+            pending: Default::default(),
+            next_seed: first,
+            io_err: None,
+            explore: None,
+        })
     }
 
     /// Seed `seed`'s line: written, with the lines it was holding up, once its turn comes.
     fn line(&mut self, seed: u64, line: &str) {
         let Some(f) = self.file.as_mut() else { return };
-        self.pending.insert(seed, line.to_string());
+        let line = match (&self.explore, line.strip_prefix('{')) {
+            (Some(s), Some(rest)) => format!("{{\"explore\":{s},{rest}"),
+            _ => line.to_string(),
+        };
+        self.pending.insert(seed, line);
         while let Some(line) = self.pending.remove(&self.next_seed) {
             if let Err(e) = writeln!(f, "{line}") {
                 self.io_err.get_or_insert(e);

@@ -82,6 +82,7 @@ fn the_teaching_demo_is_snapshotted() {
     let opts = explain::ExplainOptions {
         target: None,
         others: Some(TEACHING_OTHERS.iter().map(|m| model(m)).collect()),
+        ..Default::default()
     };
     let e = explain::explain_with(&model("check-first"), None, None, &opts).unwrap();
     let took = started.elapsed();

@@ -63,7 +63,11 @@ fn a_failed_status_is_shrunk_and_explained() {
         s.text.contains("# the failed expectation status (`second.status`: expected 422, got 400)")
     );
 
-    let opts = ExplainOptions { target: None, others: others(&["transactional", "no-key"]) };
+    let opts = ExplainOptions {
+        target: None,
+        others: others(&["transactional", "no-key"]),
+        ..Default::default()
+    };
     let e = explain::explain_with(&model("stripe-v1"), Some(&sim(CASE_03)), None, &opts).unwrap();
     assert!(e.failed);
     assert!(
@@ -92,7 +96,7 @@ fn a_failed_end_state_is_shrunk_and_explained() {
     let c = still_fails(&s, "check-first");
     assert_eq!((c.what.as_str(), c.expected.as_str(), c.actual.as_str()), ("rows", "1", "2"));
 
-    let opts = ExplainOptions { target: None, others: others(&["no-key"]) };
+    let opts = ExplainOptions { target: None, others: others(&["no-key"]), ..Default::default() };
     let e = explain::explain_with(&model("check-first"), Some(&sim(BOOKING)), None, &opts).unwrap();
     assert!(e.text.contains("following: the failed expectation rows (`rows`: expected 1, got 2)"));
     assert!(e.text.contains("The attempts of every request:"), "{}", e.text);
@@ -120,6 +124,7 @@ fn a_violation_comes_first_and_a_target_picks_an_expectation() {
     let opts = ExplainOptions {
         target: Some(Target::Expectation(kind)),
         others: others(&["transactional"]),
+        ..Default::default()
     };
     let e =
         explain::explain_with(&model("check-first"), Some(&sim(race)), Some(13), &opts).unwrap();
@@ -225,7 +230,11 @@ fn explain_json_validates_against_its_schema() {
     assert!(v["minimal"]["others"].as_array().unwrap().len() == 2);
 
     let race = sim("sims/teaching/check-first-race.toml");
-    let opts = ExplainOptions { target: None, others: others(&["transactional", "no-key"]) };
+    let opts = ExplainOptions {
+        target: None,
+        others: others(&["transactional", "no-key"]),
+        ..Default::default()
+    };
     let e = explain::explain_with(&model("check-first"), Some(&race), Some(13), &opts).unwrap();
     validate(&schema, &schema, &e.json, "$").unwrap();
     assert_eq!(e.json["target"]["kind"], "violation");

@@ -35,6 +35,8 @@ const COMMANDS: &[(&str, &[&str])] = &[
         ],
     ),
     ("sweep", &["merge", "{dir}/one", "--json"]),
+    ("matrix", &["matrix", "--sims", "check-first-race", "--explore", "pct", "--json"]),
+    ("matrix", &["matrix", "--sims", "check-first-race", "--explore", "exhaustive:40", "--json"]),
     (
         "matrix",
         &[

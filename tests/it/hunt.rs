@@ -227,3 +227,21 @@ fn per_seed_lines_name_the_strategy() {
     }
     let _ = root();
 }
+
+/// Snapshots of explored runs (CI regression): the teaching race under PCT (the run, its
+/// change points and bound, its trace) and a rare cell hunted with `edges` (clock-skew ×
+/// transactional-async: lost-effect on about 1 calibrated seed in 200 to 500).
+#[test]
+fn explored_runs_are_snapshotted() {
+    let (_, race, err) = idemsim(&[
+        "run", RACE, "--model", "check-first", "--seed", "0", "--explore", "pct", "--trace",
+    ]);
+    assert!(race.contains("explore pct:"), "{race}{err}");
+    super::snapshot("explore__check-first-race__check-first__pct__0", &race);
+    let (_, rare, err) = idemsim(&[
+        "sweep", "clock-skew", "--model", "transactional-async", "--seeds", "0..200", "--jobs",
+        "2", "--explore", "edges", "-q",
+    ]);
+    assert!(rare.contains("lost-effect"), "{rare}{err}");
+    super::snapshot("explore__clock-skew__transactional-async__edges", &rare);
+}

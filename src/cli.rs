@@ -243,7 +243,8 @@ pub struct RunArgs {
     #[arg(long = "fail-on-violation")]
     fail_on_violation: bool,
     /// Explore instead of drawing the calibrated schedule (named in the report and its
-    /// replay): `edges` (timing draws at their range's ends), `pct` or `pct:d=N`
+    /// replay): `edges` (timing draws at their range's ends), `swarm` (edges with a random
+    /// subset of the fault kinds on), `pct` or `pct:d=N`
     /// (probabilistic concurrency testing, depth N), `exhaustive@CHOICES` (one exhaustive
     /// schedule, as a sweep prints it). See docs/hunt.md.
     #[arg(long, value_name = "STRATEGY", value_parser = parse_explore)]
@@ -279,7 +280,7 @@ pub struct SweepArgs {
     gate: gate::GateArgs,
     #[command(flatten)]
     shard: ShardArgs,
-    /// Explore to find a violation rather than measure its rate: `edges`, `pct`, `pct:d=N`
+    /// Explore to find a violation rather than measure its rate: `edges`, `swarm`, `pct`, `pct:d=N`
     /// (each seed of the range explored, with the runs until each violation was first seen),
     /// or `exhaustive`, `exhaustive:BOUND` (every combination of the world's decisions on the
     /// range's first seed, depth first, up to BOUND schedules, default 10000). Named in the

@@ -9,7 +9,7 @@
 use std::fmt;
 
 /// The strategies, as `--explore` accepts them (for error messages and help).
-pub const STRATEGIES: &str = "edges, pct, pct:d=N (N from 1 to 8), exhaustive, exhaustive:BOUND \
+pub const STRATEGIES: &str = "edges, swarm, pct, pct:d=N (N from 1 to 8), exhaustive, exhaustive:BOUND \
                               (1 to 1000000), exhaustive:depth=D (1 to 64), \
                               exhaustive:BOUND:depth=D, exhaustive@CHOICES (one schedule, as \
                               printed)";
@@ -34,6 +34,10 @@ pub enum Strategy {
     /// Every timing draw takes an end of its range (or a point within 1 % of one) with
     /// probability 0.8, else a uniform point.
     Edges,
+    /// Swarm testing (Groce et al., ISSTA 2012): each run turns each fault kind the sim
+    /// configures on or off (even odds, from the seed by its own generator, [`swarm_subset`])
+    /// and draws its timing as [`Strategy::Edges`].
+    Swarm,
     /// Probabilistic concurrency testing of depth `depth`.
     Pct {
         /// The bug depth d: d − 1 priority change points.
@@ -70,6 +74,7 @@ impl Strategy {
         }
         match (name, arg) {
             ("edges", None) => Ok(Strategy::Edges),
+            ("swarm", None) => Ok(Strategy::Swarm),
             ("pct", None) => Ok(Strategy::Pct { depth: DEFAULT_DEPTH }),
             ("pct", Some(a)) => match a.strip_prefix("d=").and_then(|n| n.parse::<u32>().ok()) {
                 Some(d @ 1..=8) => Ok(Strategy::Pct { depth: d }),
@@ -89,7 +94,7 @@ impl Strategy {
     /// of the same seed).
     pub fn mode(&self, k: u64) -> Mode {
         match self {
-            Strategy::Edges => Mode::Edges,
+            Strategy::Edges | Strategy::Swarm => Mode::Edges,
             Strategy::Pct { depth } => Mode::Pct { depth: *depth, k },
             Strategy::Exhaustive { schedule, .. } => {
                 Mode::Choices(schedule.clone().unwrap_or_default())
@@ -103,6 +108,7 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Strategy::Edges => f.write_str("edges"),
+            Strategy::Swarm => f.write_str("swarm"),
             Strategy::Pct { depth } if *depth == DEFAULT_DEPTH => f.write_str("pct"),
             Strategy::Pct { depth } => write!(f, "pct:d={depth}"),
             Strategy::Exhaustive { schedule: Some(c), .. } => {
@@ -155,6 +161,25 @@ fn parse_choices(s: &str) -> Option<Vec<u8>> {
         return None;
     }
     s.chars().map(|ch| ch.to_digit(36).map(|d| d as u8)).collect()
+}
+
+/// Swarm's subset for one seed: each of `kinds` (in order) with whether it is on, each on with
+/// probability 1/2. Drawn by splitmix64 from the seed, never from madsim's rng: choosing the
+/// subset does not move the run's own stream of draws, and (seed, kinds) alone decide it.
+pub fn swarm_subset(seed: u64, kinds: &[&'static str]) -> Vec<(&'static str, bool)> {
+    // A fixed offset so that seed 0 does not start the generator at 0.
+    let mut state = seed ^ 0x5357_4152_4d00_0001;
+    kinds.iter().map(|k| (*k, splitmix64(&mut state) >> 63 == 1)).collect()
+}
+
+/// One step of splitmix64 (Steele, Lea and Flood, OOPSLA 2014): a small, well-mixed
+/// generator, deterministic on every platform.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// What a run's explorer is told to do.
@@ -223,6 +248,7 @@ mod tests {
     fn strategies_parse_and_print_back() {
         for s in [
             "edges",
+            "swarm",
             "pct",
             "pct:d=2",
             "exhaustive",
@@ -244,6 +270,8 @@ mod tests {
             "exhaustive:depth=0",
             "exhaustive:1:2",
             "edges@1",
+            "swarm:1",
+            "swarm@1",
             "x@!",
         ] {
             let e = Strategy::parse(bad).unwrap_err();
@@ -262,5 +290,16 @@ mod tests {
         assert_eq!(e.next_schedule(12), None);
         assert_eq!(show_choices(&[0, 1, 0, 0]), "01");
         assert_eq!(show_choices(&[0, 0]), "0");
+    }
+
+    #[test]
+    fn swarm_subsets_are_fixed_by_the_seed_and_vary_over_seeds() {
+        let kinds = ["a", "b", "c"];
+        assert_eq!(swarm_subset(7, &kinds), swarm_subset(7, &kinds));
+        assert!(swarm_subset(7, &[]).is_empty());
+        let on: Vec<usize> =
+            (0..3).map(|i| (0..64).filter(|s| swarm_subset(*s, &kinds)[i].1).count()).collect();
+        // Even odds: each kind on in about half of 64 seeds.
+        assert!(on.iter().all(|n| (16..=48).contains(n)), "{on:?}");
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 pub use crate::world::RunError;
 
-use crate::explore::{Explored, Mode, Strategy, pct_bound};
+use crate::explore::{Explored, Mode, Strategy, pct_bound, swarm_subset};
 use crate::history::History;
 use crate::model::{Model, Step};
 use crate::report::{Observation, RecordState, RunReport};
@@ -51,6 +51,9 @@ pub struct ExploreNote {
     pub explored: Explored,
     /// PCT: the decisions of the calibrated run of the same seed (k).
     pub k: u64,
+    /// Swarm: each fault kind the sim configures ([`crate::scenario::Faults::kinds`]) and
+    /// whether this run had it on (empty: the sim configures none, or not swarm).
+    pub swarm: Vec<(&'static str, bool)>,
 }
 
 impl ExploreNote {
@@ -72,6 +75,7 @@ impl ExploreNote {
         let e = &self.explored;
         match &self.strategy {
             Strategy::Edges => format!("explore edges: {} timing decision(s) taken", e.decisions),
+            Strategy::Swarm => self.swarm_line(),
             Strategy::Pct { depth } => {
                 let bound = pct_bound(e.tasks, self.k, *depth)
                     .map_or(String::new(), |b| format!(" · PCT bound 1/(n·k^(d−1)) = {b:.2e}"));
@@ -89,10 +93,50 @@ impl ExploreNote {
             ),
         }
     }
+
+    /// The fault kinds this swarm run had on (`on`) or off.
+    pub fn swarm_kinds(&self, on: bool) -> Vec<&'static str> {
+        self.swarm.iter().filter(|(_, o)| *o == on).map(|(k, _)| *k).collect()
+    }
+
+    /// Swarm's line: the fault kinds on and off, and the timing decisions taken at the edges.
+    fn swarm_line(&self) -> String {
+        let d = self.explored.decisions;
+        if self.swarm.is_empty() {
+            return format!(
+                "explore swarm: the sim configures no random fault kind: edges only, {d} timing \
+                 decision(s) taken"
+            );
+        }
+        let list = |on| match self.swarm_kinds(on) {
+            v if v.is_empty() => "none".to_string(),
+            v => v.join(" "),
+        };
+        format!(
+            "explore swarm: fault kinds on: {} · off: {} (each on with probability 1/2 from the \
+             seed; rates as configured) · {d} timing decision(s) taken at the edges",
+            list(true),
+            list(false)
+        )
+    }
+}
+
+/// The sim a swarm run of `seed` runs: its fault kinds each on or off ([`swarm_subset`]), the
+/// kinds off zeroed ([`crate::scenario::Faults::without`]), and the subset.
+fn swarm_sim(sim: &Arc<Sim>, seed: u64) -> (Arc<Sim>, Vec<(&'static str, bool)>) {
+    let subset = swarm_subset(seed, &sim.faults.kinds());
+    let off: Vec<&str> = subset.iter().filter(|(_, on)| !on).map(|(k, _)| *k).collect();
+    if off.is_empty() {
+        return (Arc::clone(sim), subset);
+    }
+    let mut swarmed = Sim::clone(sim);
+    swarmed.faults = sim.faults.without(&off);
+    (Arc::new(swarmed), subset)
 }
 
 /// [`run`] with an explorer: `strategy` None is exactly [`run`]. PCT first runs the
 /// calibrated run of the same seed to count its decisions (k), so (strategy, seed) replays.
+/// Swarm runs the sim with the seed's subset of fault kinds ([`swarm_sim`]).
 pub fn run_explored(
     sim: &Arc<Sim>,
     model: &Arc<Model>,
@@ -108,10 +152,14 @@ pub fn run_explored(
         }
         _ => 0,
     };
-    let sim_out = world::simulate(sim, model, seed, opts.keep_history, Some(strategy.mode(k)))?;
+    let (sim, swarm) = match strategy {
+        Strategy::Swarm => swarm_sim(sim, seed),
+        _ => (Arc::clone(sim), Vec::new()),
+    };
+    let sim_out = world::simulate(&sim, model, seed, opts.keep_history, Some(strategy.mode(k)))?;
     let explored = sim_out.explored.unwrap_or_default();
-    let report = judge(sim, model, seed, sim_out.observation);
-    let note = ExploreNote { strategy: strategy.clone(), explored, k };
+    let report = judge(&sim, model, seed, sim_out.observation);
+    let note = ExploreNote { strategy: strategy.clone(), explored, k, swarm };
     Ok((RunOutput { report, history: sim_out.history }, Some(note)))
 }
 

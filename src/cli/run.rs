@@ -76,6 +76,10 @@ fn explore_json(v: &mut serde_json::Value, n: &ExploreNote) {
         x["change_points"] = serde_json::to_value(&e.change_points).unwrap_or_default();
         x["pct_bound"] = crate::explore::pct_bound(e.tasks, n.k, depth).into();
     }
+    if let crate::explore::Strategy::Swarm = n.strategy {
+        x["faults_on"] = n.swarm_kinds(true).into();
+        x["faults_off"] = n.swarm_kinds(false).into();
+    }
     if let crate::explore::Strategy::Exhaustive { .. } = n.strategy {
         x["schedule_decisions"] = e.taken.len().into();
     }

@@ -127,6 +127,9 @@ pub(super) fn explored_summary(s: &Strategy) -> String {
         Strategy::Edges => "explore edges: every timing draw at an end of its range (or within \
                             1 % of one) with probability 0.8, else uniform; each seed explored once"
             .into(),
+        Strategy::Swarm => "explore swarm: per seed, each fault kind the sim configures on or off \
+                             (even odds, from the seed; rates as configured), timing draws as edges"
+            .into(),
         Strategy::Pct { depth } => format!(
             "explore {s}: PCT of depth {depth} on every seed (client copies as tasks, k from each \
              seed's calibrated run; `run --explore {s} --json` prints a seed's bound)"

@@ -508,7 +508,66 @@ pub enum CrashSignal {
     Silence,
 }
 
+/// A fault rate's place in [`Faults`], for [`Faults::kinds`] and [`Faults::without`].
+type RateField = fn(&mut Faults) -> &mut f64;
+
+/// Every per-message or per-step fault rate, by the name `describe` prints.
+const RATE_KINDS: [(&str, RateField); 17] = [
+    ("request_drop", |f| &mut f.request_drop),
+    ("reply_drop", |f| &mut f.reply_drop),
+    ("reply_drop_after_commit", |f| &mut f.reply_drop_after_commit),
+    ("duplicate", |f| &mut f.duplicate),
+    ("delay", |f| &mut f.delay),
+    ("crash", |f| &mut f.crash),
+    ("commit_lost", |f| &mut f.commit_lost),
+    ("effects.drop", |f| &mut f.effects.drop),
+    ("effects.ack_drop", |f| &mut f.effects.ack_drop),
+    ("effects.duplicate", |f| &mut f.effects.duplicate),
+    ("effects.error_after_success", |f| &mut f.effects.error_after_success),
+    ("effects.delay", |f| &mut f.effects.delay),
+    ("effects.decline", |f| &mut f.effects.decline),
+    ("cache.unavailable", |f| &mut f.cache.unavailable),
+    ("cache.evict", |f| &mut f.cache.evict),
+    ("cache.restart", |f| &mut f.cache.restart),
+    ("cache.reply_drop", |f| &mut f.cache.reply_drop),
+];
+
 impl Faults {
+    /// The kinds of fault this sim configures, in a fixed order: every nonzero rate (by the
+    /// name `describe` prints), `gc` when the key collector runs and `partitions` when there
+    /// is a `[[partition]]` window. Scripted `[[inject]]`s and `[[action]]`s are not kinds:
+    /// they are the scenario a sim is about, not random faults (swarm testing toggles kinds).
+    pub fn kinds(&self) -> Vec<&'static str> {
+        let mut f = self.clone();
+        let mut v: Vec<&'static str> =
+            RATE_KINDS.iter().filter(|(_, r)| *r(&mut f) > 0.0).map(|(n, _)| *n).collect();
+        if self.gc_every_us.is_some() {
+            v.push("gc");
+        }
+        if !self.partitions.is_empty() {
+            v.push("partitions");
+        }
+        v
+    }
+
+    /// These faults with the named kinds ([`Faults::kinds`]) off: their rates zero, no key
+    /// collector (`gc`), no partition windows (`partitions`); unknown names are ignored.
+    pub fn without(&self, kinds: &[&str]) -> Faults {
+        let mut f = self.clone();
+        for (n, r) in RATE_KINDS {
+            if kinds.contains(&n) {
+                *r(&mut f) = 0.0;
+            }
+        }
+        if kinds.contains(&"gc") {
+            f.gc_every_us = None;
+        }
+        if kinds.contains(&"partitions") {
+            f.partitions.clear();
+        }
+        f
+    }
+
     /// The knobs that are set, for run headers: `reply_drop=0.2 crash=0.01 ...`.
     pub fn describe(&self) -> String {
         let mut v = Vec::new();

@@ -197,13 +197,14 @@ fn exhaustive_teaching_race() {
 /// (e) A bad strategy is refused with exit 2, naming the valid ones; no panic.
 #[test]
 fn bad_strategies_are_refused() {
-    for bad in ["", "edge", "pct:d=0", "pct:x", "exhaustive:0", "exhaustive@!", "edges@1", "swarm"]
+    for bad in
+        ["", "edge", "pct:d=0", "pct:x", "exhaustive:0", "exhaustive@!", "edges@1", "swarm:1"]
     {
         for cmd in ["run", "sweep"] {
             let (code, out, err) =
                 idemsim(&[cmd, RACE, "--model", "check-first", "--explore", bad]);
             assert_eq!(code, 2, "{cmd} --explore {bad:?}: {out}{err}");
-            assert!(err.contains("valid strategies: edges, pct"), "{err}");
+            assert!(err.contains("valid strategies: edges, swarm, pct"), "{err}");
             assert!(!err.contains("panicked"), "{err}");
         }
     }
@@ -242,4 +243,89 @@ fn explored_run_names_its_strategy() {
     assert!(v["exploration"]["decisions"].as_u64().unwrap() > 0);
     let (_, plain, _) = idemsim(&["run", RACE, "--model", "check-first", "--seed", "0", "--json"]);
     assert!(!plain.contains("\"explore\"") && !plain.contains("exploration"));
+}
+
+const WEBHOOKS: &str = "sims/catalogue/webhook-redelivery.toml";
+
+/// The trace line that shows each of the webhook sim's fault kinds firing.
+const FIRES: &[(&str, &str)] = &[
+    ("duplicate", "fault: request resent by a proxy"),
+    ("delay", "fault: message delayed"),
+    ("crash", "fault: crash "),
+];
+
+/// (f) Swarm: `swarm` parses and prints back; the seed alone fixes the subset and the trace
+/// (twice the same); over seeds 0..64 every fault kind of a sim with three is both on and
+/// off, a kind off never fires in the trace and a kind on fires on some seed; the report's
+/// explore line and JSON name the kinds on and off.
+#[test]
+fn swarm_turns_fault_kinds_on_and_off_by_seed() {
+    let st = Strategy::parse("swarm").unwrap();
+    assert_eq!(st.to_string(), "swarm");
+    let (s, m) = (sim(WEBHOOKS), model("transactional"));
+    assert_eq!(s.faults.kinds(), ["duplicate", "delay", "crash"]);
+    let mut seen: Vec<(bool, bool, bool)> = vec![(false, false, false); FIRES.len()];
+    for seed in 0..64 {
+        let opts = RunOptions { keep_history: true };
+        let (a, note) = run::run_explored(&s, &m, seed, opts, Some(&st)).unwrap();
+        let (b, again) = run::run_explored(&s, &m, seed, opts, Some(&st)).unwrap();
+        let (note, again) = (note.unwrap(), again.unwrap());
+        assert_eq!(note.swarm, again.swarm, "seed {seed}");
+        let trace = a.history.unwrap().render();
+        assert_eq!(trace, b.history.unwrap().render(), "seed {seed}");
+        assert_eq!(a.report.trace_hash, b.report.trace_hash);
+        for (i, (kind, line)) in FIRES.iter().enumerate() {
+            let on = note.swarm.iter().find(|(k, _)| k == kind).unwrap().1;
+            let fired = trace.contains(line);
+            assert!(on || !fired, "seed {seed}: {kind} is off and fired");
+            let (was_on, was_off, did_fire) = seen[i];
+            seen[i] = (was_on || on, was_off || !on, did_fire || fired);
+        }
+    }
+    for ((kind, _), &(on, off, fired)) in FIRES.iter().zip(&seen) {
+        assert!(on && off && fired, "{kind}: on {on}, off {off}, fired {fired} over 0..64");
+    }
+    let (_, json, _) = idemsim(&[
+        "run",
+        WEBHOOKS,
+        "--model",
+        "transactional",
+        "--seed",
+        "1",
+        "--explore",
+        "swarm",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["explore"], "swarm");
+    assert_eq!(v["exploration"]["faults_on"], serde_json::json!(["duplicate"]));
+    assert_eq!(v["exploration"]["faults_off"], serde_json::json!(["delay", "crash"]));
+    let (_, out, _) = idemsim(&[
+        "run",
+        WEBHOOKS,
+        "--model",
+        "transactional",
+        "--seed",
+        "1",
+        "--explore",
+        "swarm",
+    ]);
+    assert!(out.contains("explore swarm: fault kinds on: duplicate · off: delay crash"), "{out}");
+    assert!(out.lines().next().unwrap().ends_with("seed 1 · explore swarm"), "{out}");
+}
+
+/// (g) Swarm on a sim with no fault kind is edges, and says so: the same trace as `edges`.
+#[test]
+fn swarm_without_fault_kinds_is_edges() {
+    let (s, m) = (sim(RACE), model("check-first"));
+    assert!(s.faults.kinds().is_empty());
+    for seed in 0..3 {
+        let run = |name: &str| {
+            let st = Strategy::parse(name).unwrap();
+            run::run_explored(&s, &m, seed, RunOptions::default(), Some(&st)).unwrap()
+        };
+        let ((w, note), (e, _)) = (run("swarm"), run("edges"));
+        assert_eq!(w.report.trace_hash, e.report.trace_hash, "seed {seed}");
+        assert!(note.unwrap().line().contains("no random fault kind: edges only"));
+    }
 }

@@ -479,12 +479,7 @@ pub fn run_cells(
         keep_shard(&mut work, &mut cells, k, n);
     }
     if opts.coverage {
-        for w in &work {
-            let c = &mut cells[w.cell];
-            if c.applicable {
-                c.coverage = Some(crate::moments::empty(&w.sim, &w.model));
-            }
-        }
+        count_coverage(&work, &mut cells);
     }
     // Saturating: two cells of near 2^64 seeds pass u64::MAX (a count nobody finishes).
     let total = work.iter().fold(0u64, |t, w| t.saturating_add(w.seeds.end - w.seeds.start));
@@ -562,6 +557,17 @@ fn plan(
         }
     }
     (cells, work)
+}
+
+/// `--coverage`: every applicable cell counts its dangerous moments, from an empty coverage
+/// that knows which are possible for its (sim, model).
+fn count_coverage(work: &[Work], cells: &mut [Cell]) {
+    for w in work {
+        let c = &mut cells[w.cell];
+        if c.applicable {
+            c.coverage = Some(crate::moments::empty(&w.sim, &w.model));
+        }
+    }
 }
 
 /// A shard runs its slice of the flat (cell, seed) order: each cell keeps the part of its

@@ -82,8 +82,8 @@ impl Moment {
     pub fn meaning(self) -> &'static str {
         match self {
             Moment::LookupMissedInWindow => {
-                "a lookup missed while another execution of the key was between its own miss \
-                 (or claim) and its durable save"
+                "a lookup missed while another execution of the key was inside its check-to-save \
+                 window"
             }
             Moment::RetryWhileOriginalRan => {
                 "a retry or network duplicate arrived while an attempt of its request still ran"

@@ -146,14 +146,16 @@ pub(super) fn coverage_text(cell: &sweep::Cell) -> String {
     let width = all.iter().map(|(m, _)| m.name().len()).max().unwrap_or(0);
     for (m, s) in all.iter().filter(|(_, s)| s.possible) {
         let share = if cell.runs == 0 { 0.0 } else { 100.0 * s.seeds as f64 / cell.runs as f64 };
-        let _ =
-            writeln!(t, "  {:<width$}  {:>5} of {} ({share:.1} %)", m.name(), s.seeds, cell.runs);
-        let _ = writeln!(t, "  {:<width$}    {}", "", m.meaning());
+        let (name, n, runs) = (m.name(), s.seeds, cell.runs);
+        let _ = writeln!(t, "  {name:<width$}  {n:>5} of {runs} ({share:.1} %)");
+        let _ = writeln!(t, "      {}", m.meaning());
     }
     let impossible: Vec<&str> =
         all.iter().filter(|(_, s)| !s.possible).map(|(m, _)| m.name()).collect();
     if !impossible.is_empty() {
-        let _ = writeln!(t, "  not possible for this sim and model: {}", impossible.join(", "));
+        t.push_str("  not possible for this sim and model:\n");
+        let names = format!("      {}", impossible.join(", "));
+        let _ = writeln!(t, "{}", crate::text::wrap(&names, 96, "      ").trim_end());
     }
     let unreached: Vec<&str> = moments::unreached(cov).iter().map(|m| m.name()).collect();
     if unreached.is_empty() {

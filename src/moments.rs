@@ -591,7 +591,10 @@ mod tests {
     fn key_collected_while_retrying() {
         let gone = Collected { intent: "click".into(), key: "k1".into(), done: true, at_us: 10 };
         let later = vec![sent(0, 0, 1), sent(20, 0, 2)];
-        assert_eq!(reached_by(later, &[gone.clone()]), vec![Moment::KeyCollectedWhileRetrying]);
+        assert_eq!(
+            reached_by(later, std::slice::from_ref(&gone)),
+            vec![Moment::KeyCollectedWhileRetrying]
+        );
         let other_key = Collected { key: "k2".into(), ..gone.clone() };
         assert_eq!(reached_by(vec![sent(0, 0, 1), sent(20, 0, 2)], &[other_key]), vec![]);
         assert_eq!(reached_by(vec![sent(0, 0, 1), sent(5, 0, 2)], &[gone]), vec![]);

@@ -287,6 +287,12 @@ pub struct SweepArgs {
     /// report and in every replay command. See docs/hunt.md.
     #[arg(long, value_name = "STRATEGY", value_parser = parse_explore, conflicts_with = "shard")]
     explore: Option<crate::explore::Strategy>,
+    /// Count, per seed, the dangerous moments the runs reached (a lookup missed in another
+    /// execution's window, a retry while its original ran, a crash between an effect and its
+    /// commit …) and print which moments the model and the sim make possible and were never
+    /// reached (JSON: a `coverage` object per cell). See docs/coverage-moments.md.
+    #[arg(long)]
+    coverage: bool,
 }
 
 /// Running one shard of a sweep or matrix on a batch engine.
@@ -380,6 +386,12 @@ pub struct MatrixArgs {
     #[arg(long, value_name = "STRATEGY", value_parser = parse_explore,
           conflicts_with_all = ["shard", "markdown", "html"])]
     explore: Option<crate::explore::Strategy>,
+    /// Count, per seed, the dangerous moments the runs reached (a lookup missed in another
+    /// execution's window, a retry while its original ran, a crash between an effect and its
+    /// commit …) and print which moments the model and the sim make possible and were never
+    /// reached (JSON: a `coverage` object per cell). See docs/coverage-moments.md.
+    #[arg(long)]
+    coverage: bool,
 }
 
 /// Run the CLI; returns the process exit code.

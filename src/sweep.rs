@@ -65,6 +65,10 @@ pub struct Cell {
     /// Why the cell is `n/a`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Coverage of dangerous moments (`--coverage`): per moment, possible for the cell and
+    /// the seeds that reached it. None (and absent from shard files and JSON) without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<crate::moments::Coverage>,
     /// The seeds this cell ran when a shard ran a slice of the work (`--shard`).
     #[serde(skip)]
     pub covered: Option<Range<u64>>,
@@ -95,6 +99,7 @@ impl Cell {
             interrupted: false,
             applicable: reason.is_none(),
             reason,
+            coverage: None,
             covered: None,
         }
     }
@@ -153,6 +158,13 @@ impl Cell {
         }
     }
 
+    /// Count one seed's dangerous moments (`--coverage`; the seed itself is [`Cell::add`]ed).
+    pub(crate) fn add_moments(&mut self, reached: &[crate::moments::Moment]) {
+        if let Some(c) = self.coverage.as_mut() {
+            crate::moments::add(c, reached);
+        }
+    }
+
     /// Fold another part of this cell (other seeds) into it: commutative and associative, the
     /// monoid that workers and shards merge with.
     pub fn merge(&mut self, o: Cell) {
@@ -187,6 +199,9 @@ impl Cell {
         self.nondeterministic_seeds.extend(o.nondeterministic_seeds);
         self.interrupted |= o.interrupted;
         self.nondeterministic_seeds.sort_unstable();
+        if let Some(oc) = o.coverage {
+            crate::moments::merge(self.coverage.get_or_insert_with(Default::default), oc);
+        }
     }
 
     /// The cell's two verdicts (None when the sim does not apply): safe on every seed (no
@@ -370,6 +385,8 @@ pub struct SweepOptions {
     /// Explore every seed with this strategy (`--explore`; not `exhaustive`, which
     /// [`run_exhaustive`] enumerates). None: the calibrated runs.
     pub explore: Option<crate::explore::Strategy>,
+    /// Count the dangerous moments each seed reached (`--coverage`).
+    pub coverage: bool,
 }
 
 /// How far a sweep or matrix is: runs and cells done out of their totals. The workers bump
@@ -461,6 +478,9 @@ pub fn run_cells(
     if let Some((k, n)) = opts.shard {
         keep_shard(&mut work, &mut cells, k, n);
     }
+    if opts.coverage {
+        count_coverage(&work, &mut cells);
+    }
     // Saturating: two cells of near 2^64 seeds pass u64::MAX (a count nobody finishes).
     let total = work.iter().fold(0u64, |t, w| t.saturating_add(w.seeds.end - w.seeds.start));
     // Seeds left per cell, for the cells-done count (an n/a or empty cell is done already).
@@ -539,6 +559,17 @@ fn plan(
     (cells, work)
 }
 
+/// `--coverage`: every applicable cell counts its dangerous moments, from an empty coverage
+/// that knows which are possible for its (sim, model).
+fn count_coverage(work: &[Work], cells: &mut [Cell]) {
+    for w in work {
+        let c = &mut cells[w.cell];
+        if c.applicable {
+            c.coverage = Some(crate::moments::empty(&w.sim, &w.model));
+        }
+    }
+}
+
 /// A shard runs its slice of the flat (cell, seed) order: each cell keeps the part of its
 /// range that falls in shard `k` of `n`, and says so (`covered`).
 /// Positions in the flat order are u128: the cells' ranges may sum past `u64::MAX`.
@@ -574,22 +605,28 @@ fn job(work: &[Work], i: u64) -> Option<(usize, &Arc<Sim>, &Arc<Model>, u64)> {
     None
 }
 
-/// One seed of one cell (twice with `check_determinism`, comparing trace hashes).
+/// One seed of one cell (twice with `check_determinism`, comparing trace hashes), and with
+/// `opts.coverage` the dangerous moments it reached.
 fn run_seed(
     cell: usize,
     sim: &Arc<Sim>,
     model: &Arc<Model>,
     seed: u64,
     opts: &SweepOptions,
-) -> Result<SeedResult, RunError> {
+) -> Result<(SeedResult, Option<Vec<crate::moments::Moment>>), RunError> {
     let ex = opts.explore.as_ref();
-    let (out, _) = run::run_explored(sim, model, seed, RunOptions::default(), ex)?;
+    let (report, moments) = if opts.coverage {
+        let (report, m) = crate::moments::run_with_moments(sim, model, seed, ex)?;
+        (report, Some(m))
+    } else {
+        (run::run_explored(sim, model, seed, RunOptions::default(), ex)?.0.report, None)
+    };
     let mut nondeterministic = false;
     if opts.check_determinism {
         let (again, _) = run::run_explored(sim, model, seed, RunOptions::default(), ex)?;
-        nondeterministic = again.report.trace_hash != out.report.trace_hash;
+        nondeterministic = again.report.trace_hash != report.trace_hash;
     }
-    Ok(SeedResult { cell, seed, report: out.report, nondeterministic })
+    Ok((SeedResult { cell, seed, report, nondeterministic }, moments))
 }
 
 /// What every worker shares: the work, the next job's index, the seeds left per cell (for
@@ -618,7 +655,7 @@ fn worker(
         }
         let i = sh.next.fetch_add(1, Ordering::Relaxed);
         let Some((cell, sim, model, seed)) = job(sh.work, i) else { break };
-        let r = match run_seed(cell, sim, model, seed, opts) {
+        let (r, moments) = match run_seed(cell, sim, model, seed, opts) {
             Ok(r) => r,
             Err(e) => {
                 let _ = wtx.send(Err(e));
@@ -628,7 +665,11 @@ fn worker(
         if opts.per_seed {
             lines.push((seed, per_seed_line(&r, &sim.name, &model.name)));
         }
-        mine[cell].get_or_insert_with(|| sh.template[cell].clone()).add(&r);
+        let c = mine[cell].get_or_insert_with(|| sh.template[cell].clone());
+        c.add(&r);
+        if let Some(m) = &moments {
+            c.add_moments(m);
+        }
         if let Some(p) = &opts.progress {
             p.run_done();
             // `cell` is the work item's index too (`plan` makes one of each, in one order).

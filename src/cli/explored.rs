@@ -54,7 +54,7 @@ pub(super) fn hunt(
     sims: &[Arc<Sim>],
     models: &[Arc<Model>],
     seeds: Option<std::ops::Range<u64>>,
-    strategy: &Strategy,
+    (strategy, coverage): (&Strategy, bool),
     jobs: usize,
 ) -> anyhow::Result<Vec<Hunted>> {
     let Strategy::Exhaustive { bound, depth, .. } = strategy else {
@@ -63,6 +63,7 @@ pub(super) fn hunt(
             jobs,
             progress: Some(bar.counters()),
             explore: Some(strategy.clone()),
+            coverage,
             ..Default::default()
         };
         let cells = sweep::run_cells(sims, models, seeds.clone(), &opts, |_, _| {})?;

@@ -43,6 +43,7 @@ pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
             jobs,
             shard: Some((spec.k, spec.n)),
             progress,
+            coverage: args.coverage,
             ..Default::default()
         };
         let cells = sweep::run_cells(&sims, &models, seeds, &opts, |_, _| {})?;
@@ -53,12 +54,26 @@ pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
         // In shard mode a violation is a result: the engine must not retry the shard.
         return Ok(if interrupted() { EXIT_INTERRUPTED } else { EXIT_OK });
     }
-    let cells = super::progress::run_matrix("matrix", &sims, &models, seeds, jobs)?;
+    let cells = if args.coverage {
+        let bar = super::progress::Bar::start("matrix");
+        let opts = sweep::SweepOptions {
+            jobs,
+            progress: Some(bar.counters()),
+            coverage: true,
+            ..Default::default()
+        };
+        sweep::run_cells(&sims, &models, seeds, &opts, |_, _| {})?
+    } else {
+        super::progress::run_matrix("matrix", &sims, &models, seeds, jobs)?
+    };
     report_speed(&cells, started, jobs);
     if interrupted() {
         eprintln!("interrupted: the tables cover only the seeds that finished");
     }
-    let text = matrix_output(args.json, args.markdown, &sims, &models, &cells);
+    let mut text = matrix_output(args.json, args.markdown, &sims, &models, &cells);
+    if args.coverage && !args.json && !args.markdown {
+        text.push_str(&coverage_lines(&cells));
+    }
     emit_report(args.shard.out.as_deref(), to_stderr, &text)?;
     if let Some(p) = &args.html {
         write_output(p, &render::matrix_html(&sims, &models, &cells))?;
@@ -77,14 +92,19 @@ fn hunt(
     strategy: &crate::explore::Strategy,
     jobs: usize,
 ) -> anyhow::Result<i32> {
-    let hunted = super::explored::hunt(sims, models, seeds, strategy, jobs)?;
+    if args.coverage && matches!(strategy, crate::explore::Strategy::Exhaustive { .. }) {
+        anyhow::bail!("--coverage is not counted over exhaustive schedules: give a seed strategy");
+    }
+    let hunted = super::explored::hunt(sims, models, seeds, (strategy, args.coverage), jobs)?;
     if interrupted() {
         eprintln!("interrupted: the hunt covers only the runs that finished");
     }
     let text = if args.json {
         super::explored::json(models, &hunted, strategy)
     } else {
-        super::explored::text(args, &hunted, strategy, jobs)
+        let text = super::explored::text(args, &hunted, strategy, jobs);
+        let cells: Vec<Cell> = hunted.iter().map(|h| h.cell.clone()).collect();
+        if args.coverage { format!("{text}{}", coverage_lines(&cells)) } else { text }
     };
     emit_report(args.shard.out.as_deref(), false, &text)?;
     if interrupted() {
@@ -109,6 +129,28 @@ pub(super) fn matrix_output(
     } else {
         render::matrix_table(sims, models, cells)
     }
+}
+
+/// `--coverage`: one line per cell with the possible dangerous moments it never reached.
+fn coverage_lines(cells: &[Cell]) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::from(
+        "\ncoverage of dangerous moments: possible for the cell but reached on no seed\n",
+    );
+    let width = cells.iter().map(|c| (c.sim.len() + c.model.len()) + 3).max().unwrap_or(0);
+    for c in cells {
+        let Some(cov) = &c.coverage else { continue };
+        let unreached: Vec<&str> =
+            crate::moments::unreached(cov).iter().map(|m| m.name()).collect();
+        let cell = format!("{} × {}", c.sim, c.model);
+        let what = if unreached.is_empty() {
+            "every possible moment reached".to_string()
+        } else {
+            unreached.join(", ")
+        };
+        let _ = writeln!(t, "  {cell:<width$}  {what}");
+    }
+    t
 }
 
 /// The sims and models a matrix runs over.

@@ -44,8 +44,10 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
     let range = seeds.unwrap_or_else(|| sim.seeds.clone());
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);
     if let Some(Strategy::Exhaustive { bound, depth, .. }) = &args.explore {
-        if args.per_seed.is_some() || args.check_determinism {
-            anyhow::bail!("--explore exhaustive takes neither --per-seed nor --check-determinism");
+        if args.per_seed.is_some() || args.check_determinism || args.coverage {
+            anyhow::bail!(
+                "--explore exhaustive takes neither --per-seed, --check-determinism nor --coverage"
+            );
         }
         return exhaustive(&args, &sim, &model, range.start, (*bound, *depth));
     }
@@ -60,6 +62,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         per_seed: args.per_seed.is_some(),
         shard: spec.as_ref().map(|s| (s.k, s.n)),
         explore: args.explore.clone(),
+        coverage: args.coverage,
     };
     let started = std::time::Instant::now();
     stop_on_interrupt();
@@ -102,7 +105,22 @@ fn report(
         }
         let v = render::versioned("sweep", v);
         format!("{}\n", serde_json::to_string_pretty(&v)?)
-    } else if let Some(s) = &args.explore {
+    } else if args.coverage {
+        let text = text_report(args, (sim, model), cell, (start, jobs))?;
+        format!("{text}{}", coverage_text(cell))
+    } else {
+        text_report(args, (sim, model), cell, (start, jobs))?
+    })
+}
+
+/// A sweep's text report (explored or not), without coverage.
+fn text_report(
+    args: &SweepArgs,
+    (sim, model): (&Sim, &Model),
+    cell: &sweep::Cell,
+    (start, jobs): (u64, usize),
+) -> anyhow::Result<String> {
+    Ok(if let Some(s) = &args.explore {
         let name = s.to_string();
         let (sim_path, model_name) = (catalog::display_path(&sim.path), catalog::cli_name(model));
         let replay = |seed| catalog::replay_explored(&sim_path, &model_name, seed, Some(&name));
@@ -119,6 +137,41 @@ fn report(
     } else {
         render::sweep_text(sim, model, cell, jobs)
     })
+}
+
+/// `--coverage`: each dangerous moment the model and the sim make possible, with the seeds
+/// that reached it, and the possible ones never reached called out.
+pub(super) fn coverage_text(cell: &sweep::Cell) -> String {
+    use crate::moments;
+    use std::fmt::Write as _;
+    let Some(cov) = &cell.coverage else { return String::new() };
+    let mut t = String::from("\ncoverage of dangerous moments (seeds that reached each):\n");
+    let all = moments::in_order(cov);
+    let width = all.iter().map(|(m, _)| m.name().len()).max().unwrap_or(0);
+    for (m, s) in all.iter().filter(|(_, s)| s.possible) {
+        let share = if cell.runs == 0 { 0.0 } else { 100.0 * s.seeds as f64 / cell.runs as f64 };
+        let (name, n, runs) = (m.name(), s.seeds, cell.runs);
+        let _ = writeln!(t, "  {name:<width$}  {n:>5} of {runs} ({share:.1} %)");
+        let _ = writeln!(t, "      {}", m.meaning());
+    }
+    let impossible: Vec<&str> =
+        all.iter().filter(|(_, s)| !s.possible).map(|(m, _)| m.name()).collect();
+    if !impossible.is_empty() {
+        t.push_str("  not possible for this sim and model:\n");
+        let names = format!("      {}", impossible.join(", "));
+        let _ = writeln!(t, "{}", crate::text::wrap(&names, 96, "      ").trim_end());
+    }
+    let unreached: Vec<&str> = moments::unreached(cov).iter().map(|m| m.name()).collect();
+    if unreached.is_empty() {
+        t.push_str("every possible moment was reached on at least one seed\n");
+    } else {
+        let _ = writeln!(
+            t,
+            "this sweep never reached: {} (possible for this model)",
+            unreached.join(", ")
+        );
+    }
+    t
 }
 
 /// What an explored sweep of seeds did, one line.

@@ -234,13 +234,30 @@ fn per_seed_lines_name_the_strategy() {
 #[test]
 fn explored_runs_are_snapshotted() {
     let (_, race, err) = idemsim(&[
-        "run", RACE, "--model", "check-first", "--seed", "0", "--explore", "pct", "--trace",
+        "run",
+        RACE,
+        "--model",
+        "check-first",
+        "--seed",
+        "0",
+        "--explore",
+        "pct",
+        "--trace",
     ]);
     assert!(race.contains("explore pct:"), "{race}{err}");
     super::snapshot("explore__check-first-race__check-first__pct__0", &race);
     let (_, rare, err) = idemsim(&[
-        "sweep", "clock-skew", "--model", "transactional-async", "--seeds", "0..200", "--jobs",
-        "2", "--explore", "edges", "-q",
+        "sweep",
+        "clock-skew",
+        "--model",
+        "transactional-async",
+        "--seeds",
+        "0..200",
+        "--jobs",
+        "2",
+        "--explore",
+        "edges",
+        "-q",
     ]);
     assert!(rare.contains("lost-effect"), "{rare}{err}");
     super::snapshot("explore__clock-skew__transactional-async__edges", &rare);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 mod business;
 mod cli_conventions;
 mod conventions;
+mod coverage;
 mod dependencies;
 mod escaping;
 mod explain;

@@ -16,6 +16,7 @@ mod explore;
 mod fidelity;
 mod fuzz;
 mod hardening;
+mod hunt_bench;
 mod keystates;
 mod oracle_rules;
 mod real;

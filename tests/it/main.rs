@@ -18,6 +18,7 @@ mod fidelity;
 mod fuzz;
 mod hardening;
 mod hunt;
+mod hunt_bench;
 mod keystates;
 mod oracle_rules;
 mod real;

@@ -78,7 +78,7 @@ fn receives(w: &What) -> Option<u8> {
 /// lane, of the same attempt, that receives that kind of message. One pass over the events:
 /// each message waits under (destination, attempt, kind) until an event receives it, so a
 /// dropped message costs nothing more than one that arrived.
-fn arrivals(h: &History, shown: usize) -> BTreeMap<usize, Option<usize>> {
+pub(crate) fn arrivals(h: &History, shown: usize) -> BTreeMap<usize, Option<usize>> {
     type Waiting = BTreeMap<(Node, Option<Actor>, u8), Vec<usize>>;
     let mut out = BTreeMap::new();
     let mut waiting: Waiting = BTreeMap::new();
@@ -329,7 +329,7 @@ fn svg_events(o: &mut String, l: &Layout, h: &History, sim: &Sim, focus: Option<
 }
 
 /// Is the event a fault (drawn in red)?
-fn is_fault(w: &What) -> bool {
+pub(crate) fn is_fault(w: &What) -> bool {
     matches!(
         w,
         What::RequestDropped

@@ -17,6 +17,7 @@ mod fidelity;
 mod fuzz;
 mod hardening;
 mod keystates;
+mod lesson;
 mod oracle_rules;
 mod real;
 mod schemas;

@@ -229,7 +229,10 @@ fn vs_view(
         && !broken
     {
         w.closed = true;
-        w.label = format!("window closed by {}: nothing else acts between check and save", m.name);
+        w.label = format!(
+            "closed under {}: no other execution checked the key between this check and this save",
+            m.name
+        );
     }
     Ok(v)
 }

@@ -18,6 +18,7 @@ mod complete;
 mod explain;
 mod explored;
 mod gate;
+mod lesson;
 mod list;
 mod matrix;
 mod merge;
@@ -109,6 +110,11 @@ pub enum Command {
     /// Explain a model's failure in plain words (with only a model: its smallest failure
     /// among the shipped sims; `explain check-first` is the teaching demo).
     Explain(ExplainArgs),
+    /// A page a class steps through: the run on one time axis (a lane per client copy,
+    /// process and dependency), the race window, the violating step, the tables after each
+    /// step, explain's narrative, and the same schedule under the fix (default: the teaching
+    /// race, its first violating seed, transactional beside it).
+    Lesson(lesson::LessonArgs),
     /// Play a sim's client side for real against real server processes (a target in
     /// targets/, docs/targets.md), judged like a simulated run. Not deterministic.
     Real(crate::real::cmd::RealArgs),
@@ -431,6 +437,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Shrink(args)) => shrink::shrink_cmd(args),
         Some(Command::Merge(args)) => merge::merge_cmd(args),
         Some(Command::Explain(args)) => explain::explain_cmd(args),
+        Some(Command::Lesson(args)) => lesson::lesson_cmd(args),
         Some(Command::Compare(args)) => compare::compare_cmd(args),
         Some(Command::Completions(args)) => complete::completions(args),
         Some(Command::Man(args)) => complete::man(args),

@@ -99,23 +99,23 @@ pub struct ExplainOptions {
 }
 
 /// A failing run: the sim, the seed, its report and history, what it shows of the target.
-struct Failure {
-    sim: Arc<Sim>,
-    seed: u64,
-    report: RunReport,
-    history: History,
-    hit: Hit,
+pub(crate) struct Failure {
+    pub(crate) sim: Arc<Sim>,
+    pub(crate) seed: u64,
+    pub(crate) report: RunReport,
+    pub(crate) history: History,
+    pub(crate) hit: Hit,
 }
 
 impl Failure {
     /// The intent the story is about (none: a failed expectation on the end state).
-    fn intent(&self) -> Option<&str> {
+    pub(crate) fn intent(&self) -> Option<&str> {
         self.hit.intent(&self.sim)
     }
 }
 
 /// The run of `sim` on `seed` with its history, and what `pick` finds in its report.
-fn run_with(
+pub(crate) fn run_with(
     sim: &Arc<Sim>,
     model: &Arc<Model>,
     (seed, ex): (u64, Option<&Strategy>),
@@ -323,7 +323,7 @@ fn relay_sent_again(f: &Failure, model: &Model, id: i64, second: &Event) -> Stri
 
 /// What the second execution found when it checked the key (its last check before acting),
 /// and when the first saved it.
-fn check_and_save<'a>(
+pub(crate) fn check_and_save<'a>(
     h: &'a History,
     first: &Event,
     second: &Event,
@@ -420,7 +420,7 @@ fn key_missed(f: &Failure, model: &Model, first: &Event, second: &Event) -> Stri
 
 /// The failure's story in plain words: two executions and where they came from, or (for
 /// other violations and failed expectations) what the client saw against what happened.
-fn narrative(f: &Failure, model: &Model) -> String {
+pub(crate) fn narrative(f: &Failure, model: &Model) -> String {
     match &f.hit {
         Hit::Violation(v) => {
             let did = duplicated(f, v);
@@ -435,7 +435,7 @@ fn narrative(f: &Failure, model: &Model) -> String {
 
 /// The executions that did the duplicated thing (inserted the row, or had the effect
 /// performed), in order; empty for other violations.
-fn duplicated(f: &Failure, v: &Violation) -> Vec<Event> {
+pub(crate) fn duplicated(f: &Failure, v: &Violation) -> Vec<Event> {
     match v.name {
         ViolationKind::DuplicateRow | ViolationKind::ExpiredDuplicateRow => {
             doers(f, |w| matches!(w, What::RowInserted { .. })).into_iter().cloned().collect()

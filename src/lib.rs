@@ -50,6 +50,7 @@ pub mod compare;
 pub mod explain;
 pub mod explore;
 pub mod fuzz;
+pub mod lesson;
 pub mod moments;
 pub mod render;
 pub mod shard;

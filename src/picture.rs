@@ -1,7 +1,10 @@
 //! Pictures of one run that people look at: a standalone SVG space-time diagram (a lane per
-//! client, server process and dependency, one row per event, messages as arrows, dropped ones
-//! cut, resends marked, the race window shaded, the committed rows and key records as they
-//! change) and self-contained HTML pages around it. No JavaScript, no external assets.
+//! client, server process and dependency that acts, one row per event with time to scale and
+//! long idle gaps broken, each client copy in its own Okabe–Ito colour and shape, messages as
+//! arrows, dropped ones cut, resends marked, the race window shaded (or drawn closed when no
+//! other execution checked inside it), the violation named and ringed, the committed rows and
+//! key records as they change) and self-contained HTML pages around it. No JavaScript, no
+//! external assets.
 //!
 //! Pure functions of the typed history and the sim; the state column is derived from the
 //! events alone (rows and key records as committed: writes inside a transaction count at its
@@ -47,8 +50,13 @@ pub fn race_window(h: &History, sim: &Sim, intent: &str) -> Option<(usize, usize
 /// clients draws the few hundred its first events involve.
 fn lanes(h: &History, shown: usize) -> Vec<Node> {
     // `Node`'s order is the lanes' order: clients, servers, the receiver, control.
-    let nodes: BTreeSet<Node> =
-        h.events.iter().take(shown).flat_map(|e| std::iter::once(e.node).chain(e.to())).collect();
+    let nodes: BTreeSet<Node> = h
+        .events
+        .iter()
+        .take(shown)
+        .filter(|e| !bookkeeping(&e.what))
+        .flat_map(|e| std::iter::once(e.node).chain(e.to()))
+        .collect();
     nodes.into_iter().collect()
 }
 
@@ -78,7 +86,7 @@ fn receives(w: &What) -> Option<u8> {
 /// lane, of the same attempt, that receives that kind of message. One pass over the events:
 /// each message waits under (destination, attempt, kind) until an event receives it, so a
 /// dropped message costs nothing more than one that arrived.
-fn arrivals(h: &History, shown: usize) -> BTreeMap<usize, Option<usize>> {
+pub(crate) fn arrivals(h: &History, shown: usize) -> BTreeMap<usize, Option<usize>> {
     type Waiting = BTreeMap<(Node, Option<Actor>, u8), Vec<usize>>;
     let mut out = BTreeMap::new();
     let mut waiting: Waiting = BTreeMap::new();
@@ -104,20 +112,49 @@ fn arrivals(h: &History, shown: usize) -> BTreeMap<usize, Option<usize>> {
 }
 
 const ROW: usize = 24;
+/// The least space between two rows (events at one instant); a gap in time adds to it.
+const ROW_MIN: usize = 22;
+/// Pixels per millisecond of model time between two rows.
+const PX_PER_MS: u64 = 60;
+/// A gap longer than this (µs) is drawn short, with a break mark naming it.
+const BREAK_US: u64 = 4_000;
+/// The height of a break.
+const BREAK_PX: usize = 36;
 const LANE: usize = 190;
 const LEFT: usize = 92;
 const TOP: usize = 64;
 const STATE_W: usize = 300;
+/// Room right of the last lane for its events' text, before the state column.
+const LABEL_ROOM: usize = 180;
+/// Characters of an event's text drawn; the whole text is the event's `<title>` (a tooltip).
+const LABEL_CHARS: usize = 46;
 /// At most this many events are drawn, with only the lanes they involve; a note in the
 /// picture (and [`elided`], on stderr) says how many were left out. This bounds a picture's
 /// size, and its building is linear in the run's events.
 pub const MAX_EVENTS: usize = 400;
 
-/// Where the diagram puts things: a lane per node, a row per event drawn, its size.
+/// The Okabe–Ito palette (colour-blind safe), in the order client copies get it.
+pub const OKABE_ITO: [&str; 6] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"];
+/// The shape cue of each copy's colour (as [`OKABE_ITO`]).
+pub const SHAPES: [&str; 6] = ["●", "▲", "■", "◆", "✚", "★"];
+
+/// Events that only keep the books (a lane holding nothing else is not drawn).
+pub(crate) fn bookkeeping(w: &What) -> bool {
+    matches!(w, What::Quiescent | What::Probe { .. })
+}
+
+/// Where the diagram puts things: a lane per node, a row per event drawn (time to scale,
+/// long idle gaps broken), its size.
 struct Layout {
     lanes: Vec<Node>,
-    /// Events drawn (at most [`MAX_EVENTS`]).
+    /// Events considered (at most [`MAX_EVENTS`]).
     shown: usize,
+    /// The y of each event considered (None: not drawn, its lane holds only bookkeeping).
+    ys: Vec<Option<usize>>,
+    /// Long idle gaps: the y of the break and the gap (µs).
+    breaks: Vec<(usize, u64)>,
+    /// Each client copy's colour index, in order of first appearance.
+    copies: BTreeMap<(u32, u32), usize>,
     width: usize,
     height: usize,
 }
@@ -126,9 +163,30 @@ impl Layout {
     fn of(h: &History) -> Layout {
         let shown = h.events.len().min(MAX_EVENTS);
         let lanes = lanes(h, shown);
-        let width = LEFT + LANE * lanes.len() + STATE_W;
-        let height = Layout::y(shown) + 40;
-        Layout { lanes, shown, width, height }
+        let (mut ys, mut breaks, mut copies) = (vec![], vec![], BTreeMap::new());
+        let (mut y, mut last_t) = (TOP + 20 - ROW_MIN, None::<u64>);
+        for e in h.events.iter().take(shown) {
+            if !lanes.contains(&e.node) {
+                ys.push(None);
+                continue;
+            }
+            let gap = last_t.map_or(0, |t| e.t_us.saturating_sub(t));
+            if gap > BREAK_US {
+                breaks.push((y + ROW_MIN / 2 + BREAK_PX / 2, gap));
+                y += ROW_MIN + BREAK_PX;
+            } else {
+                y += ROW_MIN + (gap * PX_PER_MS / 1000) as usize;
+            }
+            last_t = Some(e.t_us);
+            ys.push(Some(y));
+            if let Some(Actor::Attempt { req, copy, .. }) = e.who {
+                let n = copies.len();
+                copies.entry((req, copy)).or_insert(n);
+            }
+        }
+        let width = LEFT + LANE * lanes.len() + LABEL_ROOM + STATE_W;
+        let height = y + ROW + 40;
+        Layout { lanes, shown, ys, breaks, copies, width, height }
     }
 
     /// The x of node `n`'s lane.
@@ -136,14 +194,25 @@ impl Layout {
         LEFT + LANE / 2 + LANE * self.lanes.iter().position(|m| *m == n).unwrap_or(0)
     }
 
-    /// The y of row `i`.
-    fn y(i: usize) -> usize {
-        TOP + 20 + i * ROW
+    /// The y of event `i` (an event not drawn: the next drawn one's, else the bottom).
+    fn y(&self, i: usize) -> usize {
+        self.ys.iter().skip(i).flatten().next().copied().unwrap_or(self.height - 40)
     }
 
     /// The x of the committed-state column, right of the lanes.
     fn state_x(&self) -> usize {
-        LEFT + LANE * self.lanes.len() + 10
+        LEFT + LANE * self.lanes.len() + LABEL_ROOM + 10
+    }
+
+    /// An event's colour and shape: its client copy's, else dark grey and a dot.
+    fn cue(&self, who: Option<Actor>) -> (&'static str, &'static str) {
+        match who {
+            Some(Actor::Attempt { req, copy, .. }) => {
+                let k = self.copies.get(&(req, copy)).copied().unwrap_or(0);
+                (OKABE_ITO[k % OKABE_ITO.len()], SHAPES[k % SHAPES.len()])
+            }
+            _ => ("#333", "●"),
+        }
     }
 }
 
@@ -157,13 +226,17 @@ pub fn svg(h: &History, sim: &Sim, title: &str, focus: Option<&str>) -> String {
         race_shading(&mut o, &l, h, sim, intent);
     }
     svg_lanes(&mut o, &l, h);
+    svg_breaks(&mut o, &l);
     svg_arrows(&mut o, &l, h);
-    svg_events(&mut o, &l, h, sim, focus);
+    svg_events(&mut o, &l, h);
+    if let Some(intent) = focus {
+        svg_violation(&mut o, &l, h, sim, intent);
+    }
     if l.shown < h.events.len() {
         let _ = writeln!(
             o,
             r##"<text x="12" y="{}" fill="#c0392b">… {} more event(s) not drawn (see the trace)</text>"##,
-            Layout::y(l.shown),
+            l.height - 24,
             h.events.len() - l.shown
         );
     }
@@ -214,17 +287,28 @@ fn race_shading(o: &mut String, l: &Layout, h: &History, sim: &Sim, intent: &str
         return;
     }
     let b = b.min(l.shown - 1);
-    let (y0, y1) = (Layout::y(a) - ROW / 2, Layout::y(b) + ROW / 2);
+    let (y0, y1) = (l.y(a) - ROW / 2, l.y(b) + ROW / 2);
+    // A race only when another execution of the intent checked the key inside the window;
+    // else the design kept it closed (a lock, a transaction, a claim).
+    let first = h.events[a].who;
+    let raced = h.events[a + 1..=b].iter().any(|e| {
+        e.who != first && intent_of(sim, e) == Some(intent) && matches!(e.what, What::LookupMiss)
+    });
+    let (class, fill, color, label) = if raced {
+        ("race", "#f5c542", "#8a6d00", "▲ race window: key checked, not yet saved")
+    } else {
+        ("closed", "#9ad3bc", "#00543d", "▣ key checked, then saved: no other check in between")
+    };
     let _ = writeln!(
         o,
-        r##"<rect class="race" x="{LEFT}" y="{y0}" width="{}" height="{}" fill="#f5c542" fill-opacity="0.22"/>"##,
+        r##"<rect class="{class}" x="{LEFT}" y="{y0}" width="{}" height="{}" fill="{fill}" fill-opacity="0.22"/>"##,
         LANE * l.lanes.len(),
         y1 - y0
     );
     // Labelled in the state column, where no event text runs.
     let _ = writeln!(
         o,
-        r##"<text x="{}" y="{}" fill="#8a6d00" font-size="10">▲ race window: key checked, not yet saved</text>"##,
+        r##"<text x="{}" y="{}" fill="{color}" font-size="10">{label}</text>"##,
         l.state_x(),
         y1 + 12
     );
@@ -256,7 +340,7 @@ fn svg_lanes(o: &mut String, l: &Layout, h: &History) {
 fn svg_arrows(o: &mut String, l: &Layout, h: &History) {
     for (&i, &end) in &arrivals(h, l.shown) {
         let e = &h.events[i];
-        let (x0, y0) = (l.x(e.node), Layout::y(i));
+        let (x0, y0) = (l.x(e.node), l.y(i));
         let to = e.to().expect("a message");
         let x1 = l.x(to);
         match end {
@@ -264,7 +348,7 @@ fn svg_arrows(o: &mut String, l: &Layout, h: &History) {
                 let _ = writeln!(
                     o,
                     r##"<line class="msg" x1="{x0}" y1="{y0}" x2="{x1}" y2="{}" stroke="#334" stroke-width="1.2" marker-end="url(#arrow)"/>"##,
-                    Layout::y(j)
+                    l.y(j)
                 );
             }
             _ => {
@@ -281,13 +365,14 @@ fn svg_arrows(o: &mut String, l: &Layout, h: &History) {
     }
 }
 
-/// Every event drawn: its time, a dot on its lane (red for a fault, blue for the focused
-/// intent), its text, and the committed state where it changed.
-fn svg_events(o: &mut String, l: &Layout, h: &History, sim: &Sim, focus: Option<&str>) {
+/// Every event drawn: its time, a mark on its lane in its client copy's colour and shape
+/// (a fault outlined in red and marked ⚠), its text (cut, the whole in its `<title>`), and
+/// the committed state where it changed.
+fn svg_events(o: &mut String, l: &Layout, h: &History) {
     let state = StateTrack::of(h);
     for (i, e) in h.events.iter().take(l.shown).enumerate() {
+        let Some(yy) = l.ys[i] else { continue };
         let x = l.x(e.node);
-        let yy = Layout::y(i);
         let t = format!("{}.{:03} ms", e.t_us / 1000, e.t_us % 1000);
         let _ = writeln!(
             o,
@@ -295,25 +380,27 @@ fn svg_events(o: &mut String, l: &Layout, h: &History, sim: &Sim, focus: Option<
             LEFT - 8,
             yy + 4
         );
+        let (color, shape) = l.cue(e.who);
         let fault = is_fault(&e.what);
-        let color = if fault {
-            "#c0392b"
-        } else if focus.is_some() && intent_of(sim, e) == focus {
-            "#1f5fa8"
-        } else {
-            "#333"
-        };
-        let _ = writeln!(o, r##"<circle cx="{x}" cy="{yy}" r="3.5" fill="{color}"/>"##);
         let mut label = h.legend.text(e);
         if let What::RequestDuplicated { .. } = e.what {
             label = format!("⧉ {label}");
         }
-        let label: String = label.chars().take(46).collect();
+        if fault {
+            label = format!("⚠ {label}");
+        }
+        let full = label.clone();
+        if label.chars().count() > LABEL_CHARS {
+            label = label.chars().take(LABEL_CHARS - 1).collect::<String>() + "…";
+        }
+        let ring = if fault { r##" stroke="#c0392b" stroke-width="2""## } else { "" };
         let _ = writeln!(
             o,
-            r##"<text x="{}" y="{}" fill="{color}">{}</text>"##,
-            x + 7,
-            yy - 4,
+            r##"<g class="event"><title>{}</title><text x="{x}" y="{}" text-anchor="middle" font-size="12" fill="{color}"{ring}>{shape}</text><text x="{}" y="{}" fill="{color}">{}</text></g>"##,
+            esc(&full),
+            yy + 4,
+            x + 9,
+            yy - 5,
             esc(&label)
         );
         if let Some(s) = state.change(i) {
@@ -328,8 +415,53 @@ fn svg_events(o: &mut String, l: &Layout, h: &History, sim: &Sim, focus: Option<
     }
 }
 
+/// Long idle gaps: a zigzag across the lanes and the time that passed.
+fn svg_breaks(o: &mut String, l: &Layout) {
+    let right = LEFT + LANE * l.lanes.len();
+    for &(y, gap) in &l.breaks {
+        let mut d = format!("M{LEFT},{y}");
+        for (k, x) in (LEFT..right).step_by(12).enumerate() {
+            let _ = write!(d, " L{},{}", x + 6, if k % 2 == 0 { y - 4 } else { y + 4 });
+        }
+        let _ = writeln!(
+            o,
+            r##"<g class="break"><path d="{d}" fill="none" stroke="#999"/><text x="{}" y="{}" fill="#555">≈ {} idle</text></g>"##,
+            LEFT + 4,
+            y - 7,
+            crate::units::show_duration(gap)
+        );
+    }
+}
+
+/// The violation named where it happens: the second execution's row (or effect) of the
+/// focused intent, ringed, with words in the state column.
+fn svg_violation(o: &mut String, l: &Layout, h: &History, sim: &Sim, intent: &str) {
+    let mine = |e: &&Event| intent_of(sim, e) == Some(intent);
+    let rows: Vec<usize> = (0..l.shown)
+        .filter(|&i| mine(&&h.events[i]) && matches!(h.events[i].what, What::RowInserted { .. }))
+        .collect();
+    let effects: Vec<usize> = (0..l.shown)
+        .filter(
+            |&i| matches!(&h.events[i].what, What::EffectApplied { intent: x, .. } if x == intent),
+        )
+        .collect();
+    let (at, name, what) = match (rows.get(1), effects.get(1)) {
+        (Some(&i), _) => (i, "duplicate-row", "a second row"),
+        (None, Some(&i)) => (i, "duplicate-effect", "the effect a second time"),
+        _ => return,
+    };
+    let (x, y) = (l.x(h.events[at].node), l.y(at));
+    let _ = writeln!(
+        o,
+        r##"<g class="violation"><title>{name}: {what} for intent {}</title><circle cx="{x}" cy="{y}" r="10" fill="none" stroke="#D55E00" stroke-width="2.5"/><text x="12" y="40" fill="#A33F00" font-weight="bold">✖ violation {name}: {what} for intent {}, at {} (ringed)</text></g>"##,
+        esc(intent),
+        esc(intent),
+        crate::units::show_duration(h.events[at].t_us)
+    );
+}
+
 /// Is the event a fault (drawn in red)?
-fn is_fault(w: &What) -> bool {
+pub(crate) fn is_fault(w: &What) -> bool {
     matches!(
         w,
         What::RequestDropped

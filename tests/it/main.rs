@@ -20,6 +20,7 @@ mod hardening;
 mod hunt;
 mod hunt_bench;
 mod keystates;
+mod lesson;
 mod oracle_rules;
 mod real;
 mod schemas;

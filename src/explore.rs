@@ -9,7 +9,7 @@
 use std::fmt;
 
 /// The strategies, as `--explore` accepts them (for error messages and help).
-pub const STRATEGIES: &str = "edges, swarm, pct, pct:d=N (N from 1 to 8), exhaustive, exhaustive:BOUND \
+pub const STRATEGIES: &str = "edges, swarm, faults, faults:n=N (N from 1 to 8), pct, pct:d=N (N from 1 to 8), exhaustive, exhaustive:BOUND \
                               (1 to 1000000), exhaustive:depth=D (1 to 64), \
                               exhaustive:BOUND:depth=D, exhaustive@CHOICES (one schedule, as \
                               printed)";
@@ -38,6 +38,13 @@ pub enum Strategy {
     /// configures on or off (even odds, from the seed by its own generator, [`swarm_subset`])
     /// and draws its timing as [`Strategy::Edges`].
     Swarm,
+    /// Fault points: each run fires exactly `n` of the fault draws the calibrated run of the
+    /// same seed made (chosen uniformly, from the seed by its own generator, [`fault_points`])
+    /// and no other; timing as calibrated.
+    Faults {
+        /// The faults fired per run.
+        n: u32,
+    },
     /// Probabilistic concurrency testing of depth `depth`.
     Pct {
         /// The bug depth d: d − 1 priority change points.
@@ -75,6 +82,11 @@ impl Strategy {
         match (name, arg) {
             ("edges", None) => Ok(Strategy::Edges),
             ("swarm", None) => Ok(Strategy::Swarm),
+            ("faults", None) => Ok(Strategy::Faults { n: 1 }),
+            ("faults", Some(a)) => match a.strip_prefix("n=").and_then(|n| n.parse::<u32>().ok()) {
+                Some(n @ 1..=8) => Ok(Strategy::Faults { n }),
+                _ => Err(bad("faults takes n=N with N from 1 to 8")),
+            },
             ("pct", None) => Ok(Strategy::Pct { depth: DEFAULT_DEPTH }),
             ("pct", Some(a)) => match a.strip_prefix("d=").and_then(|n| n.parse::<u32>().ok()) {
                 Some(d @ 1..=8) => Ok(Strategy::Pct { depth: d }),
@@ -90,15 +102,43 @@ impl Strategy {
         }
     }
 
-    /// The mode of one run of this strategy (PCT's `k`: the decisions of the calibrated run
-    /// of the same seed).
-    pub fn mode(&self, k: u64) -> Mode {
+    /// The mode of one run of this strategy on `seed` (PCT's `k`: the decisions of the
+    /// calibrated run of the same seed; `faults`' `k`: its fault draws).
+    pub fn mode(&self, seed: u64, k: u64) -> Mode {
         match self {
             Strategy::Edges | Strategy::Swarm => Mode::Edges,
+            Strategy::Faults { n } => Mode::Faults(fault_points(seed, *n, k)),
             Strategy::Pct { depth } => Mode::Pct { depth: *depth, k },
             Strategy::Exhaustive { schedule, .. } => {
                 Mode::Choices(schedule.clone().unwrap_or_default())
             }
+        }
+    }
+}
+
+impl Strategy {
+    /// For a command that runs given seeds one run each (`run`, `shrink`, `explain`): an
+    /// exhaustive space is refused (one schedule is `exhaustive@CHOICES`).
+    pub fn check_one_run(&self, cmd: &str) -> Result<(), String> {
+        match self {
+            Strategy::Exhaustive { schedule: None, .. } => Err(format!(
+                "--explore {self}: {cmd} runs one schedule per seed: give it as \
+                 exhaustive@CHOICES (as an exhaustive sweep prints it), or enumerate the \
+                 schedules with sweep or matrix"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// For a command that sweeps or enumerates (`sweep`, `matrix`): one exhaustive schedule
+    /// is refused (an exhaustive sweep enumerates its schedules itself).
+    pub fn check_many_runs(&self, cmd: &str) -> Result<(), String> {
+        match self {
+            Strategy::Exhaustive { schedule: Some(_), .. } => Err(format!(
+                "--explore {self}: {cmd} enumerates schedules (exhaustive, exhaustive:BOUND, \
+                 exhaustive:depth=D); one schedule replays with run --explore {self}"
+            )),
+            _ => Ok(()),
         }
     }
 }
@@ -109,6 +149,8 @@ impl fmt::Display for Strategy {
         match self {
             Strategy::Edges => f.write_str("edges"),
             Strategy::Swarm => f.write_str("swarm"),
+            Strategy::Faults { n: 1 } => f.write_str("faults"),
+            Strategy::Faults { n } => write!(f, "faults:n={n}"),
             Strategy::Pct { depth } if *depth == DEFAULT_DEPTH => f.write_str("pct"),
             Strategy::Pct { depth } => write!(f, "pct:d={depth}"),
             Strategy::Exhaustive { schedule: Some(c), .. } => {
@@ -172,6 +214,30 @@ pub fn swarm_subset(seed: u64, kinds: &[&'static str]) -> Vec<(&'static str, boo
     kinds.iter().map(|k| (*k, splitmix64(&mut state) >> 63 == 1)).collect()
 }
 
+/// `faults`' points for one seed: `n` distinct fault draws (1-based, ascending) among the `k`
+/// of the calibrated run (all of them when `k <= n`), drawn by splitmix64 from the seed (a
+/// partial Fisher–Yates shuffle), never from madsim's rng.
+pub fn fault_points(seed: u64, n: u32, k: u64) -> Vec<u64> {
+    let mut state = seed ^ 0x4641_554c_5453_0001;
+    let n = u64::from(n).min(k);
+    let mut picked: Vec<u64> = Vec::with_capacity(n as usize);
+    // Floyd's algorithm: n distinct values of 1..=k in n steps, whatever k is.
+    for j in (k - n + 1)..=k {
+        let t = 1 + splitmix64(&mut state) % j;
+        picked.push(if picked.contains(&t) { j } else { t });
+    }
+    picked.sort_unstable();
+    picked
+}
+
+/// Swarm's top edges for one seed: for each of `kinds` (in order), whether its rate is pushed
+/// to 1.0 when it is on (probability 1/2), by a generator of its own (the subset of
+/// [`swarm_subset`] is the same with or without it).
+pub fn swarm_top(seed: u64, kinds: &[&'static str]) -> Vec<bool> {
+    let mut state = seed ^ 0x544f_5045_4447_0001;
+    kinds.iter().map(|_| splitmix64(&mut state) >> 63 == 1).collect()
+}
+
 /// One step of splitmix64 (Steele, Lea and Flood, OOPSLA 2014): a small, well-mixed
 /// generator, deterministic on every platform.
 fn splitmix64(state: &mut u64) -> u64 {
@@ -198,6 +264,8 @@ pub enum Mode {
     },
     /// One exhaustive schedule: the choices of its first decisions (past them: option 0).
     Choices(Vec<u8>),
+    /// [`Strategy::Faults`]: the fault draws (1-based) that fire; every other one does not.
+    Faults(Vec<u64>),
 }
 
 /// What the explorer saw in one run.
@@ -212,6 +280,11 @@ pub struct Explored {
     pub tasks: u32,
     /// PCT: the decisions (1-based) at which the running task's priority drops.
     pub change_points: Vec<u64>,
+    /// Fault draws the world made (a fault with a rate strictly between 0 and 1 asked
+    /// whether it happens), in any mode.
+    pub fault_draws: u64,
+    /// `faults`: the fault draws (1-based) that fired.
+    pub fired: Vec<u64>,
 }
 
 impl Explored {

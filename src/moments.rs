@@ -387,27 +387,16 @@ pub fn run_with_moments(
     seed: u64,
     strategy: Option<&crate::explore::Strategy>,
 ) -> Result<(RunReport, Vec<Moment>), RunError> {
-    use crate::explore::{Mode, Strategy};
-    let mode = match strategy {
-        None => None,
+    let (sim, out) = match strategy {
+        None => (Arc::clone(sim), crate::world::simulate(sim, model, seed, true, None)?),
         Some(s) => {
-            // As `run::run_explored`: PCT draws its change points among the calibrated run's
-            // decisions (k).
-            let k = match s {
-                Strategy::Pct { .. } => {
-                    crate::world::simulate(sim, model, seed, false, Some(Mode::Count))?
-                        .explored
-                        .map_or(0, |e| e.decisions)
-                }
-                _ => 0,
-            };
-            Some(s.mode(k))
+            let (sim, out, _) = run::explored_world(sim, model, seed, true, s)?;
+            (sim, out)
         }
     };
-    let out = crate::world::simulate(sim, model, seed, true, mode)?;
     let history = out.history.unwrap_or_default();
-    let moments = reached(sim, &history, &out.observation.collected);
-    Ok((run::judge(sim, model, seed, out.observation), moments))
+    let moments = reached(&sim, &history, &out.observation.collected);
+    Ok((run::judge(&sim, model, seed, out.observation), moments))
 }
 
 /// Per moment of a cell: possible for its (sim, model), and on how many seeds it was reached.

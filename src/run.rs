@@ -54,6 +54,8 @@ pub struct ExploreNote {
     /// Swarm: each fault kind the sim configures ([`crate::scenario::Faults::kinds`]) and
     /// whether this run had it on (empty: the sim configures none, or not swarm).
     pub swarm: Vec<(&'static str, bool)>,
+    /// Swarm: the kinds on whose rate was pushed to its top edge, 1.0.
+    pub swarm_top: Vec<&'static str>,
 }
 
 impl ExploreNote {
@@ -76,6 +78,11 @@ impl ExploreNote {
         match &self.strategy {
             Strategy::Edges => format!("explore edges: {} timing decision(s) taken", e.decisions),
             Strategy::Swarm => self.swarm_line(),
+            Strategy::Faults { n } => format!(
+                "explore {}: fired fault draw(s) {:?} of the {} the calibrated run made ({n} \
+                 asked; every other fault draw does not fire; timing as calibrated)",
+                self.strategy, e.fired, self.k
+            ),
             Strategy::Pct { depth } => {
                 let bound = pct_bound(e.tasks, self.k, *depth)
                     .map_or(String::new(), |b| format!(" · PCT bound 1/(n·k^(d−1)) = {b:.2e}"));
@@ -112,9 +119,14 @@ impl ExploreNote {
             v if v.is_empty() => "none".to_string(),
             v => v.join(" "),
         };
+        let top = match &self.swarm_top[..] {
+            [] => "none".to_string(),
+            v => v.join(" "),
+        };
         format!(
-            "explore swarm: fault kinds on: {} · off: {} (each on with probability 1/2 from the \
-             seed; rates as configured) · {d} timing decision(s) taken at the edges",
+            "explore swarm: fault kinds on: {} · off: {} · at rate 1.0: {top} (each on with \
+             probability 1/2 from the seed, and an on kind's rate as configured or at its top \
+             edge 1.0, even odds) · {d} timing decision(s) taken at the edges",
             list(true),
             list(false)
         )
@@ -123,16 +135,27 @@ impl ExploreNote {
 
 /// The sim a swarm run of `seed` runs: its fault kinds each on or off ([`swarm_subset`]), the
 /// kinds off zeroed ([`crate::scenario::Faults::without`]), and the subset.
-fn swarm_sim(sim: &Arc<Sim>, seed: u64) -> (Arc<Sim>, Vec<(&'static str, bool)>) {
-    let subset = swarm_subset(seed, &sim.faults.kinds());
+fn swarm_sim(sim: &Arc<Sim>, seed: u64) -> (Arc<Sim>, Swarmed) {
+    let kinds = sim.faults.kinds();
+    let subset = swarm_subset(seed, &kinds);
+    let top = crate::explore::swarm_top(seed, &kinds);
     let off: Vec<&str> = subset.iter().filter(|(_, on)| !on).map(|(k, _)| *k).collect();
-    if off.is_empty() {
-        return (Arc::clone(sim), subset);
+    let high: Vec<&'static str> = subset
+        .iter()
+        .zip(&top)
+        .filter(|((k, on), t)| *on && **t && !matches!(*k, "gc" | "partitions"))
+        .map(|((k, _), _)| *k)
+        .collect();
+    if off.is_empty() && high.is_empty() {
+        return (Arc::clone(sim), (subset, high));
     }
     let mut swarmed = Sim::clone(sim);
-    swarmed.faults = sim.faults.without(&off);
-    (Arc::new(swarmed), subset)
+    swarmed.faults = sim.faults.without(&off).at_top(&high);
+    (Arc::new(swarmed), (subset, high))
 }
+
+/// A swarm run's fault kinds (each on or off) and the kinds on at their top edge.
+type Swarmed = (Vec<(&'static str, bool)>, Vec<&'static str>);
 
 /// [`run`] with an explorer: `strategy` None is exactly [`run`]. PCT first runs the
 /// calibrated run of the same seed to count its decisions (k), so (strategy, seed) replays.
@@ -145,22 +168,41 @@ pub fn run_explored(
     strategy: Option<&Strategy>,
 ) -> Result<(RunOutput, Option<ExploreNote>), RunError> {
     let Some(strategy) = strategy else { return Ok((run(sim, model, seed, opts)?, None)) };
+    let (sim, sim_out, note) = explored_world(sim, model, seed, opts.keep_history, strategy)?;
+    let report = judge(&sim, model, seed, sim_out.observation);
+    Ok((RunOutput { report, history: sim_out.history }, Some(note)))
+}
+
+/// The simulated world of one explored run, before it is judged: the sim it ran (swarm's
+/// subset), what the world observed, and the note. PCT and `faults` first run the calibrated
+/// run of the same seed to count its decisions or its fault draws (k).
+pub(crate) fn explored_world(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    keep_history: bool,
+    strategy: &Strategy,
+) -> Result<(Arc<Sim>, world::Simulated, ExploreNote), RunError> {
+    // PCT's k: the calibrated run's decisions. `faults`' k: the fault draws of the run with
+    // no fault fired (the explored run is that run up to its first point, so every first
+    // point is reached).
+    let probe = |mode| -> Result<_, RunError> {
+        Ok(world::simulate(sim, model, seed, false, Some(mode))?.explored.unwrap_or_default())
+    };
     let k = match strategy {
-        Strategy::Pct { .. } => {
-            let probe = world::simulate(sim, model, seed, false, Some(Mode::Count))?;
-            probe.explored.map_or(0, |e| e.decisions)
-        }
+        Strategy::Pct { .. } => probe(Mode::Count)?.decisions,
+        Strategy::Faults { .. } => probe(Mode::Faults(vec![]))?.fault_draws,
         _ => 0,
     };
-    let (sim, swarm) = match strategy {
+    let (sim, (swarm, swarm_top)) = match strategy {
         Strategy::Swarm => swarm_sim(sim, seed),
-        _ => (Arc::clone(sim), Vec::new()),
+        _ => (Arc::clone(sim), (Vec::new(), Vec::new())),
     };
-    let sim_out = world::simulate(&sim, model, seed, opts.keep_history, Some(strategy.mode(k)))?;
-    let explored = sim_out.explored.unwrap_or_default();
-    let report = judge(&sim, model, seed, sim_out.observation);
-    let note = ExploreNote { strategy: strategy.clone(), explored, k, swarm };
-    Ok((RunOutput { report, history: sim_out.history }, Some(note)))
+    let mut sim_out =
+        world::simulate(&sim, model, seed, keep_history, Some(strategy.mode(seed, k)))?;
+    let explored = sim_out.explored.take().unwrap_or_default();
+    let note = ExploreNote { strategy: strategy.clone(), explored, k, swarm, swarm_top };
+    Ok((sim, sim_out, note))
 }
 
 /// Judge one observation (a simulated run's or a real round's): the sim's expectations and

@@ -95,10 +95,8 @@ impl ShrinkOptions {
 
     /// The window and the budget in their ranges, or what is wrong (flag and allowed range).
     pub fn check(&self) -> Result<(), String> {
-        if let Some(crate::explore::Strategy::Exhaustive { schedule: None, .. }) = &self.explore {
-            return Err("--explore exhaustive: a shrink explores one schedule: give it as \
-                        exhaustive@CHOICES (as an exhaustive sweep prints it)"
-                .into());
+        if let Some(s) = &self.explore {
+            s.check_one_run("shrink")?;
         }
         if !(1..=MAX_WINDOW).contains(&self.window) {
             return Err(format!(

@@ -1,6 +1,6 @@
 //! Runs to first violation, calibrated versus each `--explore` strategy (issue 25, item 2):
 //!   cargo run --release --example hunt -- [--cells FILE] [--starts R] [--budget B]
-//!       [--spacing S] [--columns calibrated,edges,pct,pct:d=2,exhaustive] [--jobs N]
+//!       [--spacing S] [--columns calibrated,edges,pct,pct:d=2,exhaustive,swarm,faults] [--jobs N]
 //! For each cell of the cells file (default `examples/hunt/cells.toml`: sim × model ×
 //! violation) and each column (`calibrated`, or any strategy as `--explore` spells it), the
 //! runs to the first run showing the cell's violation from each of R starts (seeds s·S for s in
@@ -34,7 +34,10 @@ fn parse_args() -> Result<Args, String> {
         starts: 21,
         budget: 1000,
         spacing: 10_000,
-        columns: "calibrated,edges,pct,pct:d=2,exhaustive".split(',').map(String::from).collect(),
+        columns: "calibrated,edges,pct,pct:d=2,exhaustive,swarm,faults"
+            .split(',')
+            .map(String::from)
+            .collect(),
         jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let mut it = std::env::args().skip(1);

@@ -13,10 +13,17 @@ pub(super) fn explain_cmd(args: ExplainArgs) -> anyhow::Result<i32> {
     let sim = args.sim.as_deref().map(catalog::sim).transpose()?;
     let to_stderr =
         stdout_taken(&[("--out", args.out.as_deref()), ("--html", args.html.as_deref())])?;
+    let mut inputs = vec![model.path.as_path()];
+    inputs.extend(sim.as_ref().map(|s| s.path.as_path()));
+    let outputs = [("--out", args.out.as_deref()), ("--html", args.html.as_deref())];
+    super::out::distinct_files(&outputs, &inputs)?;
     // `-o -` is the report on stdout: the report is not moved to stderr for it.
     let to_stderr = to_stderr && args.out.as_deref().is_none_or(|p| p.as_os_str() != "-");
     if args.json && to_stderr && args.out.is_none() {
         anyhow::bail!("--json prints to stdout, which --html - takes: write the page to a file");
+    }
+    if let Some(s) = &args.explore {
+        s.check_one_run("explain").map_err(anyhow::Error::msg)?;
     }
     let target = target_arg(args.target.as_deref())?;
     let others = match &args.others {

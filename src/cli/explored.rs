@@ -21,6 +21,11 @@ pub(super) struct Hunted {
     pub start: u64,
     /// `exhaustive`: the seed every schedule ran with, each schedule's choices, exhausted.
     pub exhaustive: Option<(u64, Vec<String>, bool)>,
+    /// The sim's path and the model's name as a replay command names them (the files this
+    /// matrix loaded, not a lookup by name).
+    pub sim_path: String,
+    /// See `sim_path`.
+    pub model_name: String,
 }
 
 impl Hunted {
@@ -67,17 +72,17 @@ pub(super) fn hunt(
             ..Default::default()
         };
         let cells = sweep::run_cells(sims, models, seeds.clone(), &opts, |_, _| {})?;
-        let start = |c: &Cell| sims.iter().find(|s| s.name == c.sim).map(|s| s.seeds.start);
+        // Cells come sim-major, as the pairs below.
         return Ok(cells
             .into_iter()
-            .map(|cell| {
-                let start = seeds.as_ref().map(|r| r.start).or_else(|| start(&cell)).unwrap_or(0);
-                Hunted { cell, start, exhaustive: None }
+            .zip(pairs(sims, models))
+            .map(|(cell, (s, m))| {
+                let start = seeds.as_ref().map_or(s.seeds.start, |r| r.start);
+                Hunted { cell, start, exhaustive: None, ..names(s, m) }
             })
             .collect());
     };
-    let pairs: Vec<(&Arc<Sim>, &Arc<Model>)> =
-        sims.iter().flat_map(|s| models.iter().map(move |m| (s, m))).collect();
+    let pairs = pairs(sims, models);
     let next = AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<anyhow::Result<Hunted>>>> =
         pairs.iter().map(|_| std::sync::Mutex::new(None)).collect();
@@ -104,6 +109,25 @@ pub(super) fn hunt(
         .collect()
 }
 
+/// The cells' (sim, model) pairs, sim-major (the order of `run_cells`' cells).
+fn pairs<'a>(
+    sims: &'a [Arc<Sim>],
+    models: &'a [Arc<Model>],
+) -> Vec<(&'a Arc<Sim>, &'a Arc<Model>)> {
+    sims.iter().flat_map(|s| models.iter().map(move |m| (s, m))).collect()
+}
+
+/// A hunted cell of `sim` × `model` with nothing in it yet but the names its replays use.
+fn names(sim: &Sim, model: &Model) -> Hunted {
+    Hunted {
+        cell: Cell::new(sim, model, &(0..0)),
+        start: 0,
+        exhaustive: None,
+        sim_path: catalog::display_path(&sim.path),
+        model_name: catalog::cli_name(model),
+    }
+}
+
 /// One cell's exhaustive hunt (an `n/a` cell runs nothing).
 fn exhaustive_cell(
     sim: &Arc<Sim>,
@@ -113,10 +137,11 @@ fn exhaustive_cell(
 ) -> anyhow::Result<Hunted> {
     if crate::run::not_applicable(sim, model).is_some() {
         let cell = Cell::new(sim, model, &(seed..seed));
-        return Ok(Hunted { cell, start: 0, exhaustive: Some((seed, vec![], true)) });
+        return Ok(Hunted { cell, exhaustive: Some((seed, vec![], true)), ..names(sim, model) });
     }
     let e = sweep::run_exhaustive(sim, model, seed, space, None)?;
-    Ok(Hunted { cell: e.cell, start: 0, exhaustive: Some((e.seed, e.schedules, e.exhausted)) })
+    let exhaustive = Some((e.seed, e.schedules, e.exhausted));
+    Ok(Hunted { cell: e.cell, exhaustive, ..names(sim, model) })
 }
 
 /// The hunt as text: one row per cell (runs, what was found, runs to its first violation),
@@ -222,15 +247,8 @@ fn replays(out: &mut String, hunted: &[Hunted], strategy: &Strategy) {
         if std::mem::take(&mut first) {
             out.push_str("\nreplay the first violation of each cell:\n");
         }
-        let Ok(sim) = catalog::sim(&h.cell.sim) else { continue };
-        let Ok(model) = catalog::model(&h.cell.model) else { continue };
         let (explore, seed) = h.replay(strategy, v.first_seed);
-        let cmd = catalog::replay_explored(
-            &catalog::display_path(&sim.path),
-            &catalog::cli_name(&model),
-            seed,
-            Some(&explore),
-        );
+        let cmd = catalog::replay_explored(&h.sim_path, &h.model_name, seed, Some(&explore));
         let _ = writeln!(out, "  {} × {} {name}: {}", h.cell.sim, h.cell.model, cmd);
     }
 }

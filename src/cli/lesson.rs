@@ -51,6 +51,9 @@ pub(super) fn lesson_cmd(args: LessonArgs) -> anyhow::Result<i32> {
         None if model.name == DEFAULT_FIX => None,
         None => Some(catalog::model(DEFAULT_FIX)?),
     };
+    let mut inputs = vec![sim.path.as_path(), model.path.as_path()];
+    inputs.extend(vs.as_ref().map(|v| v.path.as_path()));
+    super::out::distinct_files(&[("-o", args.out.as_deref())], &inputs)?;
     for m in std::iter::once(&model).chain(vs.as_ref()) {
         if let Some(code) = not_applicable_as(args.json.then_some("lesson"), false, &sim, m) {
             return Ok(code);

@@ -25,9 +25,7 @@ pub(super) fn matrix_cmd(args: MatrixArgs) -> anyhow::Result<i32> {
         (false, _) => args.shard.out.as_deref(),
     };
     let to_stderr = stdout_taken(&[("--out", out), ("--html", args.html.as_deref())])?;
-    if args.explore.is_some() {
-        super::sweep::refuse_explored_baseline(&args.gate)?;
-    }
+    super::sweep::check_explore(args.explore.as_ref(), "matrix", &args.gate)?;
     args.gate.preflight()?;
     let (sims, models) = load_matrix_inputs(&args.sims, &args.models)?;
     let jobs = args.jobs.unwrap_or_else(sweep::default_jobs);

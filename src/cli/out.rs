@@ -31,6 +31,43 @@ pub(super) fn stdout_taken(outputs: &[(&str, Option<&Path>)]) -> Result<bool, In
     Ok(taken.is_some())
 }
 
+/// Refuse, before any work, an output file that is one of the command's input files (a sim or
+/// model would be replaced by the report) or another output of the same command (one would
+/// silently replace the other). Paths are compared as the file system resolves them (links
+/// followed; a file not yet there by its folder's real path). `-` (stdout) is left to
+/// [`stdout_taken`].
+pub(super) fn distinct_files(
+    outputs: &[(&str, Option<&Path>)],
+    inputs: &[&Path],
+) -> Result<(), InputError> {
+    let real = |p: &Path| -> Option<std::path::PathBuf> {
+        if let Ok(c) = p.canonicalize() {
+            return Some(c);
+        }
+        let parent = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.canonicalize().ok()?,
+            _ => std::env::current_dir().ok()?,
+        };
+        Some(parent.join(p.file_name()?))
+    };
+    let mut seen: Vec<(&str, std::path::PathBuf)> = Vec::new();
+    for (flag, path) in outputs {
+        let Some(path) = path.filter(|p| p.as_os_str() != "-") else { continue };
+        let Some(r) = real(path) else { continue };
+        if inputs.iter().any(|i| real(i).as_ref() == Some(&r)) {
+            let msg =
+                format!("{flag} would replace an input of this command (a sim or model file)");
+            return Err(InputError::file(path, msg));
+        }
+        if let Some((first, _)) = seen.iter().find(|(_, p)| *p == r) {
+            let msg = format!("{first} and {flag} name the same file: one would replace the other");
+            return Err(InputError::file(path, msg));
+        }
+        seen.push((flag, r));
+    }
+    Ok(())
+}
+
 /// `--quiet`: set once, before the command runs.
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

@@ -16,6 +16,12 @@ pub(super) fn run_one(args: RunArgs) -> anyhow::Result<i32> {
         ("--svg", args.svg.as_deref()),
         ("--html", args.html.as_deref()),
     ])?;
+    let outputs = [
+        ("--out", args.out.as_deref()),
+        ("--svg", args.svg.as_deref()),
+        ("--html", args.html.as_deref()),
+    ];
+    super::out::distinct_files(&outputs, &[&sim.path, &model.path])?;
     // `-o -` is the report on stdout: the report is not moved to stderr for it.
     let to_stderr = to_stderr && args.out.as_deref().is_none_or(|p| p.as_os_str() != "-");
     if let Some(code) = not_applicable_as(args.json.then_some("run"), to_stderr, &sim, &model) {
@@ -76,9 +82,14 @@ fn explore_json(v: &mut serde_json::Value, n: &ExploreNote) {
         x["change_points"] = serde_json::to_value(&e.change_points).unwrap_or_default();
         x["pct_bound"] = crate::explore::pct_bound(e.tasks, n.k, depth).into();
     }
+    if let crate::explore::Strategy::Faults { .. } = n.strategy {
+        x["fault_draws"] = n.k.into();
+        x["fired"] = serde_json::to_value(&e.fired).unwrap_or_default();
+    }
     if let crate::explore::Strategy::Swarm = n.strategy {
         x["faults_on"] = n.swarm_kinds(true).into();
         x["faults_off"] = n.swarm_kinds(false).into();
+        x["faults_at_top"] = n.swarm_top.clone().into();
     }
     if let crate::explore::Strategy::Exhaustive { .. } = n.strategy {
         x["schedule_decisions"] = e.taken.len().into();
@@ -121,7 +132,8 @@ fn pictures(
     if let Some(path) = &args.svg {
         let r = &out.report;
         let focus = r.violations.iter().find(|v| !v.permitted).map(|v| v.intent.as_str());
-        let title = format!("{} × {} · seed {}", model.name, sim.name, args.seed);
+        let explored = args.explore.as_ref().map_or(String::new(), |s| format!(" · explore {s}"));
+        let title = format!("{} × {} · seed {}{explored}", model.name, sim.name, args.seed);
         let svg = crate::picture::svg(h, sim, &title, focus);
         write_output(path, &crate::text::xml_chars(&svg))?;
     }

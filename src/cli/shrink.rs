@@ -14,6 +14,7 @@ pub(super) fn shrink_cmd(args: ShrinkArgs) -> anyhow::Result<i32> {
     let to_stderr = stdout_taken(&[("-o", args.out.as_deref())])?;
     let sim = catalog::sim(&args.sim)?;
     let model = catalog::model(&args.model)?;
+    super::out::distinct_files(&[("-o", args.out.as_deref())], &[&sim.path, &model.path])?;
     if let Some(code) = not_applicable_to(to_stderr, &sim, &model) {
         return Ok(code);
     }

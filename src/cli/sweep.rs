@@ -34,9 +34,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         ("--per-seed", args.per_seed.as_deref().filter(|_| to_stderr)),
         ("--out", out),
     ])?;
-    if args.explore.is_some() {
-        refuse_explored_baseline(&args.gate)?;
-    }
+    check_explore(args.explore.as_ref(), "sweep", &args.gate)?;
     args.gate.preflight()?;
     if let Some(code) = not_applicable_as(args.json.then_some("sweep"), to_stderr, &sim, &model) {
         return Ok(code);
@@ -180,6 +178,10 @@ pub(super) fn explored_summary(s: &Strategy) -> String {
         Strategy::Edges => "explore edges: every timing draw at an end of its range (or within \
                             1 % of one) with probability 0.8, else uniform; each seed explored once"
             .into(),
+        Strategy::Faults { n } => format!(
+            "explore {s}: on every seed, exactly {n} of the fault draws of its calibrated run \
+             fire (chosen from the seed), no other; timing as calibrated"
+        ),
         Strategy::Swarm => "explore swarm: per seed, each fault kind the sim configures on or off \
                              (even odds, from the seed; rates as configured), timing draws as edges"
             .into(),
@@ -191,9 +193,16 @@ pub(super) fn explored_summary(s: &Strategy) -> String {
     }
 }
 
-/// A baseline holds calibrated rates: an explored run is not compared with one (nor written
-/// as one). `--fail-on-violation` gates a hunt.
-pub(super) fn refuse_explored_baseline(gate: &super::gate::GateArgs) -> anyhow::Result<()> {
+/// `--explore` on a command that sweeps (`cmd`): one exhaustive schedule is refused (it
+/// enumerates them), and so is a baseline, which holds calibrated rates: an explored run is
+/// not compared with one (nor written as one). `--fail-on-violation` gates a hunt.
+pub(super) fn check_explore(
+    explore: Option<&Strategy>,
+    cmd: &str,
+    gate: &super::gate::GateArgs,
+) -> anyhow::Result<()> {
+    let Some(s) = explore else { return Ok(()) };
+    s.check_many_runs(cmd).map_err(anyhow::Error::msg)?;
     if gate.baseline.is_some() {
         anyhow::bail!(
             "--baseline compares calibrated rates, and an explored run's counts are not rates: \

@@ -157,6 +157,18 @@ pub fn lesson(o: &LessonOptions) -> Result<Lesson, String> {
         Hit::first_violation(r).or_else(|| Hit::first_expectation(r))
     };
     let main = run_failure(&o.sim, &o.model, seed, pick)?;
+    let steps = (main.history.events.iter()).filter(|e| !bookkeeping(&e.what)).count();
+    if steps > picture::MAX_EVENTS {
+        return Err(format!(
+            "seed {seed} of sim {} takes {steps} steps under {}; a lesson page steps through at \
+             most {}: shrink the sim first (idemsim shrink {} --model {} --seed {seed})",
+            o.sim.name,
+            o.model.name,
+            picture::MAX_EVENTS,
+            crate::text::shell_arg(&crate::catalog::display_path(&o.sim.path)),
+            crate::text::shell_arg(&crate::catalog::cli_name(&o.model)),
+        ));
+    }
     let intent = main.intent().map(str::to_string);
     let mut view = run_view(&main.sim, &o.model, &main.history, &main.report, intent.as_deref());
     mark_violation(&mut view, &main);
@@ -168,7 +180,12 @@ pub fn lesson(o: &LessonOptions) -> Result<Lesson, String> {
     let data = PageData {
         format: "idemsim-lesson",
         version: 1,
-        title: format!("Why {} races: {} · seed {seed}", o.model.name, o.sim.name),
+        title: format!(
+            "How {} fails {} on seed {seed}: {}",
+            o.model.name,
+            o.sim.name,
+            main.hit.following()
+        ),
         sim: o.sim.name.clone(),
         seed,
         replay: crate::catalog::replay_command(

@@ -568,6 +568,18 @@ impl Faults {
         f
     }
 
+    /// These faults with the named rate kinds ([`Faults::kinds`]) at their top edge, 1.0 (every
+    /// draw fires); `gc`, `partitions` and unknown names are left as they are.
+    pub fn at_top(&self, kinds: &[&str]) -> Faults {
+        let mut f = self.clone();
+        for (n, r) in RATE_KINDS {
+            if kinds.contains(&n) && *r(&mut f) > 0.0 {
+                *r(&mut f) = 1.0;
+            }
+        }
+        f
+    }
+
     /// The knobs that are set, for run headers: `reply_drop=0.2 crash=0.01 ...`.
     pub fn describe(&self) -> String {
         let mut v = Vec::new();

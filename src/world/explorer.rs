@@ -142,11 +142,26 @@ pub(crate) fn draw(lo: u64, hi: u64) -> Option<u64> {
         let e = e.as_mut()?;
         e.seen.decisions += 1;
         match e.mode {
-            Mode::Count => None,
+            Mode::Count | Mode::Faults(_) => None,
             Mode::Edges => Some(edge(lo, hi)),
             Mode::Pct { .. } => e.pct_draw(lo, hi),
             Mode::Choices(_) => Some(if e.choose(2) == 0 { lo } else { hi }),
         }
+    })
+}
+
+/// A fault draw (a rate strictly between 0 and 1), if an explorer decides it: `faults` fires
+/// exactly its points; every mode counts the draw.
+pub(crate) fn chance() -> Option<bool> {
+    EXPLORER.with_borrow_mut(|e| {
+        let e = e.as_mut()?;
+        e.seen.fault_draws += 1;
+        let Mode::Faults(points) = &e.mode else { return None };
+        let fire = points.binary_search(&e.seen.fault_draws).is_ok();
+        if fire {
+            e.seen.fired.push(e.seen.fault_draws);
+        }
+        Some(fire)
     })
 }
 
@@ -160,7 +175,7 @@ pub(crate) fn pick(ids: &[u64]) -> Option<usize> {
         }
         e.seen.decisions += 1;
         match e.mode {
-            Mode::Count | Mode::Edges => None,
+            Mode::Count | Mode::Edges | Mode::Faults(_) => None,
             Mode::Pct { .. } => {
                 e.pct_start();
                 e.reach();

@@ -23,7 +23,10 @@ use crate::scenario::{Route, Sim};
 /// Draw one fault decision from the seed. Rates of 0 draw nothing, so adding a fault kind to
 /// a sim does not perturb the schedules of sims without it.
 pub(crate) fn chance(rate: f64) -> bool {
-    rate > 0.0 && (rate >= 1.0 || madsim::rand::thread_rng().gen_bool(rate))
+    rate > 0.0
+        && (rate >= 1.0
+            || super::explorer::chance()
+                .unwrap_or_else(|| madsim::rand::thread_rng().gen_bool(rate)))
 }
 
 /// Draw one duration uniformly from an inclusive range (µs), the one rule for every drawn

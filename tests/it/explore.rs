@@ -204,7 +204,7 @@ fn bad_strategies_are_refused() {
             let (code, out, err) =
                 idemsim(&[cmd, RACE, "--model", "check-first", "--explore", bad]);
             assert_eq!(code, 2, "{cmd} --explore {bad:?}: {out}{err}");
-            assert!(err.contains("valid strategies: edges, swarm, pct"), "{err}");
+            assert!(err.contains("valid strategies: edges, swarm, faults"), "{err}");
             assert!(!err.contains("panicked"), "{err}");
         }
     }

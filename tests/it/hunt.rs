@@ -262,3 +262,89 @@ fn explored_runs_are_snapshotted() {
     assert!(rare.contains("lost-effect"), "{rare}{err}");
     super::snapshot("explore__clock-skew__transactional-async__edges", &rare);
 }
+
+/// `faults`: exactly n fault draws of the fault-free run fire (the first is always reached),
+/// named in the JSON; the same (strategy, seed) gives the same trace; parse and display agree.
+#[test]
+fn faults_fire_exactly_their_points() {
+    for (name, n) in [("faults", 1usize), ("faults:n=2", 2)] {
+        let st = idemsim::explore::Strategy::parse(name).unwrap();
+        assert_eq!(st.to_string(), name);
+        for seed in 0..6u64 {
+            let s = seed.to_string();
+            let args = ["run", "dropped-replies", "--model", "transactional", "--seed", &s];
+            let mut a = args.to_vec();
+            a.extend(["--explore", name, "--json"]);
+            let (_, out, err) = idemsim(&a);
+            let v = json(&out);
+            let x = &v["report"]["exploration"];
+            let x = if x.is_null() { &v["exploration"] } else { x };
+            let fired = x["fired"].as_array().unwrap_or_else(|| panic!("{out}{err}"));
+            let k = x["fault_draws"].as_u64().unwrap();
+            assert!(k >= 2, "dropped-replies draws faults: {k}");
+            assert!(!fired.is_empty() && fired.len() <= n, "{name} seed {seed}: {fired:?}");
+            assert_eq!(idemsim(&a).1, out, "{name} seed {seed} replays");
+        }
+    }
+    let (code, _, err) =
+        idemsim(&["run", RACE, "--model", "check-first", "--explore", "faults:n=9"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// Swarm's top edge: a kind on at rate 1.0 fires on every draw (every reply of
+/// dropped-replies is dropped when `reply_drop` is at the top); the JSON names it.
+#[test]
+fn swarm_top_edge_fires_every_draw() {
+    let mut seen_top = false;
+    for seed in 0..16u64 {
+        let s = seed.to_string();
+        let a = ["run", "dropped-replies", "--model", "transactional", "--seed", &s];
+        let (_, out, _) = idemsim(&[&a[..], &["--explore", "swarm", "--json"]].concat());
+        let v = json(&out);
+        let x = &v["report"]["exploration"];
+        let x = if x.is_null() { &v["exploration"] } else { x };
+        let top: Vec<&str> =
+            x["faults_at_top"].as_array().unwrap().iter().filter_map(|t| t.as_str()).collect();
+        if !top.contains(&"reply_drop") {
+            continue;
+        }
+        seen_top = true;
+        let (_, trace, _) = idemsim(&[&a[..], &["--explore", "swarm", "--trace"]].concat());
+        let replies =
+            trace.lines().filter(|l| l.contains(": reply ") && l.contains(" → client")).count();
+        let dropped = trace.lines().filter(|l| l.contains("dropped in the network")).count();
+        assert!(replies > 0 && dropped >= replies, "seed {seed}: {dropped} of {replies}\n{trace}");
+    }
+    assert!(seen_top, "some seed of 0..16 pushes reply_drop to 1.0");
+}
+
+/// Outputs never replace the command's inputs or each other; a sweep or matrix refuses one
+/// exhaustive schedule; explain refuses a whole exhaustive space.
+#[test]
+fn outputs_and_strategies_that_cannot_work_are_refused() {
+    let dir = std::env::temp_dir().join(format!("idemsim-hunt-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sim = dir.join("v.toml");
+    std::fs::copy(root().join("sims/teaching/check-first-race.toml"), &sim).unwrap();
+    let before = std::fs::read(&sim).unwrap();
+    let sim_s = sim.to_str().unwrap();
+    let svg = dir.join("a.svg");
+    let svg_s = svg.to_str().unwrap();
+    for a in [
+        vec!["lesson", "check-first", "--sim", sim_s, "-o", sim_s],
+        vec!["run", sim_s, "--model", "check-first", "--svg", sim_s],
+        vec!["run", sim_s, "--model", "check-first", "--svg", svg_s, "--html", svg_s],
+        vec!["shrink", sim_s, "--model", "check-first", "-o", sim_s],
+        vec!["explain", "check-first", "--sim", sim_s, "--html", sim_s],
+        vec!["sweep", RACE, "--model", "check-first", "--explore", "exhaustive@01"],
+        vec!["matrix", "--sims", RACE, "--explore", "exhaustive@01"],
+        vec!["explain", "check-first", "--sim", RACE, "--explore", "exhaustive:5"],
+    ] {
+        let (code, out, err) = idemsim(&a);
+        assert_eq!(code, 2, "{a:?}: {out}{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert_eq!(std::fs::read(&sim).unwrap(), before, "the sim file is untouched");
+    assert!(!svg.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -179,3 +179,25 @@ fn same_arguments_same_bytes() {
     assert_eq!(v["format"], "idemsim-lesson");
     assert_eq!(v["seed"], 13);
 }
+
+/// A run longer than a page can step through (more than `picture::MAX_EVENTS` steps) is
+/// refused with the shrink command to run first, never drawn cut with a violation marked at
+/// a step that is not it.
+#[test]
+fn a_run_too_long_for_a_page_is_refused() {
+    let dir = std::env::temp_dir().join(format!("idemsim-lesson-long-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sim = dir.join("burst.toml");
+    std::fs::write(
+        &sim,
+        "seeds = \"0..5\"\n[world]\nlatency_ms = [0.03, 0.055]\n[world.event_loop]\n\
+         connect_gap_ms = [0.05, 0.6]\n[[request]]\nid = \"burst\"\nkey = \"k1\"\ncopies = 200\n\
+         spread_ms = [0, 1.7]\nexpect = { status = 201, same_id = true }\n[expect]\nrows = 1\n",
+    )
+    .unwrap();
+    let (code, out, err) = super::idemsim(&["lesson", "no-key", "--sim", sim.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("a lesson page steps through at most 400"), "{err}");
+    assert!(err.contains("shrink"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -121,6 +121,10 @@ struct Exec {
     in_tx: bool,
     stored: bool,
     effect_pending: bool,
+    /// A 2xx outcome saved (durable once committed, or at once outside a transaction).
+    ok_saved: bool,
+    /// A 2xx outcome saved and durable: a crash before the reply loses a committed success.
+    ok_durable: bool,
 }
 
 /// The scan of one history: what runs, and the moments reached.
@@ -197,6 +201,10 @@ impl Scan<'_> {
     fn crashed(&mut self, server: u32) {
         if self.running.values().any(|e| e.server == server && e.effect_pending) {
             self.mark(Moment::CrashBetweenEffectAndCommit);
+        }
+        // A success saved for good and not yet replied: the crash loses its reply.
+        if self.running.values().any(|e| e.server == server && e.ok_durable) {
+            self.mark(Moment::ReplyLostAfterCommit);
         }
         self.running.retain(|_, e| e.server != server);
     }
@@ -279,13 +287,16 @@ fn flags(e: &mut Exec, what: &What) {
             e.in_tx = false;
             e.effect_pending = false;
             e.window &= !e.stored;
+            e.ok_durable |= e.ok_saved;
         }
         What::CommitNothingWritten => e.in_tx = false,
-        What::Rollback => (e.in_tx, e.window) = (false, false),
-        What::Stored { .. } | What::ClaimCompleted { .. } => {
+        What::Rollback => (e.in_tx, e.window, e.ok_saved) = (false, false, false),
+        What::Stored { status } | What::ClaimCompleted { status } => {
             e.stored = true;
+            e.ok_saved |= (200..300).contains(status);
             if !e.in_tx {
                 (e.window, e.effect_pending) = (false, false);
+                e.ok_durable |= e.ok_saved;
             }
         }
         What::RowInserted { .. } if !e.in_tx => e.effect_pending = false,
@@ -372,7 +383,7 @@ pub fn possible(sim: &Sim, model: &Model) -> Vec<Moment> {
             Moment::CrashBetweenEffectAndCommit => crash && effect,
             Moment::KeyCollectedWhileRetrying => keyed && collects && (retries || copies),
             Moment::ClaimTakenWhileRunning => keyed && claims && same_key_twice,
-            Moment::ReplyLostAfterCommit => lost_reply,
+            Moment::ReplyLostAfterCommit => lost_reply || crash,
             Moment::CommitLost => f.commit_lost > 0.0,
         })
         .collect()
@@ -599,6 +610,21 @@ mod tests {
         assert_eq!(reached_by(refused, &[]), vec![]);
         let cl = vec![srv(1, 0, What::Arrived), srv(2, 0, What::CommitLost { committed: true })];
         assert_eq!(reached_by(cl, &[]), vec![Moment::CommitLost]);
+        // A crash after a success was saved for good, before the reply, loses it; a crash
+        // before the transaction that saved it committed does not (nothing was saved).
+        let crash = at(9, Node::Server(0), None, What::ProcessCrashed);
+        let saved =
+            vec![srv(1, 0, What::Arrived), srv(2, 0, What::Stored { status: 201 }), crash.clone()];
+        assert_eq!(reached_by(saved, &[]), vec![Moment::ReplyLostAfterCommit]);
+        let in_tx = vec![
+            srv(1, 0, What::Arrived),
+            srv(2, 0, What::Begin { sql: "BEGIN" }),
+            srv(3, 0, What::Stored { status: 201 }),
+            crash.clone(),
+        ];
+        assert_eq!(reached_by(in_tx, &[]), vec![]);
+        let failed = vec![srv(1, 0, What::Arrived), srv(2, 0, What::Stored { status: 500 }), crash];
+        assert_eq!(reached_by(failed, &[]), vec![]);
     }
 
     /// The static judgement: the teaching race allows the race window and two copies, and

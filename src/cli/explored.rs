@@ -213,6 +213,9 @@ fn row(h: &Hunted, (w_sim, w_model): (usize, usize)) -> String {
     let c = &h.cell;
     let (runs, first, found) = if !c.applicable {
         ("—".to_string(), "—".to_string(), "n/a".to_string())
+    } else if c.runs == 0 {
+        // Interrupted before this cell started: nothing was hunted, so nothing is clean.
+        ("0".to_string(), "—".to_string(), render::NOT_RUN.to_string())
     } else {
         let mut found: Vec<String> = c
             .violations_in_order()

@@ -241,7 +241,8 @@ fn vs_view(
     let mut v = run_view(sim, m, h, &out.report, intent);
     let broken =
         out.report.violations.iter().any(|x| !x.permitted && Some(x.intent.as_str()) == intent);
-    v.fix = fix_mark(sim, h, intent, &v);
+    // A fix that shows the same violation neither blocks nor replays it: nothing to mark.
+    v.fix = if broken { None } else { fix_mark(sim, h, intent, &v) };
     if let Some(w) = &mut v.window
         && !broken
     {

@@ -726,12 +726,17 @@ pub fn versioned(kind: &str, mut v: serde_json::Value) -> serde_json::Value {
 /// The matrix as JSON (`idemsim-matrix`): every cell (see [`cell_json`]) and the per-model
 /// totals.
 pub fn matrix_json(models: &[Arc<Model>], cells: &[Cell]) -> String {
+    serde_json::to_string_pretty(&matrix_value(models, cells)).expect("serialisable")
+}
+
+/// [`matrix_json`] as a value, for outputs that add to it (`matrix --explore`).
+pub fn matrix_value(models: &[Arc<Model>], cells: &[Cell]) -> serde_json::Value {
     let json: Vec<serde_json::Value> = cells.iter().map(cell_json).collect();
     let v = serde_json::json!({
         "cells": json,
         "totals": sweep::totals(models, cells),
     });
-    serde_json::to_string_pretty(&versioned("matrix", v)).expect("serialisable")
+    versioned("matrix", v)
 }
 
 /// A share of `k` seeds out of `runs` as JSON: `rate` (0 to 1) and `ci95`, its Wilson 95 %

@@ -260,8 +260,7 @@ fn replays(out: &mut String, hunted: &[Hunted], strategy: &Strategy) {
 /// `runs_to_first` (and an exhaustive cell's `exploration`).
 pub(super) fn json(models: &[Arc<Model>], hunted: &[Hunted], strategy: &Strategy) -> String {
     let cells: Vec<Cell> = hunted.iter().map(|h| h.cell.clone()).collect();
-    let mut v: serde_json::Value =
-        serde_json::from_str(&render::matrix_json(models, &cells)).unwrap_or_default();
+    let mut v = render::matrix_value(models, &cells);
     v["explore"] = strategy.to_string().into();
     for (i, h) in hunted.iter().enumerate() {
         let c = &mut v["cells"][i];

@@ -7,7 +7,7 @@
 mod events;
 mod hash;
 mod mermaid;
-mod state;
+pub mod state;
 mod text;
 
 pub use events::{Actor, CrashSite, Event, Node, Refusal, Stmt, What};

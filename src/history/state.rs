@@ -1,7 +1,12 @@
-//! The committed state after each event, as the state column of a diagram shows it.
+//! The committed state after each event: the tables (rows, key records) as one replay of the
+//! history commits them ([`tables`], for the lesson page), and their counts
+//! ([`StateTrack`], the state column of a diagram). Writes inside a transaction count from its
+//! `COMMIT` and vanish at a `ROLLBACK` or a crash.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+use serde::Serialize;
 
 use super::{Actor, History, Node, What};
 
@@ -13,70 +18,20 @@ pub struct StateTrack {
 }
 
 impl StateTrack {
-    /// Replay `h`'s events: the committed rows and key records after each one (writes inside a transaction count from its COMMIT, or a lost COMMIT that committed).
+    /// Replay `h`'s events ([`Replay`], the one replay the lesson's tables use too): the
+    /// committed rows and key records after each one (writes inside a transaction count from
+    /// its COMMIT, or a lost COMMIT that committed).
     pub fn of(h: &History) -> StateTrack {
-        #[derive(Default, Clone)]
-        struct Pending {
-            in_tx: bool,
-            rows: u64,
-            done: i64,
-            claims: i64,
-        }
-        let (mut rows, mut done, mut claims) = (0u64, 0i64, 0i64);
-        let mut pending: BTreeMap<(u32, Option<Actor>), Pending> = BTreeMap::new();
-        let mut after = Vec::with_capacity(h.events.len());
-        for e in &h.events {
-            let node = match e.node {
-                Node::Server(p) => p,
-                _ => u32::MAX,
-            };
-            let key = (node, e.who);
-            let p = pending.entry(key).or_default();
-            match &e.what {
-                What::Begin { .. } => *p = Pending { in_tx: true, ..Default::default() },
-                What::Commit => {
-                    rows += p.rows;
-                    done += p.done;
-                    claims += p.claims;
-                    *p = Pending::default();
-                }
-                What::Rollback | What::CommitLost { committed: false } => *p = Pending::default(),
-                What::CommitLost { committed: true } => {
-                    rows += p.rows;
-                    done += p.done;
-                    claims += p.claims;
-                    *p = Pending::default();
-                }
-                What::RowInserted { .. } if p.in_tx => p.rows += 1,
-                What::RowInserted { .. } => rows += 1,
-                What::Claimed | What::TookOver | What::RetookFailed if p.in_tx => p.claims += 1,
-                What::Claimed | What::RetookFailed => claims += 1,
-                What::Stored { .. } if p.in_tx => p.done += 1,
-                What::Stored { .. } => done += 1,
-                What::ClaimCompleted { .. } if p.in_tx => {
-                    p.done += 1;
-                    p.claims -= 1;
-                }
-                What::ClaimCompleted { .. } => {
-                    done += 1;
-                    claims -= 1;
-                }
-                What::ClaimReleased { n } | What::MarkedFailed { n } | What::KeyReleased { n } => {
-                    claims -= *n as i64
-                }
-                What::KeysDeleted { .. } => {
-                    done = 0;
-                    claims = 0;
-                }
-                What::Collected { n, .. } => done -= *n as i64,
-                What::KeyExpired { .. } => done -= 1,
-                What::ProcessCrashed => {
-                    pending.retain(|(n, _), _| *n != node);
-                }
-                _ => {}
-            }
-            after.push((rows, done.max(0) as u64, claims.max(0) as u64));
-        }
+        let mut r = Replay::new(h);
+        let after = h
+            .events
+            .iter()
+            .map(|e| {
+                r.step(e.node, e.who, &e.what);
+                let count = |st: &str| r.now.keys.iter().filter(|k| k.state == st).count() as u64;
+                (r.now.rows.len() as u64, count(DONE), count(IN_PROGRESS))
+            })
+            .collect();
         StateTrack { after }
     }
 
@@ -92,4 +47,183 @@ impl StateTrack {
             s
         })
     }
+}
+
+/// One row of the `rows` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RowLine {
+    /// The row's id.
+    pub id: i64,
+    /// The execution that inserted it (`click[1]`).
+    pub by: String,
+}
+
+/// One record of the `keys` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyLine {
+    /// The `Idempotency-Key`.
+    pub key: String,
+    /// `done` or `in progress`.
+    pub state: &'static str,
+    /// The execution that wrote it.
+    pub by: String,
+}
+
+/// The committed tables after one event.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Tables {
+    /// The `rows` table.
+    pub rows: Vec<RowLine>,
+    /// The `keys` table.
+    pub keys: Vec<KeyLine>,
+}
+
+/// What one execution wrote inside its open transaction.
+#[derive(Default)]
+struct Pending {
+    in_tx: bool,
+    rows: Vec<RowLine>,
+    keys: Vec<KeyLine>,
+    completes: Vec<String>,
+}
+
+const DONE: &str = "done";
+const IN_PROGRESS: &str = "in progress";
+
+/// The replay's state: committed tables and each execution's pending writes.
+struct Replay<'a> {
+    h: &'a History,
+    keys_of: BTreeMap<Actor, String>,
+    now: Tables,
+    pending: BTreeMap<(u32, Option<Actor>), Pending>,
+}
+
+impl<'a> Replay<'a> {
+    /// The replay of `h` before its first event (each attempt's key from what it sent).
+    fn new(h: &'a History) -> Replay<'a> {
+        let keys_of = h
+            .events
+            .iter()
+            .filter_map(|e| match (&e.what, e.who) {
+                (What::Sent { key: Some(k), .. }, Some(a)) => Some((a, crate::text::printable(k))),
+                _ => None,
+            })
+            .collect();
+        Replay { h, keys_of, now: Tables::default(), pending: BTreeMap::new() }
+    }
+
+    fn by(&self, who: Option<Actor>) -> String {
+        who.map(|a| self.h.legend.actor(a)).unwrap_or_default()
+    }
+
+    fn key(&self, who: Option<Actor>) -> String {
+        who.and_then(|a| self.keys_of.get(&a).cloned()).unwrap_or_else(|| "-".into())
+    }
+
+    /// The in-progress record of `key` becomes done (a new done line when there is none). An
+    /// execution without a key of its own (the completer finishing an abandoned claim) completes
+    /// the first in-progress record, as [`Replay::release`] releases one.
+    fn complete(now: &mut Tables, key: String, by: String) {
+        let mine = now.keys.iter().position(|k| k.key == key && k.state == IN_PROGRESS);
+        let any = || now.keys.iter().position(|k| k.state == IN_PROGRESS);
+        let at = if key == "-" { mine.or_else(any) } else { mine };
+        match at.map(|i| &mut now.keys[i]) {
+            Some(k) => k.state = DONE,
+            None => now.keys.push(KeyLine { key, state: DONE, by }),
+        }
+    }
+
+    fn commit(&mut self, slot: (u32, Option<Actor>)) {
+        let p = self.pending.remove(&slot).unwrap_or_default();
+        self.now.rows.extend(p.rows);
+        self.now.keys.extend(p.keys);
+        for by in p.completes {
+            let key = self.key(slot.1);
+            Self::complete(&mut self.now, key, by);
+        }
+    }
+
+    /// Remove up to `n` in-progress records, `key`'s first.
+    fn release(&mut self, key: &str, n: u32) {
+        for _ in 0..n {
+            let at = self.now.keys.iter().position(|k| k.key == key && k.state == IN_PROGRESS);
+            let at = at.or_else(|| self.now.keys.iter().position(|k| k.state == IN_PROGRESS));
+            if let Some(i) = at {
+                self.now.keys.remove(i);
+            }
+        }
+    }
+
+    fn drop_done(&mut self, key: Option<&str>, n: u32) {
+        for _ in 0..n {
+            let at =
+                key.and_then(|k| self.now.keys.iter().position(|x| x.key == k && x.state == DONE));
+            let at = at.or_else(|| self.now.keys.iter().position(|x| x.state == DONE));
+            if let Some(i) = at {
+                self.now.keys.remove(i);
+            }
+        }
+    }
+
+    fn step(&mut self, node: Node, who: Option<Actor>, what: &What) {
+        let slot = (if let Node::Server(p) = node { p } else { u32::MAX }, who);
+        let in_tx = self.pending.get(&slot).is_some_and(|p| p.in_tx);
+        let (by, key) = (self.by(who), self.key(who));
+        let line = |state| KeyLine { key: key.clone(), state, by: by.clone() };
+        match what {
+            What::Begin { .. } => {
+                self.pending.insert(slot, Pending { in_tx: true, ..Default::default() });
+            }
+            What::Commit | What::CommitLost { committed: true } => self.commit(slot),
+            What::Rollback | What::CommitLost { committed: false } => {
+                self.pending.remove(&slot);
+            }
+            What::RowInserted { row } => {
+                let r = RowLine { id: *row, by: by.clone() };
+                self.target(slot, in_tx, |p| &mut p.rows, |t| &mut t.rows).push(r);
+            }
+            What::Claimed | What::TookOver | What::RetookFailed if in_tx => {
+                self.pending.entry(slot).or_default().keys.push(line(IN_PROGRESS))
+            }
+            What::Claimed | What::RetookFailed => self.now.keys.push(line(IN_PROGRESS)),
+            What::Stored { .. } => {
+                let l = line(DONE);
+                self.target(slot, in_tx, |p| &mut p.keys, |t| &mut t.keys).push(l);
+            }
+            What::ClaimCompleted { .. } if in_tx => {
+                self.pending.entry(slot).or_default().completes.push(by.clone())
+            }
+            What::ClaimCompleted { .. } => Self::complete(&mut self.now, key.clone(), by.clone()),
+            What::ClaimReleased { n } | What::MarkedFailed { n } | What::KeyReleased { n } => {
+                self.release(&key, *n as u32)
+            }
+            What::KeysDeleted { .. } => self.now.keys.clear(),
+            What::Collected { n, .. } => self.drop_done(None, *n as u32),
+            What::KeyExpired { .. } => self.drop_done(Some(&key), 1),
+            What::ProcessCrashed => self.pending.retain(|(n, _), _| *n != slot.0),
+            _ => {}
+        }
+    }
+
+    /// Where a write goes: the execution's open transaction, or the committed table.
+    fn target<T>(
+        &mut self,
+        slot: (u32, Option<Actor>),
+        in_tx: bool,
+        pending: impl FnOnce(&mut Pending) -> &mut Vec<T>,
+        now: impl FnOnce(&mut Tables) -> &mut Vec<T>,
+    ) -> &mut Vec<T> {
+        if in_tx { pending(self.pending.entry(slot).or_default()) } else { now(&mut self.now) }
+    }
+}
+
+/// The committed tables after each of the first `shown` events of `h`.
+pub fn tables(h: &History, shown: usize) -> Vec<Tables> {
+    let mut r = Replay::new(h);
+    let mut out = Vec::with_capacity(shown);
+    for e in h.events.iter().take(shown) {
+        r.step(e.node, e.who, &e.what);
+        out.push(r.now.clone());
+    }
+    out
 }

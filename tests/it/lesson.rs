@@ -104,6 +104,8 @@ fn tables_agree_with_the_counts_on_other_runs() {
         ("sims/faults/dropped-replies.toml", "transactional"),
         ("sims/article/11-twenty-concurrent-one-process.toml", "check-first"),
         ("sims/teaching/check-first-race.toml", "transactional"),
+        // The completer finishes an abandoned claim (it has no key of its own).
+        ("sims/business/webhook-crash-after-insert.toml", "brandur-atomic-phases"),
     ];
     for (s, m) in cases {
         let (s, m) = (sim(s), model(m));

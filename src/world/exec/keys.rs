@@ -93,7 +93,7 @@ impl Exec {
                 Err(Response::error(400, "Idempotency-Key is not a UUID"))
             }
             Some(k) => {
-                self.key = Some(Scope {
+                self.key = Some(std::rc::Rc::new(Scope {
                     user: match (kp.scope_tenant, kp.scope_user) {
                         (false, true) => order.user.clone(),
                         (false, false) => String::new(),
@@ -109,7 +109,7 @@ impl Exec {
                         String::new()
                     },
                     key: k.to_string(),
-                });
+                }));
                 self.fingerprint = match kp.fingerprint {
                     Fingerprint::Validated => match &kp.fingerprint_fields {
                         None => http::sha256_hex(order.canonical().as_bytes()),
@@ -153,7 +153,7 @@ impl Exec {
         }
         self.event(What::CompleterTookOver { intent: a.intent.clone(), key: a.scope.key.clone() });
         (self.admitted_us, self.admitted_app_us) = (self.world().now_us(), now);
-        self.key = Some(a.scope);
+        self.key = Some(std::rc::Rc::new(a.scope));
         self.fingerprint = a.fingerprint;
         self.hold_claim();
         self.row_id = Some(a.row);
@@ -496,7 +496,7 @@ impl Exec {
         }
     }
 
-    pub(super) fn scope(&self) -> Scope {
+    pub(super) fn scope(&self) -> std::rc::Rc<Scope> {
         self.key.clone().expect("key present")
     }
 

@@ -54,7 +54,7 @@ pub(crate) struct Exec {
     pub intent: String,
     pub order: Option<Order>,
     /// The request's key in its scope (None: no key, or the variant never reads it).
-    pub key: Option<Scope>,
+    pub key: Option<std::rc::Rc<Scope>>,
     pub fingerprint: String,
     pub row_id: Option<i64>,
     pub response: Option<Response>,

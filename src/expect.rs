@@ -138,3 +138,69 @@ fn end_state_checks(sim: &Sim, report: &Observation, out: &mut Vec<Check>) {
         push(out, "row qty".into(), format!("{q:?}"), format!("{actual:?}"));
     }
 }
+
+/// Whether every expectation of `sim` holds on this run: exactly `check(..).iter().all(held)`,
+/// each comparison made on the typed values instead of their text (a number's, a name's and a
+/// list's text are equal exactly when the values are). A sweep keeps the checks of a run only
+/// when one failed, so a passing run builds none ([`crate::run::judge_lean`]); debug builds
+/// assert the two agree on every judged run.
+pub fn holds(sim: &Sim, report: &Observation) -> bool {
+    sim.requests.iter().enumerate().all(|(i, spec)| {
+        let r = &report.requests[i];
+        let e = &spec.expect;
+        r.copies.iter().all(|c| c.last().is_some_and(|a| copy_holds(sim, report, spec, a)))
+            && e.same_id.is_none_or(|same| same_id_holds(r, same))
+            && e.rows_after.is_none_or(|n| r.rows_after == Some(n))
+            && e.keys_after.is_none_or(|n| r.keys_after == Some(n))
+            && e.responses_after.is_none_or(|n| r.responses_after == Some(n))
+    }) && end_state_holds(sim, report)
+}
+
+/// [`copy_checks`]' verdicts, without their text.
+fn copy_holds(
+    sim: &Sim,
+    report: &Observation,
+    spec: &crate::scenario::RequestSpec,
+    a: &crate::report::AttemptOutcome,
+) -> bool {
+    let e = &spec.expect;
+    let theirs = |other: &str| {
+        let j = sim.request_index(other).expect("checked at load");
+        report.requests[j].finals().next().and_then(|x| x.id())
+    };
+    e.status.is_none_or(|s| a.status == Some(s))
+        && e.outcome.is_none_or(|o| o == a.outcome)
+        && e.replayed.is_none_or(|rp| rp == a.replayed)
+        && e.id.is_none_or(|id| a.id() == Some(id))
+        && e.same_id_as.as_deref().is_none_or(|o| {
+            let theirs = theirs(o);
+            theirs.is_some() && a.id() == theirs
+        })
+        && e.id_differs_from.as_deref().is_none_or(|o| {
+            let id = a.id();
+            id.is_some() && id != theirs(o)
+        })
+}
+
+/// [`same_id_check`]'s verdict, without its text: one distinct id and every copy has one, or
+/// (`same` false) more than one distinct id.
+fn same_id_holds(r: &crate::report::RequestReport, same: bool) -> bool {
+    let (mut first, mut many, mut without) = (None, false, false);
+    for id in r.finals().map(|a| a.id()) {
+        match (id, first) {
+            (None, _) => without = true,
+            (Some(i), None) => first = Some(i),
+            (Some(i), Some(f)) => many |= i != f,
+        }
+    }
+    if same { first.is_some() && !many && !without } else { many }
+}
+
+/// [`end_state_checks`]' verdicts, without their text.
+fn end_state_holds(sim: &Sim, report: &Observation) -> bool {
+    let x = &sim.expect;
+    x.rows.is_none_or(|n| n == report.rows.len() as u64)
+        && x.keys.is_none_or(|n| n == report.keys.len() as u64)
+        && x.effects.is_none_or(|n| n == report.effect_log.len() as u64)
+        && x.row_qty.as_ref().is_none_or(|q| q.iter().eq(report.rows.iter().map(|r| &r.qty)))
+}

@@ -6,12 +6,13 @@
 //! that was collected (retention/GC) between the two executions are *policy-permitted*:
 //! reported under their own `expired-*` names and kept apart from bugs.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::http::Reason;
 use crate::model::Model;
 use crate::report::{
-    AttemptOutcome, Collected, EffectRecord, Observation, RecordState, RowRecord, Scope, Violation,
+    AttemptOutcome, Collected, EffectRecord, Observation, RecordState, RowRecord, Violation,
     ViolationKind,
 };
 use crate::scenario::{InjectAction, RequestSpec, Sim};
@@ -82,25 +83,35 @@ struct IntentView<'a> {
 }
 
 impl<'a> IntentView<'a> {
-    fn new(sim: &'a Sim, obs: &'a Observation, intent: &'a str) -> IntentView<'a> {
-        let mut v = IntentView {
-            intent,
+    /// An empty view, whose buffers [`IntentView::fill`] reuses for every intent of a run.
+    fn empty() -> IntentView<'a> {
+        IntentView {
+            intent: "",
             attempts: vec![],
             finals: vec![],
             finished: true,
             acknowledged: false,
-            effects: obs.effect_log.iter().filter(|e| e.intent == intent).collect(),
-        };
+            effects: vec![],
+        }
+    }
+
+    /// The view of `intent` (its buffers cleared and refilled).
+    fn fill(&mut self, sim: &'a Sim, obs: &'a Observation, intent: &'a str) {
+        self.intent = intent;
+        self.attempts.clear();
+        self.finals.clear();
+        self.effects.clear();
+        self.finished = true;
+        self.effects.extend(obs.effect_log.iter().filter(|e| e.intent == intent));
         for (qi, q) in sim.requests.iter().enumerate().filter(|(_, q)| q.intent == intent) {
             let rep = &obs.requests[qi];
-            v.finished &= rep.finished;
+            self.finished &= rep.finished;
             for c in &rep.copies {
-                v.attempts.extend(c.iter().map(|a| (q, a)));
-                v.finals.extend(c.last());
+                self.attempts.extend(c.iter().map(|a| (q, a)));
+                self.finals.extend(c.last());
             }
         }
-        v.acknowledged = v.attempts.iter().any(|(_, a)| a.is_success());
-        v
+        self.acknowledged = self.attempts.iter().any(|(_, a)| a.is_success());
     }
 
     fn violation(&self, name: ViolationKind, detail: String) -> Violation {
@@ -151,19 +162,21 @@ fn keys_sent<'a>(sim: &Sim, obs: &'a Observation, intent: &str) -> Vec<(&'a str,
 /// Every violation of the run, grouped by kind in report order.
 pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation> {
     let mut out = Vec::new();
-    let rows_by_id: BTreeMap<i64, &RowRecord> = obs.rows.iter().map(|x| (x.id, x)).collect();
+    let rows = Rows::of(obs);
     let expected = effects_expected(sim, model);
     let bounded = !obs.bounds_hit.is_empty();
+    let mut v = IntentView::empty();
     for intent in sim.intents() {
-        let v = IntentView::new(sim, obs, intent);
-        duplicates(sim, obs, model, &v, &mut out);
-        replies(&v, &rows_by_id, &mut out);
+        v.fill(sim, obs, intent);
+        let v = &v;
+        duplicates(sim, obs, model, v, &mut out);
+        replies(v, rows, &mut out);
         // One name per fact: a client told its applied intent failed is a phantom success,
         // not also an unacknowledged effect or an unfinished intent.
-        let phantom = answers_against_state(obs, model, &v, bounded, &mut out);
-        effects_against_acks(&v, expected, bounded, phantom, &mut out);
+        let phantom = answers_against_state(obs, model, v, bounded, &mut out);
+        effects_against_acks(v, expected, bounded, phantom, &mut out);
         if !phantom {
-            liveness(&v, bounded, &mut out);
+            liveness(v, bounded, &mut out);
         }
     }
     // Replay equality and the fingerprint are promises of a design that reads the key; one
@@ -191,10 +204,14 @@ fn duplicates(
     v: &IntentView,
     out: &mut Vec<Violation>,
 ) {
+    let n_rows = obs.rows.iter().filter(|x| x.intent == v.intent).count();
+    if n_rows < 2 && v.effects.len() < 2 {
+        return;
+    }
     let sent = keys_sent(sim, obs, v.intent);
     let permitted = |from: f64, to: f64| expired_by_policy(obs, model, &sent, v.intent, (from, to));
-    let rows: Vec<&RowRecord> = obs.rows.iter().filter(|x| x.intent == v.intent).collect();
-    if rows.len() > 1 {
+    if n_rows > 1 {
+        let rows: Vec<&RowRecord> = obs.rows.iter().filter(|x| x.intent == v.intent).collect();
         let first = rows[0].created_us as f64;
         for extra in &rows[1..] {
             let permitted = permitted(first, extra.created_us as f64);
@@ -223,31 +240,62 @@ fn duplicates(
 }
 
 /// Every success names a row that exists, belongs to the intent and to the client's user.
-fn replies(v: &IntentView, rows_by_id: &BTreeMap<i64, &RowRecord>, out: &mut Vec<Violation>) {
+fn replies(v: &IntentView, rows: Rows, out: &mut Vec<Violation>) {
     for (q, a) in &v.attempts {
         if !a.is_success() {
             continue;
         }
         let Some(id) = a.id() else { continue };
-        match rows_by_id.get(&id) {
+        match rows.get(id) {
             None => out.push(v.violation(
                 V::LostSuccess,
                 format!("client saw {} with id {id}; no such row", a.status.unwrap_or(0)),
             )),
-            Some(row) if q.principal().as_deref() != Some(row.user.as_str()) => {
-                out.push(v.violation(
-                    V::ScopeLeak,
-                    format!(
-                        "user {} got row {id} of user {}",
-                        q.principal().as_deref().unwrap_or("-"),
-                        row.user
-                    ),
-                ))
-            }
+            Some(row) if !is_principal(q, &row.user) => out.push(v.violation(
+                V::ScopeLeak,
+                format!(
+                    "user {} got row {id} of user {}",
+                    q.principal().as_deref().unwrap_or("-"),
+                    row.user
+                ),
+            )),
             Some(row) if row.intent != v.intent => out.push(
                 v.violation(V::ForeignReply, format!("got row {id} of intent {}", row.intent)),
             ),
             Some(_) => {}
+        }
+    }
+}
+
+/// The business rows by id: a binary search when they are in id order (as the world reports
+/// them), else a scan (ids are unique: either finds the one row).
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    rows: &'a [RowRecord],
+    sorted: bool,
+}
+
+impl<'a> Rows<'a> {
+    fn of(obs: &'a Observation) -> Rows<'a> {
+        Rows { rows: &obs.rows, sorted: obs.rows.is_sorted_by_key(|r| r.id) }
+    }
+
+    fn get(self, id: i64) -> Option<&'a RowRecord> {
+        if self.sorted {
+            self.rows.binary_search_by_key(&id, |r| r.id).ok().map(|i| &self.rows[i])
+        } else {
+            self.rows.iter().find(|r| r.id == id)
+        }
+    }
+}
+
+/// `q.principal() == Some(user)` without building the principal (`tenant/user` or `user`).
+fn is_principal(q: &RequestSpec, user: &str) -> bool {
+    match (&q.tenant, &q.user) {
+        (_, None) => false,
+        (None, Some(u)) => user == u,
+        (Some(t), Some(u)) => {
+            user.strip_prefix(t.as_str()).and_then(|r| r.strip_prefix('/')) == Some(u.as_str())
         }
     }
 }
@@ -267,21 +315,28 @@ fn answers_against_state(
     // processed (`mark-processed`), only a processed row; an unprocessed one is an event
     // received and not acted on, and a 500 about it is the truth.
     let marks = model.program.contains(&crate::model::Step::MarkProcessed);
-    let applied_rows =
-        obs.rows.iter().filter(|r| r.intent == v.intent && (!marks || r.processed)).count();
-    let writes = obs.writes.iter().filter(|w| w.intent == v.intent).count();
-    let applied = applied_rows > 0 || writes > 0 || !v.effects.is_empty();
     // The answers the client got at the end of its attempt chains; a chain that ended with no
     // answer (a transport failure) told it nothing either way.
-    let answered: Vec<&&AttemptOutcome> = v.finals.iter().filter(|a| a.status.is_some()).collect();
-    let phantom = applied
-        && v.finished
+    let mut answered = v.finals.iter().filter(|a| a.status.is_some());
+    let told_failed = v.finished
         && !bounded
         && !v.acknowledged
-        && !answered.is_empty()
-        && answered.iter().all(|a| is_failure_answer(a));
+        && answered.clone().next().is_some()
+        && answered.all(|a| is_failure_answer(a));
+    // What was applied, counted only for a client told it failed (the rest never reads it).
+    let (applied_rows, writes) = if told_failed {
+        (
+            obs.rows.iter().filter(|r| r.intent == v.intent && (!marks || r.processed)).count(),
+            obs.writes.iter().filter(|w| w.intent == v.intent).count(),
+        )
+    } else {
+        (0, 0)
+    };
+    let applied = applied_rows > 0 || writes > 0 || !v.effects.is_empty();
+    let phantom = told_failed && applied;
     if phantom {
-        let last = answered.iter().map(|a| a.status.unwrap_or(0).to_string()).collect::<Vec<_>>();
+        let answered = v.finals.iter().filter(|a| a.status.is_some());
+        let last = answered.map(|a| a.status.unwrap_or(0).to_string()).collect::<Vec<_>>();
         let what = if writes > 0 {
             format!("{writes} document write(s)")
         } else {
@@ -353,71 +408,95 @@ fn liveness(v: &IntentView, bounded: bool, out: &mut Vec<Violation>) {
 
 /// Per (user, path, key): every success is the same reply, and no second payload executed.
 fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Violation>) {
-    // (intent, attempt, canonical body sent) of every success, per scope.
-    let mut by_key: BTreeMap<Scope, Vec<(&str, &AttemptOutcome, String)>> = BTreeMap::new();
-    // Bodies are the sim's few strings: each made canonical once.
-    let mut canon: BTreeMap<&str, String> = BTreeMap::new();
+    // (scope, intent, attempt, body sent) of every success that sent a key, in request, copy
+    // and attempt order, then grouped by scope in scope order (a stable sort: each group in
+    // that order), as a map from scope to list would iterate.
+    let mut successes: Vec<(ScopeRef, &str, &AttemptOutcome, &str)> = Vec::new();
     for (qi, q) in sim.requests.iter().enumerate() {
         for c in &obs.requests[qi].copies {
             for (n, a) in c.iter().enumerate() {
                 let (Some(k), true) = (&a.key, a.is_success()) else { continue };
-                let scope = Scope {
-                    user: q.principal().unwrap_or_default(),
-                    operation: q.path.clone(),
-                    key: k.clone(),
+                let user = match (&q.tenant, &q.user) {
+                    (Some(_), Some(_)) => Cow::Owned(q.principal().unwrap_or_default()),
+                    (_, u) => Cow::Borrowed(u.as_deref().unwrap_or_default()),
                 };
-                let body = q.body_for(n as u32 + 1);
-                let sent = canon.entry(body).or_insert_with(|| canonical(body)).clone();
-                by_key.entry(scope).or_default().push((&q.intent, a, sent));
+                let scope = (user, q.path.as_str(), k.as_str());
+                successes.push((scope, &q.intent, a, q.body_for(n as u32 + 1)));
             }
         }
     }
-    for (s, list) in &by_key {
-        let (user, path, key) = (&s.user, &s.operation, &s.key);
-        let first = &list[0];
-        if let Some(other) =
-            list.iter().find(|x| x.1.status != first.1.status || x.1.body != first.1.body)
-        {
-            // When each reply's order was created: its row's time, else when it was asked for
-            // (attempt times are in ms, the rest in µs).
-            let made = |a: &AttemptOutcome| {
-                a.id()
-                    .and_then(|id| obs.rows.iter().find(|r| r.id == id))
-                    .map_or(a.sent_ms * 1000.0, |r| r.created_us as f64)
-            };
-            let (a, b) = (made(first.1), made(other.1));
-            let window = (a.min(b), a.max(b));
-            let permitted = [first.0, other.0]
-                .iter()
-                .any(|i| expired_by_policy(obs, model, &keys_sent(sim, obs, i), i, window));
-            out.push(Violation {
-                name: if permitted { V::ExpiredReplayMismatch } else { V::ReplayMismatch },
-                intent: other.0.to_string(),
-                detail: format!(
-                    "{user} {path} key {key}: {} vs {}",
-                    first.1.body.as_deref().unwrap_or(""),
-                    other.1.body.as_deref().unwrap_or("")
-                ),
-                permitted,
-            });
-        }
-        // Executed: not a replay, and not a reply handing back a row another execution
-        // inserted (get-or-create, `[rows] on_clash = "existing"`: a 200 with the existing
-        // row and no replay marker runs nothing of its own payload).
-        let handed_back = |a: &AttemptOutcome| {
-            let row = a.id().and_then(|id| obs.rows.iter().find(|r| r.id == id));
-            matches!((row, a.exec), (Some(r), Some(e)) if i64::try_from(e).ok() != Some(r.exec))
+    successes.sort_by(|a, b| a.0.cmp(&b.0));
+    for list in successes.chunk_by(|a, b| a.0 == b.0) {
+        scope_consistency(sim, model, obs, list, out);
+    }
+}
+
+/// A success's scope, borrowed where it can be: (user, path, key), ordered as [`Scope`] is.
+type ScopeRef<'a> = (Cow<'a, str>, &'a str, &'a str);
+
+/// [`key_consistency`] of one scope's successes (at least one), in order.
+fn scope_consistency(
+    sim: &Sim,
+    model: &Model,
+    obs: &Observation,
+    list: &[(ScopeRef, &str, &AttemptOutcome, &str)],
+    out: &mut Vec<Violation>,
+) {
+    let (user, path, key) = &list[0].0;
+    let first = &list[0];
+    if let Some(other) =
+        list.iter().find(|x| x.2.status != first.2.status || x.2.body != first.2.body)
+    {
+        // When each reply's order was created: its row's time, else when it was asked for
+        // (attempt times are in ms, the rest in µs).
+        let made = |a: &AttemptOutcome| {
+            a.id()
+                .and_then(|id| obs.rows.iter().find(|r| r.id == id))
+                .map_or(a.sent_ms * 1000.0, |r| r.created_us as f64)
         };
-        let fresh: Vec<_> = list.iter().filter(|x| !x.1.replayed && !handed_back(x.1)).collect();
-        if let Some(f0) = fresh.first()
-            && let Some(other) = fresh.iter().find(|x| x.2 != f0.2)
-        {
+        let (a, b) = (made(first.2), made(other.2));
+        let window = (a.min(b), a.max(b));
+        let permitted = [first.1, other.1]
+            .iter()
+            .any(|i| expired_by_policy(obs, model, &keys_sent(sim, obs, i), i, window));
+        out.push(Violation {
+            name: if permitted { V::ExpiredReplayMismatch } else { V::ReplayMismatch },
+            intent: other.1.to_string(),
+            detail: format!(
+                "{user} {path} key {key}: {} vs {}",
+                first.2.body.as_deref().unwrap_or(""),
+                other.2.body.as_deref().unwrap_or("")
+            ),
+            permitted,
+        });
+    }
+    // Executed: not a replay, and not a reply handing back a row another execution
+    // inserted (get-or-create, `[rows] on_clash = "existing"`: a 200 with the existing
+    // row and no replay marker runs nothing of its own payload).
+    let handed_back = |a: &AttemptOutcome| {
+        let row = a.id().and_then(|id| obs.rows.iter().find(|r| r.id == id));
+        matches!((row, a.exec), (Some(r), Some(e)) if i64::try_from(e).ok() != Some(r.exec))
+    };
+    let mut fresh = list.iter().filter(|x| !x.2.replayed && !handed_back(x.2));
+    let Some(f0) = fresh.next() else { return };
+    // The canonical body each executed (field order ignored; memoised per thread): made only
+    // when a second execution is there to compare.
+    let canonical_of = canonical;
+    let mut rest = fresh.peekable();
+    if rest.peek().is_none() {
+        return;
+    }
+    let c0 = canonical_of(f0.3);
+    for other in rest {
+        let c = canonical_of(other.3);
+        if c != c0 {
             out.push(Violation {
                 name: V::PayloadMismatchExecuted,
-                intent: other.0.to_string(),
-                detail: format!("{user} {path} key {key}: executed {} and {}", f0.2, other.2),
+                intent: other.1.to_string(),
+                detail: format!("{user} {path} key {key}: executed {c0} and {c}"),
                 permitted: false,
             });
+            return;
         }
     }
 }
@@ -589,12 +668,12 @@ pub fn ambiguous_intents(violations: &[Violation]) -> u64 {
 
 /// Rows and effects per intent, in intent order (for histograms).
 pub fn per_intent(sim: &Sim, obs: &Observation) -> Vec<(u64, u64)> {
-    let effects = obs.effects_per_intent();
     sim.intents()
         .iter()
         .map(|i| {
             let rows = obs.rows.iter().filter(|x| x.intent == *i).count() as u64;
-            (rows, effects.get(*i).copied().unwrap_or(0))
+            let effects = obs.effect_log.iter().filter(|e| e.intent == *i).count() as u64;
+            (rows, effects)
         })
         .collect()
 }

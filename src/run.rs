@@ -210,11 +210,40 @@ pub(crate) fn explored_world(
 /// number).
 pub fn judge(sim: &Sim, model: &Model, seed: u64, obs: Observation) -> RunReport {
     let checks = expect::check(sim, &obs);
+    debug_assert_eq!(expect::holds(sim, &obs), checks.iter().all(|c| c.held), "expect::holds");
+    let effects = obs.effects_per_intent();
+    let mut report = judge_with(sim, model, seed, obs, checks);
+    report.effects = effects;
+    report.sim = sim.name.clone();
+    report.model = model.name.clone();
+    report.warnings = warnings(sim, model);
+    report
+}
+
+/// [`judge`] for a sweep, which keeps of a run only what [`crate::sweep::Cell::add`] and
+/// [`crate::sweep::per_seed_line`] read: the same report, except that `checks` is empty when
+/// every check held (the full list otherwise: [`RunReport::passed`] is the same either way)
+/// and `sim`, `model`, `warnings` and `effects` are left empty (they depend only on the cell,
+/// or are summed in `effects_total` and `per_intent`).
+pub fn judge_lean(sim: &Sim, model: &Model, seed: u64, obs: Observation) -> RunReport {
+    let checks = if expect::holds(sim, &obs) { Vec::new() } else { expect::check(sim, &obs) };
+    judge_with(sim, model, seed, obs, checks)
+}
+
+/// The report of `obs` with its checks, the oracle's violations and the counts; `sim`, `model`,
+/// `warnings` and `effects` left empty for the caller.
+fn judge_with(
+    sim: &Sim,
+    model: &Model,
+    seed: u64,
+    obs: Observation,
+    checks: Vec<crate::report::Check>,
+) -> RunReport {
     let violations = oracle::violations(sim, model, &obs);
     RunReport {
         seed,
-        sim: sim.name.clone(),
-        model: model.name.clone(),
+        sim: String::new(),
+        model: String::new(),
         keys: obs.keys.len() as u64,
         keys_in_progress: obs
             .keys
@@ -222,21 +251,52 @@ pub fn judge(sim: &Sim, model: &Model, seed: u64, obs: Observation) -> RunReport
             .filter(|(_, r)| r.state == RecordState::InProgress)
             .count() as u64,
         effects_total: obs.effect_log.len() as u64,
-        effects: obs.effects_per_intent(),
+        effects: std::collections::BTreeMap::new(),
         deliveries: obs.deliveries,
         checks,
-        warnings: warnings(sim, model),
+        warnings: Vec::new(),
         per_intent: oracle::per_intent(sim, &obs),
         ambiguous_intents: oracle::ambiguous_intents(&violations),
         violations,
         end_ms: obs.end_us as f64 / 1000.0,
         events: obs.events,
-        trace_hash: format!("{:016x}", obs.trace_hash),
+        trace_hash: hex16(obs.trace_hash),
         bounds_hit: obs.bounds_hit,
         rows: obs.rows,
         writes: obs.writes,
         requests: obs.requests,
     }
+}
+
+/// `format!("{h:016x}")` without the formatting machinery: 16 lowercase hex digits.
+fn hex16(h: u64) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(16);
+    for i in (0..16).rev() {
+        s.push(char::from(DIGITS[((h >> (4 * i)) & 0xf) as usize]));
+    }
+    s
+}
+
+/// One seed as a sweep runs it: [`run_explored`] without a history, judged by [`judge_lean`].
+pub(crate) fn run_lean(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    seed: u64,
+    strategy: Option<&Strategy>,
+) -> Result<RunReport, RunError> {
+    Ok(match strategy {
+        None => judge_lean(
+            sim,
+            model,
+            seed,
+            world::simulate(sim, model, seed, false, None)?.observation,
+        ),
+        Some(s) => {
+            let (sim, sim_out, _) = explored_world(sim, model, seed, false, s)?;
+            judge_lean(&sim, model, seed, sim_out.observation)
+        }
+    })
 }
 
 /// The model's documented key retention against the client's retry window, for report

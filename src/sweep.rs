@@ -110,17 +110,20 @@ impl Cell {
             let pos = self.nondeterministic_seeds.partition_point(|s| *s < sr.seed);
             self.nondeterministic_seeds.insert(pos, sr.seed);
         }
-        let mut seen: Vec<ViolationKind> = Vec::new();
-        for v in &r.violations {
-            let st = self.violations.entry(v.name.name().to_string()).or_insert(ViolationStat {
-                seeds: 0,
-                occurrences: 0,
-                first_seed: r.seed,
-                permitted: v.permitted,
-            });
+        for (i, v) in r.violations.iter().enumerate() {
+            let name = v.name.name();
+            let st = match self.violations.get_mut(name) {
+                Some(st) => st,
+                None => self.violations.entry(name.to_string()).or_insert(ViolationStat {
+                    seeds: 0,
+                    occurrences: 0,
+                    first_seed: r.seed,
+                    permitted: v.permitted,
+                }),
+            };
             st.occurrences += 1;
-            if !seen.contains(&v.name) {
-                seen.push(v.name);
+            // The first violation of its kind in this run.
+            if !r.violations[..i].iter().any(|x| x.name == v.name) {
                 st.seeds += 1;
                 st.first_seed = st.first_seed.min(r.seed);
             }
@@ -130,13 +133,13 @@ impl Cell {
             *self.effects_per_intent.entry(*effects).or_insert(0) += 1;
         }
         self.ambiguous_intents += r.ambiguous_intents;
-        if !r.violation_names().is_empty() {
+        if r.violations.iter().any(|v| !v.permitted) {
             self.violating_seeds += 1;
         }
         self.runs += 1;
         *self.rows.entry(r.rows.len() as u64).or_insert(0) += 1;
         *self.effects.entry(r.effects_total).or_insert(0) += 1;
-        sum_into(&mut self.statuses, r.status_histogram());
+        count_statuses(&mut self.statuses, r);
         if !r.bounds_hit.is_empty() {
             self.bounded_runs += 1;
         }
@@ -218,6 +221,36 @@ impl Cell {
     /// seed failed.
     pub fn replay_command(&self, sim: &Sim, model: &Model) -> Option<String> {
         self.first_failed_seed.map(|s| catalog::replay_for(sim, model, s))
+    }
+}
+
+/// Add `r`'s [`RunReport::status_histogram`] to `h`, without building it: a status's text is
+/// made on the stack and allocated only for a status `h` has not counted yet.
+fn count_statuses(h: &mut BTreeMap<String, u64>, r: &RunReport) {
+    for a in r.requests.iter().flat_map(|q| q.copies.iter().flatten()) {
+        let mut buf = [0u8; 5];
+        let k = match a.status {
+            Some(s) => {
+                let mut at = buf.len();
+                let mut n = s;
+                loop {
+                    at -= 1;
+                    buf[at] = b'0' + (n % 10) as u8;
+                    n /= 10;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                std::str::from_utf8(&buf[at..]).expect("ASCII digits")
+            }
+            None => a.outcome.name(),
+        };
+        match h.get_mut(k) {
+            Some(n) => *n += 1,
+            None => {
+                h.insert(k.to_string(), 1);
+            }
+        }
     }
 }
 
@@ -361,7 +394,8 @@ pub struct SeedResult {
     pub cell: usize,
     /// The seed.
     pub seed: u64,
-    /// The run's report.
+    /// The run's report: [`run::judge`]'s, or (a sweep's workers) [`run::judge_lean`]'s,
+    /// which leaves empty what [`Cell::add`] and [`per_seed_line`] do not read.
     pub report: RunReport,
     /// Set by `check_determinism`: the second run's trace hash differed.
     pub nondeterministic: bool,
@@ -619,12 +653,11 @@ fn run_seed(
         let (report, m) = crate::moments::run_with_moments(sim, model, seed, ex)?;
         (report, Some(m))
     } else {
-        (run::run_explored(sim, model, seed, RunOptions::default(), ex)?.0.report, None)
+        (run::run_lean(sim, model, seed, ex)?, None)
     };
     let mut nondeterministic = false;
     if opts.check_determinism {
-        let (again, _) = run::run_explored(sim, model, seed, RunOptions::default(), ex)?;
-        nondeterministic = again.report.trace_hash != report.trace_hash;
+        nondeterministic = run::run_lean(sim, model, seed, ex)?.trace_hash != report.trace_hash;
     }
     Ok((SeedResult { cell, seed, report, nondeterministic }, moments))
 }

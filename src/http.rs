@@ -43,10 +43,14 @@ pub struct Request {
     /// The request path (routing is by path: unknown → 404).
     pub path: String,
     /// The headers, as (name, value) in the order sent; looked up case-insensitively.
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<Header>,
     /// The raw body bytes (bad JSON and field order are real).
     pub body: Vec<u8>,
 }
+
+/// A header: (name, value). Names and fixed values are static text (no allocation per message
+/// on the simulated wire); values from a sim, a model or a socket are owned.
+pub type Header = (std::borrow::Cow<'static, str>, std::borrow::Cow<'static, str>);
 
 /// A reply as the client receives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -54,7 +58,7 @@ pub struct Response {
     /// The HTTP status.
     pub status: u16,
     /// The headers, as (name, value) (e.g. the model's replay marker on a replay).
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<Header>,
     /// The body (JSON).
     pub body: String,
     /// Harness instrumentation, not part of HTTP (like the `X-Intent` header): what the server
@@ -99,7 +103,7 @@ pub struct Meta {
 impl Request {
     /// The value of header `name` (case-insensitive), if sent.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_ref())
     }
 }
 
@@ -116,7 +120,9 @@ impl Response {
 
     /// A JSON error reply: `{"error": msg}`.
     pub fn error(status: u16, msg: &str) -> Self {
-        Self::new(status, serde_json::json!({ "error": msg }).to_string())
+        // What `json!({"error": msg}).to_string()` prints, without building the map.
+        let msg = serde_json::to_string(msg).expect("a string serialises");
+        Self::new(status, format!("{{\"error\":{msg}}}"))
     }
 
     /// 409 `{"error":"already exists"}`: a business key is taken (a final answer).
@@ -132,7 +138,7 @@ impl Response {
 
     /// The value of header `name` (case-insensitive), if present.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_ref())
     }
 }
 
@@ -207,7 +213,7 @@ impl Order {
         let body =
             format!("{{\"doc\":\"{}\",\"value\":{},\"version\":{version}}}", self.item, self.qty);
         let mut r = Response::new(200, body);
-        r.headers.push((ETAG_HEADER.into(), format!("\"{version}\"")));
+        r.headers.push((ETAG_HEADER.into(), format!("\"{version}\"").into()));
         r
     }
 
@@ -423,7 +429,7 @@ mod tests {
     fn req(path: &str, user: Option<&str>, body: &str) -> Request {
         let mut headers = vec![];
         if let Some(u) = user {
-            headers.push((USER_HEADER.to_string(), u.to_string()));
+            headers.push((USER_HEADER.into(), u.to_string().into()));
         }
         Request {
             method: "POST".into(),
@@ -482,7 +488,7 @@ mod tests {
             let mut r = req(path, Some("u1"), body);
             r.method = "PUT".into();
             if let Some(m) = if_match {
-                r.headers.push((IF_MATCH_HEADER.into(), m.into()));
+                r.headers.push((IF_MATCH_HEADER.into(), m.to_string().into()));
             }
             admit(&r)
         };

@@ -391,7 +391,7 @@ fn attempt_once(
 ) -> AttemptOutcome {
     let attempt_id = format!("{qi}.{copy}.{attempt}");
     let mut req = spec.request(attempt, key.as_deref(), None);
-    req.headers.push(("X-Attempt".into(), attempt_id));
+    req.headers.push(("X-Attempt".into(), attempt_id.into()));
     let bytes = wire::request_bytes(&req.method, &req.path, &req.headers, &req.body);
     let faults = NetFaults::draw(&ctx.sim, rng);
     let sent = Instant::now();

@@ -57,7 +57,7 @@ pub enum ReadError {
 pub fn request_bytes(
     method: &str,
     path: &str,
-    headers: &[(String, String)],
+    headers: &[crate::http::Header],
     body: &[u8],
 ) -> Vec<u8> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");

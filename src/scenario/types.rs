@@ -130,23 +130,24 @@ impl RequestSpec {
         client_time_ms: Option<i64>,
     ) -> crate::http::Request {
         use crate::http;
-        let mut headers = vec![(http::CONTENT_TYPE.to_string(), "application/json".to_string())];
+        let mut headers: Vec<http::Header> = Vec::with_capacity(7);
+        headers.push((http::CONTENT_TYPE.into(), "application/json".into()));
         if let Some(u) = &self.user {
-            headers.push((http::USER_HEADER.to_string(), u.clone()));
+            headers.push((http::USER_HEADER.into(), u.clone().into()));
         }
         if let Some(t) = &self.tenant {
-            headers.push((http::TENANT_HEADER.to_string(), t.clone()));
+            headers.push((http::TENANT_HEADER.into(), t.clone().into()));
         }
         if let Some(t) = client_time_ms {
-            headers.push((http::CLIENT_TIME_HEADER.to_string(), t.to_string()));
+            headers.push((http::CLIENT_TIME_HEADER.into(), t.to_string().into()));
         }
         if let Some(m) = &self.if_match {
-            headers.push((http::IF_MATCH_HEADER.to_string(), m.clone()));
+            headers.push((http::IF_MATCH_HEADER.into(), m.clone().into()));
         }
         if let Some(k) = key {
-            headers.push((http::KEY_HEADER.to_string(), k.to_string()));
+            headers.push((http::KEY_HEADER.into(), k.to_string().into()));
         }
-        headers.push((http::INTENT_HEADER.to_string(), self.intent.clone()));
+        headers.push((http::INTENT_HEADER.into(), self.intent.clone().into()));
         http::Request {
             method: self.method.clone(),
             path: self.path.clone(),

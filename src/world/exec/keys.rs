@@ -302,7 +302,7 @@ impl Exec {
         if status == 409 && resp.body == Response::taken().body {
             resp.meta.reason = Some(Reason::Taken);
         }
-        resp.headers.push((kp.replay_marker.clone(), "true".into()));
+        resp.headers.push((kp.replay_marker.clone().into(), "true".into()));
         Ok(Flow::Finish(resp))
     }
 

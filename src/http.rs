@@ -48,6 +48,9 @@ pub struct Request {
     pub body: Vec<u8>,
 }
 
+/// The body of [`Response::taken`].
+pub const TAKEN_BODY: &str = r#"{"error":"already exists"}"#;
+
 /// A header: (name, value). Names and fixed values are static text (no allocation per message
 /// on the simulated wire); values from a sim, a model or a socket are owned.
 pub type Header = (std::borrow::Cow<'static, str>, std::borrow::Cow<'static, str>);
@@ -127,6 +130,7 @@ impl Response {
 
     /// 409 `{"error":"already exists"}`: a business key is taken (a final answer).
     pub fn taken() -> Self {
+        debug_assert_eq!(Self::error(409, "already exists").body, TAKEN_BODY);
         Self::error(409, "already exists").meaning(Reason::Taken)
     }
 

@@ -256,7 +256,9 @@ impl Exec {
 
     /// A stored record was found: replay, mismatch, or in flight.
     pub(super) async fn on_hit(&mut self, mut rec: KeyRecord) -> Result<Flow, Failure> {
-        let kp = self.key_policy().clone();
+        // The policy borrowed from the model (an Arc), not cloned for every hit.
+        let model = self.run.world.model.clone();
+        let kp = model.key.as_ref().expect("key steps need a key policy (checked at load)");
         if self.expired {
             self.event(What::ExpiredGone);
             return Ok(Flow::Finish(
@@ -299,7 +301,7 @@ impl Exec {
         self.event(What::Replayed { status });
         let mut resp = Response::new(status, rec.response.unwrap_or_default());
         // A stored business refusal keeps its meaning when it is replayed.
-        if status == 409 && resp.body == Response::taken().body {
+        if status == 409 && resp.body == http::TAKEN_BODY {
             resp.meta.reason = Some(Reason::Taken);
         }
         resp.headers.push((kp.replay_marker.clone().into(), "true".into()));

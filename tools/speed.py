@@ -2,7 +2,7 @@
 """docs/speed/measurements.json: what a run costs against its floor (issue 27), measured on this
 machine, and README's Speed tables rendered from it.
 
-    python3 tools/speed.py              # measure (about 6–8 minutes on a quiet 2-core machine),
+    python3 tools/speed.py              # measure (about 5–8 minutes on a 2-core machine),
                                         # write docs/speed/measurements.json
     python3 tools/speed.py --quick      # the same end to end in about a minute (noisy; marked quick)
     python3 tools/speed.py --max-seeds 10000000   # peak memory up to 10^7 seeds (default 10^6)
@@ -66,7 +66,10 @@ def sh(*cmd, **kw):
 
 def criterion(quick):
     """Each bench's median (ns) and its 95 % interval, from criterion's estimates.json."""
-    extra = ["--warm-up-time", "0.5", "--measurement-time", "1"] if quick else []
+    # No HTML report (its plots take longer than the measuring on a small machine).
+    extra = ["--noplot"]
+    if quick:
+        extra += ["--warm-up-time", "0.5", "--measurement-time", "1", "--nresamples", "10000"]
     start = time.time()
     sh("cargo", "bench", "--locked", "--bench", "runs", "--", FILTER, *extra,
        stdout=sys.stderr)
@@ -173,7 +176,9 @@ def machine():
     git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
     return {"cpu": cpu, "cores": os.cpu_count(), "commit": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            # what the measured build is made of differs from the commit (docs do not count)
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "src",
+                              "benches", "Cargo.toml", "Cargo.lock", "build.rs", "models", "sims")),
             "rustc": rustc, "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "load_before": [round(x, 2) for x in os.getloadavg()]}
 
@@ -251,6 +256,10 @@ def pieces_table(m):
     return out
 
 
+def times(x):
+    return f"{x:.1f}×" if x < 10 else f"{x:,.0f}×"
+
+
 def others_table(m):
     j, mem, node = m["jobs"], m["memory"], m["node_suite"]
     out = ["| what | measured | target |", "|---|---|---|"]
@@ -269,7 +278,7 @@ def others_table(m):
                    f"(`{node['idemsim_command']}`): each sim's own seeds "
                    f"({node['idemsim_own_seeds_wall_s']:.2f} s) · one seed per cell "
                    f"({node['idemsim_one_seed_per_cell_wall_s']:.3f} s) | "
-                   f"{node['ratio_to_own_seeds']:,}× · {node['ratio_to_one_seed_per_cell']:,}× | |")
+                   f"{times(node['ratio_to_own_seeds'])} · {times(node['ratio_to_one_seed_per_cell'])} | |")
     else:
         out.append(f"| the article's Node.js suite ÷ idemsim | {node['note']} | |")
     return out
@@ -282,16 +291,19 @@ def alloc_table(m):
         sim = "race" if a["sim"] == "race" else "case 11"
         out.append(f"| {sim}, {a['model']} ({a['runs']:,} seeds) | {a['allocs_per_run']:,.0f} | {a['reallocs_per_run']:,.0f} | "
                    f"{a['frees_per_run']:,.0f} | {a['bytes_per_run']:,.0f} | {a['peak_live_bytes']:,} |")
+    out += ["", "Averages per run after a warm-up of the thread's caches; bytes are those asked for "
+            "(reallocations' growth included); peak live bytes is the most one run held at once "
+            "beyond what was live before it, the largest over the seeds."]
     return out
 
 
 def render(m):
     mc = m["machine"]
-    quick = ("**Quick mode (`--quick`): short criterion times and small seed counts, on a busy "
-             "machine; these figures only exercise the tooling.** " if m["quick"] else "")
+    quick = ("**Quick mode (`--quick`): short criterion times and small seed counts; these "
+             "figures only exercise the tooling and are not a measurement.** " if m["quick"] else "")
     head = [f"{quick}Measured {mc['date']} by `python3 tools/speed.py` on {mc['cores']} × {mc['cpu']} "
             f"(load {mc['load_before'][0]} → {mc['load_after'][0]}), commit {mc['commit'][:7]}"
-            f"{' with uncommitted changes' if mc['dirty'] else ''}, {mc['rustc'].split(' (')[0]}; "
+            f"{' with uncommitted changes to the code' if mc['dirty'] else ''}, {mc['rustc'].split(' (')[0]}; "
             "criterion's medians. The ratio is a whole run ÷ the sum of its floor pieces (below), "
             "measured in the same criterion run. There are floor pieces for transactional only: "
             "no-key's and check-first's ratios (floor in parentheses) are to the transactional "

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""docs/speed/measurements.json: what a run costs against its floor (issue 27), measured on this
+machine, and README's Speed tables rendered from it.
+
+    python3 tools/speed.py              # measure (about 5–8 minutes on a 2-core machine),
+                                        # write docs/speed/measurements.json
+    python3 tools/speed.py --quick      # the same end to end in about a minute (noisy; marked quick)
+    python3 tools/speed.py --max-seeds 10000000   # peak memory up to 10^7 seeds (default 10^6)
+    python3 tools/speed.py --node-root DIR        # the Node.js suite from another checkout
+    python3 tools/speed.py --render     # print README's Speed tables from the saved JSON (no run;
+                                        # tools/gen-docs.py runs this for the README block)
+
+Measured: criterion's median of `cargo bench --bench runs` (whole runs, the 1,000-seed sweep, the
+floor pieces); `--jobs 2` ÷ `--jobs 1` of the release binary's `sweep --json` speed, interleaved,
+median of 3; the peak resident memory (ru_maxrss) of `sweep --jobs 2`; allocations per run from
+`cargo bench --bench alloc -- --json`; the article's Node.js suite (tools/node-suite/, if present)
+against idemsim's reference experiment. Python 3.11 standard library only.
+"""
+import json, os, statistics, subprocess, sys, time
+from datetime import datetime, timezone
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAVED = os.path.join(ROOT, "docs", "speed", "measurements.json")
+BIN = os.path.join(ROOT, "target", "release", "idemsim")
+RACE = "sims/teaching/check-first-race.toml"
+CASE_11 = "11-twenty-concurrent-one-process"
+FILTER = "piece/|race/|case-11/transactional|sweep/"
+SWEEP = "sweep/race-transactional-1000-seeds"
+
+# The floor of a run: its pieces and how many of each it does (README "Speed"). A race run is
+# 2 requests and 2 replies (4 messages) and 8 statements; a case-11 run 20 requests, 20 replies
+# and 62 statements (5 for the request that creates, 3 for each of the 19 that replay).
+FLOOR = [  # (piece, count in a race run, count in a case-11 run)
+    ("piece/sql-of-a-race-run-transactional", 1, 0),
+    ("piece/sql-of-a-case-11-run-transactional", 0, 1),
+    ("piece/database-reset-rollback", 1, 1),
+    ("piece/runtime-setup", 1, 1),
+    ("piece/message", 4, 40),
+    ("piece/statement-wait", 8, 62),
+]
+# Measured beside the floor, not in it.
+YARDSTICKS = [
+    "piece/sql-of-a-race-run-transactional-memdb",
+    "piece/sql-of-a-case-11-run-transactional-memdb",
+    "piece/database-reset-wal",
+    "piece/statement-key-lookup",
+]
+RUNS = [  # (bench id, row label, floor it is divided by, target ratio)
+    ("race/no-key", "race (`check-first-race`), no-key", "race", 1.25),
+    ("race/check-first", "race, check-first", "race", 1.25),
+    ("race/transactional", "race, transactional", "race", 1.25),
+    ("case-11/transactional", "case 11, transactional", "case-11", 1.25),
+    (SWEEP, "a 1,000-seed sweep of the race, transactional, per run", "race", 1.35),
+]
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def sh(*cmd, **kw):
+    return subprocess.run(cmd, cwd=kw.pop("cwd", ROOT), check=True, text=True, **kw)
+
+
+# ---- measuring ----
+
+def criterion(quick):
+    """Each bench's median (ns) and its 95 % interval, from criterion's estimates.json."""
+    # No HTML report (its plots take longer than the measuring on a small machine).
+    extra = ["--noplot"]
+    if quick:
+        extra += ["--warm-up-time", "0.5", "--measurement-time", "1", "--nresamples", "10000"]
+    start = time.time()
+    sh("cargo", "bench", "--locked", "--bench", "runs", "--", FILTER, *extra,
+       stdout=sys.stderr)
+    out = {}
+    for bench in [f for f, _, _ in FLOOR] + YARDSTICKS + [r[0] for r in RUNS]:
+        p = os.path.join(ROOT, "target", "criterion", *bench.split("/"), "new", "estimates.json")
+        if not os.path.exists(p) or os.path.getmtime(p) < start:
+            sys.exit(f"speed: criterion wrote no fresh estimate for {bench} ({p})")
+        m = json.load(open(p))["median"]
+        ci = m["confidence_interval"]
+        out[bench] = {"median_ns": m["point_estimate"],
+                      "ci95_ns": [ci["lower_bound"], ci["upper_bound"]]}
+    return out
+
+
+def floors(est):
+    f = {"race": 0.0, "case-11": 0.0}
+    for piece, race, case in FLOOR:
+        f["race"] += race * est[piece]["median_ns"]
+        f["case-11"] += case * est[piece]["median_ns"]
+    return f
+
+
+def sweep_speed(sim, seeds, jobs):
+    out = sh(BIN, "sweep", sim, "--model", "transactional", "--seeds", f"0..{seeds}",
+             "--jobs", str(jobs), "--json", "--quiet", stdout=subprocess.PIPE).stdout
+    return json.loads(out)["speed"]["runs_per_s"]
+
+
+def jobs_ratio(quick):
+    """`--jobs 2` ÷ `--jobs 1`, runs/s, each sim's sweeps interleaved (1, 2, 1, 2, …)."""
+    out = {}
+    for name, sim, seeds in [("race", RACE, 10_000 if quick else 100_000),
+                             ("case-11", CASE_11, 2_000 if quick else 20_000)]:
+        one, two = [], []
+        for _ in range(3):
+            one.append(sweep_speed(sim, seeds, 1))
+            two.append(sweep_speed(sim, seeds, 2))
+        m1, m2 = statistics.median(one), statistics.median(two)
+        out[name] = {"seeds": seeds, "jobs_1_runs_per_s": one, "jobs_2_runs_per_s": two,
+                     "ratio_of_medians": round(m2 / m1, 3)}
+        log(f"  jobs 2 ÷ jobs 1, {name}: {m2 / m1:.2f}")
+    return out
+
+
+def peak_memory(sizes):
+    """Peak resident set (ru_maxrss) of `sweep --jobs 2` of the race, per seed count."""
+    out = []
+    for n in sizes:
+        t = time.time()
+        p = subprocess.Popen([BIN, "sweep", RACE, "--model", "transactional", "--seeds", f"0..{n}",
+                              "--jobs", "2", "--json", "--quiet"], cwd=ROOT,
+                             stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode not in (0, 1):
+            sys.exit(f"speed: sweep of {n} seeds exited {p.returncode}")
+        out.append({"seeds": n, "max_rss_kib": usage.ru_maxrss, "wall_s": round(time.time() - t, 2)})
+        log(f"  {n} seeds: {usage.ru_maxrss / 1024:.1f} MiB")
+    return out
+
+
+def allocations(quick):
+    extra = ["--seeds", "200", "--warm-up", "20"] if quick else []
+    out = sh("cargo", "bench", "--locked", "--bench", "alloc", "--", "--json", *extra,
+             stdout=subprocess.PIPE).stdout
+    return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+
+
+def timed(cmd, cwd):
+    t = time.perf_counter()
+    rc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    return round(time.perf_counter() - t, 3), rc
+
+
+ARTICLE = ["matrix", "--models", "no-key,check-first,transactional", "--jobs", "1", "--quiet"]
+
+
+def node_suite(node_root):
+    """The article's Node.js suite's wall time beside idemsim's for the same 16 cases × 3
+    variants on one thread (median of 3): over each sim's own seed range (the article's table;
+    `idemsim` with no arguments runs every model, not only these three), and one seed per cell
+    (as the suite runs each test once)."""
+    suite = os.path.join(node_root, "tools", "node-suite")
+    if not os.path.isdir(suite):
+        return {"measured": False, "note": "tools/node-suite/ absent: not measured"}
+    if not os.path.isdir(os.path.join(node_root, "targets", "node", "node_modules")):
+        return {"measured": False,
+                "note": "targets/node/node_modules absent (npm ci --prefix targets/node): not measured"}
+    node_s, rc = timed(["node", "--test", "tools/node-suite/"], node_root)
+    own = statistics.median(timed([BIN, *ARTICLE], ROOT)[0] for _ in range(3))
+    one = statistics.median(timed([BIN, *ARTICLE, "--seeds", "0..1"], ROOT)[0] for _ in range(3))
+    version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    return {"measured": True, "command": "node --test tools/node-suite/", "exit": rc,
+            "node": version, "node_wall_s": node_s, "idemsim_command": "idemsim " + " ".join(ARTICLE),
+            "idemsim_own_seeds_wall_s": own, "idemsim_one_seed_per_cell_wall_s": one,
+            "ratio_to_own_seeds": round(node_s / own, 1),
+            "ratio_to_one_seed_per_cell": round(node_s / one, 1)}
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), "unknown CPU")
+    git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+    return {"cpu": cpu, "cores": os.cpu_count(), "commit": git("rev-parse", "HEAD"),
+            # what the measured build is made of differs from the commit (docs do not count)
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "src",
+                              "benches", "Cargo.toml", "Cargo.lock", "build.rs", "models", "sims")),
+            "rustc": rustc, "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "load_before": [round(x, 2) for x in os.getloadavg()]}
+
+
+def measure(args):
+    quick = "--quick" in args
+    max_seeds = int(float(args[args.index("--max-seeds") + 1])) if "--max-seeds" in args else (
+        100_000 if quick else 1_000_000)
+    node_root = os.path.abspath(args[args.index("--node-root") + 1]) if "--node-root" in args else ROOT
+    t0 = time.time()
+    m = {"quick": quick, "machine": machine()}
+    if "--no-build" not in args:
+        log("build (release binary and both benches; not timed)")
+        sh("cargo", "build", "--locked", "--release")
+        sh("cargo", "bench", "--locked", "--bench", "runs", "--bench", "alloc", "--no-run",
+           stderr=subprocess.DEVNULL)
+    t0 = time.time()
+    log(f"criterion: cargo bench --bench runs -- '{FILTER}'")
+    est = criterion(quick)
+    m["criterion"] = est
+    fl = floors(est)
+    m["floor_ns"] = fl
+    m["ratios"] = {bench: round(est[bench]["median_ns"] / (1000 if bench == SWEEP else 1) / fl[f], 3)
+                   for bench, _, f, _ in RUNS}
+    log("--jobs 2 ÷ --jobs 1")
+    m["jobs"] = jobs_ratio(quick)
+    sizes = [10 ** k for k in range(4 if quick else 5, 12) if 10 ** k <= max_seeds]
+    log(f"peak memory, race, --jobs 2: {sizes} seeds")
+    m["memory"] = {"sim": RACE, "model": "transactional", "jobs": 2, "sizes": peak_memory(sizes)}
+    log("allocations: cargo bench --bench alloc -- --json")
+    m["allocations"] = allocations(quick)
+    log("Node.js suite")
+    m["node_suite"] = node_suite(node_root)
+    m["machine"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    m["measure_wall_s"] = round(time.time() - t0, 1)
+    os.makedirs(os.path.dirname(SAVED), exist_ok=True)
+    with open(SAVED, "w") as f:
+        json.dump(m, f, indent=1, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+    log(f"wrote {os.path.relpath(SAVED, ROOT)} ({m['measure_wall_s']} s measuring); "
+        "now python3 tools/gen-docs.py")
+
+
+# ---- rendering (README "Speed": `<!-- gen: python3 tools/speed.py --render -->`) ----
+
+def us(ns):
+    x = ns / 1000
+    return f"{x:.3g}" if x < 100 else f"{x:.0f}"
+
+
+def runs_table(m):
+    est, fl = m["criterion"], m["floor_ns"]
+    out = ["| run (release, one thread) | whole run µs | floor µs | ratio | target |",
+           "|---|---|---|---|---|"]
+    for bench, label, f, target in RUNS:
+        whole = est[bench]["median_ns"] / (1000 if bench == SWEEP else 1)
+        own = bench in ("race/transactional", "case-11/transactional", SWEEP)
+        floor = us(fl[f]) if own else f"({us(fl[f])})"
+        out.append(f"| {label} | {us(whole)} | {floor} | {m['ratios'][bench]:.2f}× | ≤ {target}× |")
+    return out
+
+
+def pieces_table(m):
+    est, fl = m["criterion"], m["floor_ns"]
+    out = ["| piece (`cargo bench --bench runs -- piece/`) | µs (95 % interval) | race, transactional | case 11, transactional |",
+           "|---|---|---|---|"]
+    for piece, race, case in FLOOR:
+        e = est[piece]
+        lo, hi = e["ci95_ns"]
+        cell = lambda n: "" if n == 0 else (us(n * e["median_ns"]) if n == 1 else f"× {n} = {us(n * e['median_ns'])}")
+        out.append(f"| `{piece.split('/', 1)[1]}` | {us(e['median_ns'])} ({us(lo)}–{us(hi)}) | {cell(race)} | {cell(case)} |")
+    out.append(f"| **floor: the pieces alone** | | **{us(fl['race'])}** | **{us(fl['case-11'])}** |")
+    for y in YARDSTICKS:
+        out.append(f"| `{y.split('/', 1)[1]}` (beside the floor, not in it) | {us(est[y]['median_ns'])} | | |")
+    return out
+
+
+def times(x):
+    return f"{x:.1f}×" if x < 10 else f"{x:,.0f}×"
+
+
+def others_table(m):
+    j, mem, node = m["jobs"], m["memory"], m["node_suite"]
+    out = ["| what | measured | target |", "|---|---|---|"]
+    for name, label in [("race", "race"), ("case-11", "case 11")]:
+        r = j[name]
+        one, two = statistics.median(r["jobs_1_runs_per_s"]), statistics.median(r["jobs_2_runs_per_s"])
+        out.append(f"| `--jobs 2` ÷ `--jobs 1`, {label}, transactional ({r['seeds']:,} seeds, median of 3) | "
+                   f"{r['ratio_of_medians']:.2f} ({one:,.0f} → {two:,.0f} runs/s) | ≥ 1.95 |")
+    sizes = mem["sizes"]
+    counts = " · ".join(f"10^{len(str(s['seeds'])) - 1}" for s in sizes)
+    peaks = " · ".join(f"{s['max_rss_kib'] / 1024:.1f}" for s in sizes)
+    out.append(f"| peak memory (max RSS), race, transactional, `--jobs 2`: {counts} seeds | {peaks} MiB | flat |")
+    if node["measured"]:
+        out.append(f"| the article's Node.js suite (`{node['command']}`, 16 cases × 3 variants, "
+                   f"{node['node_wall_s']:.1f} s) ÷ idemsim on one thread, the same cells "
+                   f"(`{node['idemsim_command']}`): each sim's own seeds "
+                   f"({node['idemsim_own_seeds_wall_s']:.2f} s) · one seed per cell "
+                   f"({node['idemsim_one_seed_per_cell_wall_s']:.3f} s) | "
+                   f"{times(node['ratio_to_own_seeds'])} · {times(node['ratio_to_one_seed_per_cell'])} | |")
+    else:
+        out.append(f"| the article's Node.js suite ÷ idemsim | {node['note']} | |")
+    return out
+
+
+def alloc_table(m):
+    out = ["| allocations per run (`cargo bench --bench alloc`) | allocations | reallocations | frees | bytes | peak live bytes |",
+           "|---|---|---|---|---|---|"]
+    for a in m["allocations"]:
+        sim = "race" if a["sim"] == "race" else "case 11"
+        out.append(f"| {sim}, {a['model']} ({a['runs']:,} seeds) | {a['allocs_per_run']:,.0f} | {a['reallocs_per_run']:,.0f} | "
+                   f"{a['frees_per_run']:,.0f} | {a['bytes_per_run']:,.0f} | {a['peak_live_bytes']:,} |")
+    out += ["", "Averages per run after a warm-up of the thread's caches; bytes are those asked for "
+            "(reallocations' growth included); peak live bytes is the most one run held at once "
+            "beyond what was live before it, the largest over the seeds."]
+    return out
+
+
+def render(m):
+    mc = m["machine"]
+    quick = ("**Quick mode (`--quick`): short criterion times and small seed counts; these "
+             "figures only exercise the tooling and are not a measurement.** " if m["quick"] else "")
+    head = [f"{quick}Measured {mc['date']} by `python3 tools/speed.py` on {mc['cores']} × {mc['cpu']} "
+            f"(load {mc['load_before'][0]} → {mc['load_after'][0]}), commit {mc['commit'][:7]}"
+            f"{' with uncommitted changes to the code' if mc['dirty'] else ''}, {mc['rustc'].split(' (')[0]}; "
+            "criterion's medians. The ratio is a whole run ÷ the sum of its floor pieces (below), "
+            "measured in the same criterion run. There are floor pieces for transactional only: "
+            "no-key's and check-first's ratios (floor in parentheses) are to the transactional "
+            "race's floor. The sweep's whole run is its time ÷ 1,000.", ""]
+    return "\n".join(head + runs_table(m) + [""] + pieces_table(m) + [""] + others_table(m)
+                     + [""] + alloc_table(m)) + "\n"
+
+
+def main():
+    args = sys.argv[1:]
+    if "--render" in args:
+        sys.stdout.write(render(json.load(open(SAVED))))
+        return
+    measure(args)
+
+
+if __name__ == "__main__":
+    main()

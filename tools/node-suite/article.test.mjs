@@ -58,7 +58,8 @@ const IDEMSIM_FAIL = {
 
 // ---- processes and folders: all ended / removed on exit, whatever happens --------------------
 const live = new Set();
-process.on('exit', () => {
+const folders = new Set();
+function endAll() {
   for (const c of live) {
     try {
       c.kill('SIGKILL');
@@ -66,7 +67,15 @@ process.on('exit', () => {
       /* gone */
     }
   }
-});
+  for (const d of folders) fs.rmSync(d, { recursive: true, force: true });
+}
+process.on('exit', endAll);
+for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+  process.on(signal, () => {
+    endAll();
+    process.exit(code);
+  });
+}
 
 function within(p, ms, what) {
   let t;
@@ -155,6 +164,7 @@ async function stopServer(s) {
  */
 async function withWorld(variant, opts, body) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'node-suite-'));
+  folders.add(dir);
   const world = {
     variant,
     dir,
@@ -172,6 +182,7 @@ async function withWorld(variant, opts, body) {
     for (const s of world.servers) await stopServer(s).catch(() => {});
     if (world.hook) await new Promise((resolve) => world.hook.server.close(resolve));
     fs.rmSync(dir, { recursive: true, force: true });
+    folders.delete(dir);
   }
 }
 

@@ -115,6 +115,9 @@ impl<'a> IntentView<'a> {
         for (qi, q) in sim.requests.iter().enumerate().filter(|(_, q)| q.intent == intent) {
             let rep = &obs.requests[qi];
             self.finished &= rep.finished;
+            // One allocation for the request's attempts (the buffers grow once per run).
+            self.attempts.reserve(rep.copies.iter().map(Vec::len).sum());
+            self.finals.reserve(rep.copies.len());
             for c in &rep.copies {
                 self.attempts.extend(c.iter().map(|a| (q, a)));
                 self.finals.extend(c.last());
@@ -420,7 +423,8 @@ fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Vi
     // (scope, intent, attempt, body sent) of every success that sent a key, in request, copy
     // and attempt order, then grouped by scope in scope order (a stable sort: each group in
     // that order), as a map from scope to list would iterate.
-    let mut successes: Vec<(ScopeRef, &str, &AttemptOutcome, &str)> = Vec::new();
+    let attempts = obs.requests.iter().flat_map(|r| &r.copies).map(Vec::len).sum();
+    let mut successes: Vec<(ScopeRef, &str, &AttemptOutcome, &str)> = Vec::with_capacity(attempts);
     for (qi, q) in sim.requests.iter().enumerate() {
         for c in &obs.requests[qi].copies {
             for (n, a) in c.iter().enumerate() {

@@ -67,6 +67,15 @@ fn canonical(body: &str) -> String {
     })
 }
 
+/// The sim's intents in first-request order ([`Sim::intents`]), without building the list.
+fn intents(sim: &Sim) -> impl Iterator<Item = &str> {
+    let qs = &sim.requests;
+    qs.iter()
+        .enumerate()
+        .filter(|(i, q)| !qs[..*i].iter().any(|p| p.intent == q.intent))
+        .map(|(_, q)| q.intent.as_str())
+}
+
 /// Everything the rules need about one intent.
 struct IntentView<'a> {
     intent: &'a str,
@@ -106,6 +115,9 @@ impl<'a> IntentView<'a> {
         for (qi, q) in sim.requests.iter().enumerate().filter(|(_, q)| q.intent == intent) {
             let rep = &obs.requests[qi];
             self.finished &= rep.finished;
+            // One allocation for the request's attempts (the buffers grow once per run).
+            self.attempts.reserve(rep.copies.iter().map(Vec::len).sum());
+            self.finals.reserve(rep.copies.len());
             for c in &rep.copies {
                 self.attempts.extend(c.iter().map(|a| (q, a)));
                 self.finals.extend(c.last());
@@ -166,7 +178,7 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
     let expected = effects_expected(sim, model);
     let bounded = !obs.bounds_hit.is_empty();
     let mut v = IntentView::empty();
-    for intent in sim.intents() {
+    for intent in intents(sim) {
         v.fill(sim, obs, intent);
         let v = &v;
         duplicates(sim, obs, model, v, &mut out);
@@ -411,7 +423,8 @@ fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Vi
     // (scope, intent, attempt, body sent) of every success that sent a key, in request, copy
     // and attempt order, then grouped by scope in scope order (a stable sort: each group in
     // that order), as a map from scope to list would iterate.
-    let mut successes: Vec<(ScopeRef, &str, &AttemptOutcome, &str)> = Vec::new();
+    let attempts = obs.requests.iter().flat_map(|r| &r.copies).map(Vec::len).sum();
+    let mut successes: Vec<(ScopeRef, &str, &AttemptOutcome, &str)> = Vec::with_capacity(attempts);
     for (qi, q) in sim.requests.iter().enumerate() {
         for c in &obs.requests[qi].copies {
             for (n, a) in c.iter().enumerate() {
@@ -425,7 +438,10 @@ fn key_consistency(sim: &Sim, model: &Model, obs: &Observation, out: &mut Vec<Vi
             }
         }
     }
-    successes.sort_by(|a, b| a.0.cmp(&b.0));
+    // Stable: a sorted list (one scope, the common case) is already grouped.
+    if !successes.is_sorted_by(|a, b| a.0 <= b.0) {
+        successes.sort_by(|a, b| a.0.cmp(&b.0));
+    }
     for list in successes.chunk_by(|a, b| a.0 == b.0) {
         scope_consistency(sim, model, obs, list, out);
     }
@@ -481,14 +497,13 @@ fn scope_consistency(
     let Some(f0) = fresh.next() else { return };
     // The canonical body each executed (field order ignored; memoised per thread): made only
     // when a second execution is there to compare.
-    let canonical_of = canonical;
     let mut rest = fresh.peekable();
     if rest.peek().is_none() {
         return;
     }
-    let c0 = canonical_of(f0.3);
+    let c0 = canonical(f0.3);
     for other in rest {
-        let c = canonical_of(other.3);
+        let c = canonical(other.3);
         if c != c0 {
             out.push(Violation {
                 name: V::PayloadMismatchExecuted,
@@ -668,11 +683,10 @@ pub fn ambiguous_intents(violations: &[Violation]) -> u64 {
 
 /// Rows and effects per intent, in intent order (for histograms).
 pub fn per_intent(sim: &Sim, obs: &Observation) -> Vec<(u64, u64)> {
-    sim.intents()
-        .iter()
+    intents(sim)
         .map(|i| {
-            let rows = obs.rows.iter().filter(|x| x.intent == *i).count() as u64;
-            let effects = obs.effect_log.iter().filter(|e| e.intent == *i).count() as u64;
+            let rows = obs.rows.iter().filter(|x| x.intent == i).count() as u64;
+            let effects = obs.effect_log.iter().filter(|e| e.intent == i).count() as u64;
             (rows, effects)
         })
         .collect()

@@ -184,13 +184,12 @@ def machine():
 
 
 def measure(args):
-    quick = "--quick" in args
-    max_seeds = int(float(args[args.index("--max-seeds") + 1])) if "--max-seeds" in args else (
-        100_000 if quick else 1_000_000)
-    node_root = os.path.abspath(args[args.index("--node-root") + 1]) if "--node-root" in args else ROOT
+    quick = args.quick
+    max_seeds = args.max_seeds or (100_000 if quick else 1_000_000)
+    node_root = os.path.abspath(args.node_root) if args.node_root else ROOT
     t0 = time.time()
     m = {"quick": quick, "machine": machine()}
-    if "--no-build" not in args:
+    if not args.no_build:
         log("build (release binary and both benches; not timed)")
         sh("cargo", "build", "--locked", "--release")
         sh("cargo", "bench", "--locked", "--bench", "runs", "--bench", "alloc", "--no-run",
@@ -313,8 +312,19 @@ def render(m):
 
 
 def main():
-    args = sys.argv[1:]
-    if "--render" in args:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--render", action="store_true",
+                    help="print README's Speed tables from the saved JSON (no measurement)")
+    ap.add_argument("--quick", action="store_true",
+                    help="about a minute end to end: short criterion times, small seed counts")
+    ap.add_argument("--max-seeds", type=lambda v: int(float(v)), metavar="N",
+                    help="peak memory up to N seeds (default 10^6; 10^5 with --quick)")
+    ap.add_argument("--node-root", metavar="DIR", help="run the Node.js suite from this checkout")
+    ap.add_argument("--no-build", action="store_true", help="use the binaries already built")
+    args = ap.parse_args()
+    if args.render:
         sys.stdout.write(render(json.load(open(SAVED))))
         return
     measure(args)

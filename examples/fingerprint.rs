@@ -6,32 +6,18 @@
 //! `cargo run --release --example fingerprint [SEEDS_PER_CELL] > before.txt`, change, run
 //! again, `diff before.txt after.txt` (README "Speed").
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
+use idemsim::catalog::files_under;
 use idemsim::model::Model;
 use idemsim::run::{self, RunOptions};
 use idemsim::scenario::Sim;
 
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> =
-        std::fs::read_dir(dir).expect("read dir").map(|e| e.expect("entry").path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "toml") {
-            out.push(p);
-        }
-    }
-}
-
 fn main() {
     let per_cell: u64 = std::env::args().nth(1).map_or(8, |s| s.parse().expect("a number"));
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let (mut sims, mut models) = (Vec::new(), Vec::new());
-    files(&root.join("sims"), &mut sims);
-    files(&root.join("models"), &mut models);
+    let (sims, models) = (files_under(&root.join("sims")), files_under(&root.join("models")));
     let models: Vec<Arc<Model>> =
         models.iter().map(|p| Arc::new(Model::load(p).expect("model"))).collect();
     for path in &sims {

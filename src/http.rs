@@ -49,13 +49,13 @@ pub struct Request {
 }
 
 /// An i64 in decimal, as `Display` writes it, on the stack.
-struct Decimal {
+pub(crate) struct Decimal {
     buf: [u8; 20],
     start: usize,
 }
 
 impl Decimal {
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.buf[self.start..]).expect("ASCII digits")
     }
     fn len(&self) -> usize {
@@ -63,7 +63,7 @@ impl Decimal {
     }
 }
 
-fn itoa_i64(v: i64) -> Decimal {
+pub(crate) fn itoa_i64(v: i64) -> Decimal {
     // 20 bytes: the 19 digits of |i64::MIN| and a sign.
     let mut d = Decimal { buf: [0; 20], start: 20 };
     let mut n = v.unsigned_abs();

@@ -228,20 +228,11 @@ impl Cell {
 /// made on the stack and allocated only for a status `h` has not counted yet.
 fn count_statuses(h: &mut BTreeMap<String, u64>, r: &RunReport) {
     for a in r.requests.iter().flat_map(|q| q.copies.iter().flatten()) {
-        let mut buf = [0u8; 5];
+        let digits;
         let k = match a.status {
             Some(s) => {
-                let mut at = buf.len();
-                let mut n = s;
-                loop {
-                    at -= 1;
-                    buf[at] = b'0' + (n % 10) as u8;
-                    n /= 10;
-                    if n == 0 {
-                        break;
-                    }
-                }
-                std::str::from_utf8(&buf[at..]).expect("ASCII digits")
+                digits = crate::http::itoa_i64(i64::from(s));
+                digits.as_str()
             }
             None => a.outcome.name(),
         };

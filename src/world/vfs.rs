@@ -256,7 +256,8 @@ unsafe extern "C" fn x_open(
             match files.get(n) {
                 Some(i) => i.clone(),
                 None if flags & ffi::SQLITE_OPEN_CREATE != 0 => {
-                    files.entry(n.clone()).or_default().clone()
+                    let fresh = Inode { data: spare(), ..Inode::default() };
+                    files.entry(n.clone()).or_insert(Arc::new(Mutex::new(fresh))).clone()
                 }
                 None => {
                     unsafe { (*file).pMethods = ptr::null() };
@@ -291,9 +292,36 @@ unsafe extern "C" fn x_delete(
     _sync_dir: c_int,
 ) -> c_int {
     if let Some(n) = unsafe { name_ref(z_name) } {
-        registry().remove(n.as_ref());
+        let gone = registry().remove(n.as_ref());
+        recycle(gone);
     }
     ffi::SQLITE_OK
+}
+
+thread_local! {
+    /// The buffer of the file this thread deleted last, emptied, for the next file it creates:
+    /// in rollback mode every write transaction creates its journal and deletes it at COMMIT,
+    /// and a run would otherwise allocate (and write into) a fresh [`GROW`]-byte buffer each
+    /// time. What a file holds is its length, so a recycled buffer is an empty file.
+    static SPARE: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Keep the buffer of a deleted file no connection has open, emptied, in [`SPARE`].
+fn recycle(gone: Option<Shared>) {
+    let Some(inode) = gone.and_then(|i| Arc::try_unwrap(i).ok()) else { return };
+    let mut data = inode.into_inner().unwrap_or_else(|p| p.into_inner()).data;
+    data.clear();
+    // `try_with`: a connection closed by a thread-local destructor at exit (a pool's) may
+    // delete its files after this thread's SPARE is gone; the buffer is then just freed.
+    let _ = SPARE.try_with(|s| {
+        let kept = s.take();
+        s.set(if data.capacity() > kept.capacity() { data } else { kept });
+    });
+}
+
+/// The buffer for a file being created: [`SPARE`]'s, or a new one.
+fn spare() -> Vec<u8> {
+    SPARE.try_with(|s| s.take()).unwrap_or_default()
 }
 
 unsafe extern "C" fn x_access(
@@ -382,7 +410,9 @@ unsafe extern "C" fn x_close(file: *mut ffi::sqlite3_file) -> c_int {
         if h.delete_on_close
             && let Some(n) = &h.name
         {
-            registry().remove(n);
+            let gone = registry().remove(n);
+            drop(h);
+            recycle(gone);
         }
     }
     ffi::SQLITE_OK

@@ -142,3 +142,44 @@ fn wal_reader_keeps_its_snapshot_and_rollback_reader_is_not_blocked_by_reserved(
         w.execute_batch("COMMIT").unwrap();
     }
 }
+
+#[test]
+fn a_deleted_journal_s_buffer_serves_the_next_file_created_and_that_file_is_empty() {
+    register();
+    let spare_capacity = || {
+        SPARE.with(|s| {
+            let v = s.take();
+            let c = v.capacity();
+            s.set(v);
+            c
+        })
+    };
+    let name = format!("/vfs-recycle-{}.db", std::process::id());
+    let c = open(&name, Some(NAME), "delete");
+    c.execute_batch(
+        "CREATE TABLE t(v BLOB);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)
+         INSERT INTO t SELECT randomblob(3000) FROM n",
+    )
+    .unwrap();
+    let sum = "SELECT SUM(length(v)), group_concat(hex(substr(v, 1500, 16))) FROM t";
+    let before: (i64, String) = c.query_row(sum, [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    // This transaction's journal holds the ~100 pages it overwrites (over 300 kB); ROLLBACK
+    // reads them back, then the journal is deleted and its buffer kept.
+    c.execute_batch("BEGIN; UPDATE t SET v = zeroblob(3000); ROLLBACK").unwrap();
+    let after: (i64, String) = c.query_row(sum, [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    assert_eq!(before, after);
+    assert!(file_bytes(&format!("{name}-journal")).is_none());
+    assert!(spare_capacity() >= 300_000, "{}", spare_capacity());
+    // The next file created takes that buffer and is an empty file: a new, empty database.
+    let other = format!("/vfs-recycle-other-{}.db", std::process::id());
+    let d = open(&other, Some(NAME), "delete");
+    let tables: i64 = d.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0)).unwrap();
+    assert_eq!(tables, 0);
+    assert_eq!(file_bytes(&other).map(|b| b.len()), Some(0));
+    assert_eq!(spare_capacity(), 0);
+    d.execute_batch("CREATE TABLE u(x); INSERT INTO u VALUES (7)").unwrap();
+    assert_eq!(d.query_row("SELECT x FROM u", [], |r| r.get::<_, i64>(0)).unwrap(), 7);
+    drop((c, d));
+    registry().retain(|n, _| !n.starts_with("/vfs-recycle"));
+}

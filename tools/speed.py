@@ -13,7 +13,8 @@ machine, and README's Speed tables rendered from it.
 Measured: criterion's median of `cargo bench --bench runs` (whole runs, the 1,000-seed sweep, the
 floor pieces); `--jobs 2` ÷ `--jobs 1` of the release binary's `sweep --json` speed, interleaved,
 median of 3; the peak resident memory (ru_maxrss) of `sweep --jobs 2`; allocations per run from
-`cargo bench --bench alloc -- --json`; the article's Node.js suite (tools/node-suite/, if present)
+`cargo bench --bench alloc -- --json`; instructions per piece and per whole run, counted by
+valgrind (examples/floor.rs; skipped without valgrind); the article's Node.js suite (tools/node-suite/, if present)
 against idemsim's reference experiment. Python 3.11 standard library only.
 """
 import json, os, statistics, subprocess, sys, time
@@ -139,6 +140,57 @@ def allocations(quick):
     return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
 
 
+FLOOR_BIN = os.path.join(ROOT, "target", "release", "examples", "floor")
+# (piece of examples/floor, iterations N; counted at N and 2N). `sql-*` include the reset
+# before each run, so the floor below is sql-* + runtime + messages + waits.
+INSTR_PIECES = [("sql-race", 400), ("sql-case-11", 100), ("reset", 400), ("runtime", 400),
+                ("message", 2000), ("wait", 2000), ("race/no-key", 200),
+                ("race/check-first", 200), ("race/transactional", 200),
+                ("case-11/transactional", 50)]
+INSTR_FLOOR = {"race": [("sql-race", 1), ("runtime", 1), ("message", 4), ("wait", 8)],
+               "case-11": [("sql-case-11", 1), ("runtime", 1), ("message", 40), ("wait", 62)]}
+
+
+def instructions_of(cmd):
+    """Instructions a command executes (valgrind's cachegrind, no cache simulation)."""
+    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                        "--cachegrind-out-file=/dev/null", *cmd],
+                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode not in (0, 1):
+        sys.exit(f"speed: {' '.join(cmd)} under valgrind exited {r.returncode}")
+    for line in r.stderr.splitlines():
+        if "I   refs:" in line or "I refs:" in line:
+            return int(line.split(":", 1)[1].strip().replace(",", ""))
+    sys.exit(f"speed: no instruction count from valgrind for {' '.join(cmd)}")
+
+
+def per_iteration(cmd_of, n):
+    """Instructions of one iteration: (count at 2n − count at n) ÷ n."""
+    return (instructions_of(cmd_of(2 * n)) - instructions_of(cmd_of(n))) / n
+
+
+def instructions():
+    """Instructions per piece and per whole run, and the ratio of a whole run to its floor:
+    the same pieces as criterion's, counted rather than timed (load does not move them)."""
+    if subprocess.run(["valgrind", "--version"], capture_output=True).returncode != 0:
+        return {"measured": False, "note": "valgrind absent: not counted"}
+    sh("cargo", "build", "--locked", "--release", "--example", "floor", stderr=subprocess.DEVNULL)
+    per = {}
+    for piece, n in INSTR_PIECES:
+        per[piece] = per_iteration(lambda k: [FLOOR_BIN, piece, str(k)], n)
+        log(f"  {piece}: {per[piece] / 1000:.1f}k instructions")
+    per["sweep"] = per_iteration(lambda k: [BIN, "sweep", RACE, "--model", "transactional",
+                                            "--seeds", f"0..{k}", "--jobs", "1", "--quiet"], 400)
+    log(f"  sweep of the race, per run: {per['sweep'] / 1000:.1f}k instructions")
+    floor = {g: sum(c * per[p] for p, c in parts) for g, parts in INSTR_FLOOR.items()}
+    whole = {"race/no-key": "race", "race/check-first": "race", "race/transactional": "race",
+             "case-11/transactional": "case-11", "sweep": "race"}
+    return {"measured": True, "tool": "valgrind --tool=cachegrind --cache-sim=no",
+            "per_iteration": {k: round(v) for k, v in per.items()},
+            "floor": {k: round(v) for k, v in floor.items()},
+            "ratios": {k: round(per[k] / floor[g], 3) for k, g in whole.items()}}
+
+
 def timed(cmd, cwd):
     t = time.perf_counter()
     rc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
@@ -202,6 +254,8 @@ def measure(args):
     m["floor_ns"] = fl
     m["ratios"] = {bench: round(est[bench]["median_ns"] / (1000 if bench == SWEEP else 1) / fl[f], 3)
                    for bench, _, f, _ in RUNS}
+    log("instructions: examples/floor and sweep under valgrind")
+    m["instructions"] = instructions()
     log("--jobs 2 ÷ --jobs 1")
     m["jobs"] = jobs_ratio(quick)
     sizes = [10 ** k for k in range(4 if quick else 5, 12) if 10 ** k <= max_seeds]
@@ -283,6 +337,28 @@ def others_table(m):
     return out
 
 
+def instr_table(m):
+    i = m.get("instructions")
+    if not i or not i["measured"]:
+        return ["Instructions per run: " + (i["note"] if i else "not counted in this measurement") + "."]
+    per, fl, r = i["per_iteration"], i["floor"], i["ratios"]
+    k = lambda n: f"{n / 1000:,.1f}k"
+    out = ["| instructions (`examples/floor` under valgrind; load does not move them) | whole run | floor | ratio |",
+           "|---|---|---|---|"]
+    for name, label, g in [("race/no-key", "race, no-key", "race"),
+                           ("race/check-first", "race, check-first", "race"),
+                           ("race/transactional", "race, transactional", "race"),
+                           ("case-11/transactional", "case 11, transactional", "case-11"),
+                           ("sweep", "a sweep of the race, transactional, per run", "race")]:
+        out.append(f"| {label} | {k(per[name])} | {k(fl[g])} | {r[name]:.2f}× |")
+    parts = " + ".join(f"{c} × `{p}` ({k(per[p])})" if c > 1 else f"`{p}` ({k(per[p])})"
+                       for p, c in INSTR_FLOOR["race"])
+    out += ["", f"The race's floor in instructions is {parts}; `sql-race` includes the database "
+            f"reset before it (`reset` alone: {k(per['reset'])}). Each count is (count of 2N "
+            "iterations − count of N) ÷ N, so a process's start drops out."]
+    return out
+
+
 def alloc_table(m):
     out = ["| allocations per run (`cargo bench --bench alloc`) | allocations | reallocations | frees | bytes | peak live bytes |",
            "|---|---|---|---|---|---|"]
@@ -307,8 +383,8 @@ def render(m):
             "measured in the same criterion run. There are floor pieces for transactional only: "
             "no-key's and check-first's ratios (floor in parentheses) are to the transactional "
             "race's floor. The sweep's whole run is its time ÷ 1,000.", ""]
-    return "\n".join(head + runs_table(m) + [""] + pieces_table(m) + [""] + others_table(m)
-                     + [""] + alloc_table(m)) + "\n"
+    return "\n".join(head + runs_table(m) + [""] + pieces_table(m) + [""] + instr_table(m)
+                     + [""] + others_table(m) + [""] + alloc_table(m)) + "\n"
 
 
 def main():

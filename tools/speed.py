@@ -100,19 +100,31 @@ def sweep_speed(sim, seeds, jobs):
     return json.loads(out)["speed"]["runs_per_s"]
 
 
+def two_processes(sim, seeds):
+    """The runs/s of two `--jobs 1` sweeps run at once as separate processes, added: what two
+    cores of this machine give two workers that share nothing (the ceiling of `--jobs 2`)."""
+    cmd = [BIN, "sweep", sim, "--model", "transactional", "--seeds", f"0..{seeds}", "--jobs", "1",
+           "--json", "--quiet"]
+    ps = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    return sum(json.loads(p.communicate()[0])["speed"]["runs_per_s"] for p in ps)
+
+
 def jobs_ratio(quick):
-    """`--jobs 2` ÷ `--jobs 1`, runs/s, each sim's sweeps interleaved (1, 2, 1, 2, …)."""
+    """`--jobs 2` ÷ `--jobs 1`, runs/s, each sim's sweeps interleaved (1, 2, 1, 2, …), beside
+    two independent `--jobs 1` processes ÷ one: a VM's two vCPUs may not be two whole cores."""
     out = {}
     for name, sim, seeds in [("race", RACE, 10_000 if quick else 100_000),
                              ("case-11", CASE_11, 2_000 if quick else 20_000)]:
-        one, two = [], []
+        one, two, apart = [], [], []
         for _ in range(3):
             one.append(sweep_speed(sim, seeds, 1))
             two.append(sweep_speed(sim, seeds, 2))
-        m1, m2 = statistics.median(one), statistics.median(two)
+            apart.append(two_processes(sim, seeds))
+        m1, m2, ma = (statistics.median(x) for x in (one, two, apart))
         out[name] = {"seeds": seeds, "jobs_1_runs_per_s": one, "jobs_2_runs_per_s": two,
-                     "ratio_of_medians": round(m2 / m1, 3)}
-        log(f"  jobs 2 ÷ jobs 1, {name}: {m2 / m1:.2f}")
+                     "two_processes_runs_per_s": apart, "ratio_of_medians": round(m2 / m1, 3),
+                     "two_processes_ratio": round(ma / m1, 3)}
+        log(f"  jobs 2 ÷ jobs 1, {name}: {m2 / m1:.2f} (two separate processes ÷ one: {ma / m1:.2f})")
     return out
 
 
@@ -151,44 +163,85 @@ INSTR_FLOOR = {"race": [("sql-race", 1), ("runtime", 1), ("message", 4), ("wait"
                "case-11": [("sql-case-11", 1), ("runtime", 1), ("message", 40), ("wait", 62)]}
 
 
+# Where an instruction runs: C and assembly by their file (SQLite, the allocator, libc's
+# memcpy and friends); Rust by the function valgrind names for it, which is the function code
+# was inlined into (a madsim helper inlined into an idemsim handler counts as idemsim's).
+BY_FILE = [("SQLite", "sqlite3.c"), ("allocator (mimalloc)", "mimalloc"),
+           ("memcpy, memset, memcmp", "memmove"), ("memcpy, memset, memcmp", "memset"),
+           ("memcpy, memset, memcmp", "memcmp"), ("memcpy, memset, memcmp", "memcpy")]
+BY_FUNCTION = [("rusqlite", ("rusqlite::", "hashlink::")),
+               ("idemsim's VFS", ("idemsim::world::vfs::",)),
+               ("executor and timers (madsim, async-task, naive-timer, tracing)",
+                ("madsim::", "async_task::", "naive_timer::", "tracing::")),
+               ("idemsim's own code", ("idemsim::", "floor::"))]
+OTHER = "other (Rust's std and core, libc)"
+COMPONENTS = list(dict.fromkeys([c for c, _ in BY_FILE] + [c for c, _ in BY_FUNCTION] + [OTHER]))
+
+
+def component(path, function):
+    for c, key in BY_FILE:
+        if key in path:
+            return c
+    # The first crate named in the symbol: `<madsim::X as core::Y>::poll` is madsim's.
+    first = min(((function.find(k), c) for c, keys in BY_FUNCTION for k in keys
+                 if function.find(k) >= 0), default=(0, OTHER))
+    return first[1]
+
+
 def instructions_of(cmd):
-    """Instructions a command executes (valgrind's cachegrind, no cache simulation)."""
-    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
-                        "--cachegrind-out-file=/dev/null", *cmd],
-                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if r.returncode not in (0, 1):
-        sys.exit(f"speed: {' '.join(cmd)} under valgrind exited {r.returncode}")
-    for line in r.stderr.splitlines():
-        if "I   refs:" in line or "I refs:" in line:
-            return int(line.split(":", 1)[1].strip().replace(",", ""))
-    sys.exit(f"speed: no instruction count from valgrind for {' '.join(cmd)}")
+    """Instructions a command executes (valgrind's cachegrind, no cache simulation), in all
+    and by component."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cg.out")
+        r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                            f"--cachegrind-out-file={out}", *cmd],
+                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if r.returncode not in (0, 1):
+            sys.exit(f"speed: {' '.join(cmd)} under valgrind exited {r.returncode}")
+        parts, fl, where = {}, "", OTHER
+        with open(out) as f:
+            for line in f:
+                if line.startswith("fl="):
+                    fl = line[3:].strip()
+                elif line.startswith("fn="):
+                    where = component(fl, line[3:].strip())
+                elif line[:1].isdigit():
+                    parts[where] = parts.get(where, 0) + int(line.split()[1])
+    return parts
 
 
 def per_iteration(cmd_of, n):
-    """Instructions of one iteration: (count at 2n − count at n) ÷ n."""
-    return (instructions_of(cmd_of(2 * n)) - instructions_of(cmd_of(n))) / n
+    """Instructions of one iteration, by component: (count at 2n − count at n) ÷ n."""
+    a, b = instructions_of(cmd_of(n)), instructions_of(cmd_of(2 * n))
+    return {c: (b.get(c, 0) - a.get(c, 0)) / n for c in set(a) | set(b)}
 
 
 def instructions():
     """Instructions per piece and per whole run, and the ratio of a whole run to its floor:
-    the same pieces as criterion's, counted rather than timed (load does not move them)."""
+    the same pieces as criterion's, counted rather than timed (load does not move them); and
+    by component, the race's whole run beside its floor."""
     if subprocess.run(["valgrind", "--version"], capture_output=True).returncode != 0:
         return {"measured": False, "note": "valgrind absent: not counted"}
     sh("cargo", "build", "--locked", "--release", "--example", "floor", stderr=subprocess.DEVNULL)
-    per = {}
+    parts = {}
     for piece, n in INSTR_PIECES:
-        per[piece] = per_iteration(lambda k: [FLOOR_BIN, piece, str(k)], n)
-        log(f"  {piece}: {per[piece] / 1000:.1f}k instructions")
-    per["sweep"] = per_iteration(lambda k: [BIN, "sweep", RACE, "--model", "transactional",
-                                            "--seeds", f"0..{k}", "--jobs", "1", "--quiet"], 400)
+        parts[piece] = per_iteration(lambda k: [FLOOR_BIN, piece, str(k)], n)
+        log(f"  {piece}: {sum(parts[piece].values()) / 1000:.1f}k instructions")
+    parts["sweep"] = per_iteration(lambda k: [BIN, "sweep", RACE, "--model", "transactional",
+                                              "--seeds", f"0..{k}", "--jobs", "1", "--quiet"], 400)
+    per = {k: sum(v.values()) for k, v in parts.items()}
     log(f"  sweep of the race, per run: {per['sweep'] / 1000:.1f}k instructions")
-    floor = {g: sum(c * per[p] for p, c in parts) for g, parts in INSTR_FLOOR.items()}
+    floor = {g: sum(c * per[p] for p, c in ps) for g, ps in INSTR_FLOOR.items()}
     whole = {"race/no-key": "race", "race/check-first": "race", "race/transactional": "race",
              "case-11/transactional": "case-11", "sweep": "race"}
+    by_component = {c: {"floor": round(sum(k * parts[p].get(c, 0) for p, k in INSTR_FLOOR["race"])),
+                        "whole": round(parts["race/transactional"].get(c, 0))} for c in COMPONENTS}
     return {"measured": True, "tool": "valgrind --tool=cachegrind --cache-sim=no",
             "per_iteration": {k: round(v) for k, v in per.items()},
             "floor": {k: round(v) for k, v in floor.items()},
-            "ratios": {k: round(per[k] / floor[g], 3) for k, g in whole.items()}}
+            "ratios": {k: round(per[k] / floor[g], 3) for k, g in whole.items()},
+            "race_transactional_by_component": by_component}
 
 
 def timed(cmd, cwd):
@@ -321,6 +374,11 @@ def others_table(m):
         one, two = statistics.median(r["jobs_1_runs_per_s"]), statistics.median(r["jobs_2_runs_per_s"])
         out.append(f"| `--jobs 2` ÷ `--jobs 1`, {label}, transactional ({r['seeds']:,} seeds, median of 3) | "
                    f"{r['ratio_of_medians']:.2f} ({one:,.0f} → {two:,.0f} runs/s) | ≥ 1.95 |")
+        if "two_processes_ratio" in r:
+            apart = statistics.median(r["two_processes_runs_per_s"])
+            out.append(f"| the same, two separate `--jobs 1` processes at once ÷ one: what this "
+                       f"machine's two cores give work that shares nothing | "
+                       f"{r['two_processes_ratio']:.2f} ({apart:,.0f} runs/s) | |")
     sizes = mem["sizes"]
     counts = " · ".join(f"10^{len(str(s['seeds'])) - 1}" for s in sizes)
     peaks = " · ".join(f"{s['max_rss_kib'] / 1024:.1f}" for s in sizes)
@@ -356,6 +414,14 @@ def instr_table(m):
     out += ["", f"The race's floor in instructions is {parts}; `sql-race` includes the database "
             f"reset before it (`reset` alone: {k(per['reset'])}). Each count is (count of 2N "
             "iterations − count of N) ÷ N, so a process's start drops out."]
+    comp = i.get("race_transactional_by_component")
+    if comp:
+        out += ["", "| race, transactional, by where the instructions run | floor | whole run | above the floor |",
+                "|---|---|---|---|"]
+        for c, v in sorted(comp.items(), key=lambda cv: cv[1]["floor"] - cv[1]["whole"]):
+            out.append(f"| {c} | {k(v['floor'])} | {k(v['whole'])} | {k(v['whole'] - v['floor'])} |")
+        tf, tw = (sum(v[x] for v in comp.values()) for x in ("floor", "whole"))
+        out.append(f"| **all** | **{k(tf)}** | **{k(tw)}** | **{k(tw - tf)}** |")
     return out
 
 

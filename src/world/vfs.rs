@@ -306,10 +306,17 @@ thread_local! {
     static SPARE: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
+/// The largest buffer [`SPARE`] keeps (bytes): a bigger journal's is freed, so what a thread
+/// holds between runs stays bounded whatever a sim writes.
+const SPARE_MAX: usize = 1 << 20;
+
 /// Keep the buffer of a deleted file no connection has open, emptied, in [`SPARE`].
 fn recycle(gone: Option<Shared>) {
     let Some(inode) = gone.and_then(|i| Arc::try_unwrap(i).ok()) else { return };
     let mut data = inode.into_inner().unwrap_or_else(|p| p.into_inner()).data;
+    if data.capacity() > SPARE_MAX {
+        return;
+    }
     data.clear();
     // `try_with`: a connection closed by a thread-local destructor at exit (a pool's) may
     // delete its files after this thread's SPARE is gone; the buffer is then just freed.

@@ -133,21 +133,11 @@ fn pieces(c: &mut Criterion) {
     g.finish();
 }
 
-/// `iters` items done in batches of at most 1,000 by `batch(seed, n)`, each batch on a fresh
-/// runtime with its own seed; the time of all batches (each must report `n` items done).
-fn in_batches(iters: u64, mut batch: impl FnMut(u64, u64) -> u64) -> Duration {
-    let mut total = Duration::ZERO;
-    let (mut left, mut seed) = (iters, 0);
-    while left > 0 {
-        let n = left.min(1000);
-        seed += 1;
-        let t = Instant::now();
-        let done = batch(seed, n);
-        total += t.elapsed();
-        assert_eq!(done, n);
-        left -= n;
-    }
-    total
+/// The time of `bench::in_batches(iters, batch)`.
+fn in_batches(iters: u64, batch: impl FnMut(u64, u64) -> u64) -> Duration {
+    let t = Instant::now();
+    bench::in_batches(iters, batch);
+    t.elapsed()
 }
 
 criterion_group!(benches, race, case_11, sweep_1000, pieces);

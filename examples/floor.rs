@@ -10,10 +10,10 @@
 //! `runtime`, `message`, `wait` (in batches of 1,000 on one runtime, as the bench), or
 //! `race/MODEL`, `case-11/MODEL` (a whole `run::run`, seeds 1..=N, as the bench).
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use idemsim::catalog;
 use idemsim::model::{Journal, Model};
 use idemsim::run::{self, RunOptions};
 use idemsim::scenario::Sim;
@@ -23,27 +23,15 @@ use idemsim::world::bench;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const RACE: &str = "sims/teaching/check-first-race.toml";
-const CASE_11: &str = "sims/article/11-twenty-concurrent-one-process.toml";
+const RACE: &str = "check-first-race";
+const CASE_11: &str = "11-twenty-concurrent-one-process";
 
-fn sim(rel: &str) -> Arc<Sim> {
-    Arc::new(Sim::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).expect("sim"))
+fn sim(name: &str) -> Result<Arc<Sim>, String> {
+    catalog::sim(name).map_err(|e| e.to_string())
 }
 
-fn model(name: &str) -> Option<Arc<Model>> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(format!("{name}.toml"));
-    Model::load(&p).ok().map(Arc::new)
-}
-
-/// `n` items in batches of at most 1,000, each on a fresh runtime with its own seed.
-fn in_batches(n: u64, mut batch: impl FnMut(u64, u64) -> u64) {
-    let (mut left, mut seed) = (n, 0);
-    while left > 0 {
-        let k = left.min(1000);
-        seed += 1;
-        assert_eq!(batch(seed, k), k);
-        left -= k;
-    }
+fn model(name: &str) -> Result<Arc<Model>, String> {
+    catalog::model(name).map_err(|e| e.to_string())
 }
 
 fn piece(name: &str, n: u64) -> Result<(), String> {
@@ -65,10 +53,10 @@ fn piece(name: &str, n: u64) -> Result<(), String> {
             }
         }
         "runtime" => (1..=n).for_each(bench::runtime_setup),
-        "wait" => in_batches(n, bench::statement_waits),
+        "wait" => bench::in_batches(n, bench::statement_waits),
         "message" => {
-            let (s, m) = (sim(RACE), model("transactional").ok_or("no transactional model")?);
-            in_batches(n, |seed, k| bench::messages(&s, &m, seed, k).expect("messages"));
+            let (s, m) = (sim(RACE)?, model("transactional")?);
+            bench::in_batches(n, |seed, k| bench::messages(&s, &m, seed, k).expect("messages"));
         }
         _ => {
             let (group, m) = name.split_once('/').ok_or(format!("no such piece: {name}"))?;
@@ -76,8 +64,8 @@ fn piece(name: &str, n: u64) -> Result<(), String> {
                 "race" => RACE,
                 "case-11" => CASE_11,
                 _ => return Err(format!("no such piece: {name}")),
-            });
-            let m = model(m).ok_or(format!("no such model: {m}"))?;
+            })?;
+            let m = model(m)?;
             for seed in 1..=n {
                 run::run(&s, &m, seed, RunOptions::default()).map_err(|e| e.to_string())?;
             }

@@ -31,13 +31,15 @@ SWEEP = "sweep/race-transactional-1000-seeds"
 # The floor of a run: its pieces and how many of each it does (README "Speed"). A race run is
 # 2 requests and 2 replies (4 messages) and 8 statements; a case-11 run 20 requests, 20 replies
 # and 62 statements (5 for the request that creates, 3 for each of the 19 that replay).
-FLOOR = [  # (piece, count in a race run, count in a case-11 run)
-    ("piece/sql-of-a-race-run-transactional", 1, 0),
-    ("piece/sql-of-a-case-11-run-transactional", 0, 1),
-    ("piece/database-reset-rollback", 1, 1),
-    ("piece/runtime-setup", 1, 1),
-    ("piece/message", 4, 40),
-    ("piece/statement-wait", 8, 62),
+# Each piece's criterion bench and the examples/floor piece whose instructions stand for it
+# (None: the reset, which examples/floor counts inside `sql-*`, the run it precedes).
+FLOOR = [  # (bench, examples/floor piece, count in a race run, count in a case-11 run)
+    ("piece/sql-of-a-race-run-transactional", "sql-race", 1, 0),
+    ("piece/sql-of-a-case-11-run-transactional", "sql-case-11", 0, 1),
+    ("piece/database-reset-rollback", None, 1, 1),
+    ("piece/runtime-setup", "runtime", 1, 1),
+    ("piece/message", "message", 4, 40),
+    ("piece/statement-wait", "wait", 8, 62),
 ]
 # Measured beside the floor, not in it.
 YARDSTICKS = [
@@ -75,7 +77,7 @@ def criterion(quick):
     sh("cargo", "bench", "--locked", "--bench", "runs", "--", FILTER, *extra,
        stdout=sys.stderr)
     out = {}
-    for bench in [f for f, _, _ in FLOOR] + YARDSTICKS + [r[0] for r in RUNS]:
+    for bench in [f for f, _, _, _ in FLOOR] + YARDSTICKS + [r[0] for r in RUNS]:
         p = os.path.join(ROOT, "target", "criterion", *bench.split("/"), "new", "estimates.json")
         if not os.path.exists(p) or os.path.getmtime(p) < start:
             sys.exit(f"speed: criterion wrote no fresh estimate for {bench} ({p})")
@@ -88,7 +90,7 @@ def criterion(quick):
 
 def floors(est):
     f = {"race": 0.0, "case-11": 0.0}
-    for piece, race, case in FLOOR:
+    for piece, _, race, case in FLOOR:
         f["race"] += race * est[piece]["median_ns"]
         f["case-11"] += case * est[piece]["median_ns"]
     return f
@@ -154,13 +156,13 @@ def allocations(quick):
 
 FLOOR_BIN = os.path.join(ROOT, "target", "release", "examples", "floor")
 # (piece of examples/floor, iterations N; counted at N and 2N). `sql-*` include the reset
-# before each run, so the floor below is sql-* + runtime + messages + waits.
+# before each run, so the floor is sql-* + runtime + messages + waits (FLOOR's counts).
 INSTR_PIECES = [("sql-race", 400), ("sql-case-11", 100), ("reset", 400), ("runtime", 400),
                 ("message", 2000), ("wait", 2000), ("race/no-key", 200),
                 ("race/check-first", 200), ("race/transactional", 200),
                 ("case-11/transactional", 50)]
-INSTR_FLOOR = {"race": [("sql-race", 1), ("runtime", 1), ("message", 4), ("wait", 8)],
-               "case-11": [("sql-case-11", 1), ("runtime", 1), ("message", 40), ("wait", 62)]}
+INSTR_FLOOR = {"race": [(p, n) for _, p, n, _ in FLOOR if p and n],
+               "case-11": [(p, n) for _, p, _, n in FLOOR if p and n]}
 
 
 # Where an instruction runs: C and assembly by their file (SQLite, the allocator, libc's
@@ -351,7 +353,7 @@ def pieces_table(m):
     est, fl = m["criterion"], m["floor_ns"]
     out = ["| piece (`cargo bench --bench runs -- piece/`) | µs (95 % interval) | race, transactional | case 11, transactional |",
            "|---|---|---|---|"]
-    for piece, race, case in FLOOR:
+    for piece, _, race, case in FLOOR:
         e = est[piece]
         lo, hi = e["ci95_ns"]
         cell = lambda n: "" if n == 0 else (us(n * e["median_ns"]) if n == 1 else f"× {n} = {us(n * e['median_ns'])}")

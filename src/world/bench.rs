@@ -24,6 +24,19 @@ pub fn runtime_setup(seed: u64) {
     });
 }
 
+/// `n` items done in batches of at most 1,000 by `batch(seed, n)`, each batch on a fresh
+/// runtime with its own seed (1, 2, …), as the per-wait and per-message pieces are measured: the
+/// runtime's cost is spread over its batch. Panics if a batch reports other than `n` done.
+pub fn in_batches(n: u64, mut batch: impl FnMut(u64, u64) -> u64) {
+    let (mut left, mut seed) = (n, 0);
+    while left > 0 {
+        let k = left.min(1000);
+        seed += 1;
+        assert_eq!(batch(seed, k), k, "a batch did fewer items than asked");
+        left -= k;
+    }
+}
+
 /// `n` statement waits on one node: what `Runner::sql` does before every statement reaches
 /// SQLite (a yield to the event loop, then the statement's latency as a model-time sleep, here
 /// 10 µs), without the statement. Returns the waits done.

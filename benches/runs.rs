@@ -130,6 +130,18 @@ fn pieces(c: &mut Criterion) {
             in_batches(iters, |seed, n| bench::messages(&s, &m, seed, n).unwrap())
         })
     });
+    // The floor composed into one run: its pieces in a run's order, nothing added (not a piece
+    // of the floor; what a run that did nothing above its floor would cost).
+    for (name, copies, waits) in [("race", 2, 8), ("case-11", 20, 62)] {
+        let mut floor = bench::SqlFloor::new(bench::FloorVfs::Idemsim).unwrap();
+        g.bench_function(format!("floor-composed-{name}"), |b| {
+            b.iter(|| {
+                seed += 1;
+                let done = bench::composed_floor(&s, &m, &mut floor, seed, copies).unwrap();
+                assert_eq!(done, ((1, 1), waits));
+            })
+        });
+    }
     g.finish();
 }
 

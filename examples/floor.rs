@@ -7,7 +7,8 @@
 //!
 //! `cargo run --release --example floor -- PIECE N`, PIECE one of `sql-race`, `sql-case-11`
 //! (each with the database reset before it, as a run does; subtract `reset`), `reset`,
-//! `runtime`, `message`, `wait` (in batches of 1,000 on one runtime, as the bench), or
+//! `runtime`, `message`, `wait` (in batches of 1,000 on one runtime, as the bench),
+//! `composed-race`, `composed-case-11` (the floor's pieces composed into one run, seeds 1..=N), or
 //! `race/MODEL`, `case-11/MODEL` (a whole `run::run`, seeds 1..=N, as the bench).
 
 use std::process::ExitCode;
@@ -54,6 +55,17 @@ fn piece(name: &str, n: u64) -> Result<(), String> {
         }
         "runtime" => (1..=n).for_each(bench::runtime_setup),
         "wait" => bench::in_batches(n, bench::statement_waits),
+        "composed-race" | "composed-case-11" => {
+            let (s, m) = (sim(RACE)?, model("transactional")?);
+            let (copies, waits) = if name == "composed-race" { (2, 8) } else { (20, 62) };
+            let mut floor =
+                bench::SqlFloor::new(bench::FloorVfs::Idemsim).map_err(|e| e.to_string())?;
+            for seed in 1..=n {
+                let done = bench::composed_floor(&s, &m, &mut floor, seed, copies)
+                    .map_err(|e| e.to_string())?;
+                assert_eq!(done, ((1, 1), waits));
+            }
+        }
         "message" => {
             let (s, m) = (sim(RACE)?, model("transactional")?);
             bench::in_batches(n, |seed, k| bench::messages(&s, &m, seed, k).expect("messages"));

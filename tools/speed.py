@@ -41,6 +41,10 @@ FLOOR = [  # (bench, examples/floor piece, count in a race run, count in a case-
     ("piece/message", "message", 4, 40),
     ("piece/statement-wait", "wait", 8, 62),
 ]
+# The floor composed into one run (bench::composed_floor): the same pieces, as many of each, in a
+# run's order on one runtime with nothing added. Beside the floor, not in it: what a run with
+# nothing above its floor costs, the pieces sharing the caches as they do in a run.
+COMPOSED = {"race": "piece/floor-composed-race", "case-11": "piece/floor-composed-case-11"}
 # Measured beside the floor, not in it.
 YARDSTICKS = [
     "piece/sql-of-a-race-run-transactional-memdb",
@@ -77,7 +81,7 @@ def criterion(quick):
     sh("cargo", "bench", "--locked", "--bench", "runs", "--", FILTER, *extra,
        stdout=sys.stderr)
     out = {}
-    for bench in [f for f, _, _, _ in FLOOR] + YARDSTICKS + [r[0] for r in RUNS]:
+    for bench in [f for f, _, _, _ in FLOOR] + YARDSTICKS + list(COMPOSED.values()) + [r[0] for r in RUNS]:
         p = os.path.join(ROOT, "target", "criterion", *bench.split("/"), "new", "estimates.json")
         if not os.path.exists(p) or os.path.getmtime(p) < start:
             sys.exit(f"speed: criterion wrote no fresh estimate for {bench} ({p})")
@@ -147,6 +151,18 @@ def peak_memory(sizes):
     return out
 
 
+def interleaved(quick):
+    """`cargo bench --bench ratio`, three times: whole run, floor composed and the floor's
+    pieces timed in interleaved rounds, ratios taken within each round (medians, 95 %)."""
+    rounds = "15" if quick else "61"
+    out = []
+    for _ in range(3):
+        o = sh("cargo", "bench", "--locked", "--bench", "ratio", "--", "--json", "--rounds", rounds,
+               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+        out.append(json.loads(next(l for l in o.splitlines() if l.startswith("{"))))
+    return out
+
+
 def allocations(quick):
     extra = ["--seeds", "200", "--warm-up", "20"] if quick else []
     out = sh("cargo", "bench", "--locked", "--bench", "alloc", "--", "--json", *extra,
@@ -158,7 +174,8 @@ FLOOR_BIN = os.path.join(ROOT, "target", "release", "examples", "floor")
 # (piece of examples/floor, iterations N; counted at N and 2N). `sql-*` include the reset
 # before each run, so the floor is sql-* + runtime + messages + waits (FLOOR's counts).
 INSTR_PIECES = [("sql-race", 400), ("sql-case-11", 100), ("reset", 400), ("runtime", 400),
-                ("message", 2000), ("wait", 2000), ("race/no-key", 200),
+                ("message", 2000), ("wait", 2000), ("composed-race", 400),
+                ("composed-case-11", 100), ("race/no-key", 200),
                 ("race/check-first", 200), ("race/transactional", 200),
                 ("case-11/transactional", 50)]
 INSTR_FLOOR = {"race": [(p, n) for _, p, n, _ in FLOOR if p and n],
@@ -236,7 +253,8 @@ def instructions():
     log(f"  sweep of the race, per run: {per['sweep'] / 1000:.1f}k instructions")
     floor = {g: sum(c * per[p] for p, c in ps) for g, ps in INSTR_FLOOR.items()}
     whole = {"race/no-key": "race", "race/check-first": "race", "race/transactional": "race",
-             "case-11/transactional": "case-11", "sweep": "race"}
+             "case-11/transactional": "case-11", "sweep": "race", "composed-race": "race",
+             "composed-case-11": "case-11"}
     by_component = {c: {"floor": round(sum(k * parts[p].get(c, 0) for p, k in INSTR_FLOOR["race"])),
                         "whole": round(parts["race/transactional"].get(c, 0))} for c in COMPONENTS}
     return {"measured": True, "tool": "valgrind --tool=cachegrind --cache-sim=no",
@@ -244,6 +262,43 @@ def instructions():
             "floor": {k: round(v) for k, v in floor.items()},
             "ratios": {k: round(per[k] / floor[g], 3) for k, g in whole.items()},
             "race_transactional_by_component": by_component}
+
+
+# The race's floor pieces, its floor composed and its whole run, with cachegrind's cache model
+# (this machine's cache sizes): the misses a run pays that the pieces, each alone in a loop,
+# do not.
+CACHE_PIECES = [("sql-race", 400), ("runtime", 400), ("message", 2000), ("wait", 2000),
+                ("composed-race", 400), ("race/transactional", 200)]
+CACHE_EVENTS = ["Ir", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw"]
+
+
+def cache_summary(cmd):
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cg.out")
+        subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes",
+                        f"--cachegrind-out-file={out}", *cmd], cwd=ROOT,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        lines = open(out).read().splitlines()
+    events = next(l for l in lines if l.startswith("events:")).split()[1:]
+    counts = [int(x) for x in next(l for l in lines if l.startswith("summary:")).split()[1:]]
+    return dict(zip(events, counts))
+
+
+def cache_misses():
+    """Per iteration: instructions and cache misses (cachegrind's model) of the race's floor
+    pieces, summed as the floor sums them, of the floor composed into one run, and of a whole
+    run. A time ratio above the instruction ratio is these misses."""
+    if subprocess.run(["valgrind", "--version"], capture_output=True).returncode != 0:
+        return {"measured": False, "note": "valgrind absent: not counted"}
+    per = {}
+    for piece, n in CACHE_PIECES:
+        a, b = (cache_summary([FLOOR_BIN, piece, str(k)]) for k in (n, 2 * n))
+        per[piece] = {e: round((b[e] - a[e]) / n) for e in CACHE_EVENTS}
+        log(f"  {piece}: {per[piece]['Ir'] / 1000:.1f}k instructions, {per[piece]['I1mr']} I1 misses")
+    floor = {e: sum(c * per[p][e] for p, c in INSTR_FLOOR["race"]) for e in CACHE_EVENTS}
+    return {"measured": True, "tool": "valgrind --tool=cachegrind --cache-sim=yes",
+            "floor": floor, "composed": per["composed-race"], "whole": per["race/transactional"]}
 
 
 def timed(cmd, cwd):
@@ -299,7 +354,7 @@ def measure(args):
     if not args.no_build:
         log("build (release binary and both benches; not timed)")
         sh("cargo", "build", "--locked", "--release")
-        sh("cargo", "bench", "--locked", "--bench", "runs", "--bench", "alloc", "--no-run",
+        sh("cargo", "bench", "--locked", "--bench", "runs", "--bench", "alloc", "--bench", "ratio", "--no-run",
            stderr=subprocess.DEVNULL)
     t0 = time.time()
     log(f"criterion: cargo bench --bench runs -- '{FILTER}'")
@@ -311,6 +366,11 @@ def measure(args):
                    for bench, _, f, _ in RUNS}
     log("instructions: examples/floor and sweep under valgrind")
     m["instructions"] = instructions()
+    m["composed_ratio"] = {g: round(est[b]["median_ns"] / fl[g], 3) for g, b in COMPOSED.items()}
+    log("interleaved rounds: cargo bench --bench ratio -- --json (three times)")
+    m["interleaved"] = interleaved(quick)
+    log("cache misses: the race's floor, composed and whole, under cachegrind's cache model")
+    m["cache"] = cache_misses()
     log("--jobs 2 ÷ --jobs 1")
     m["jobs"] = jobs_ratio(quick)
     sizes = [10 ** k for k in range(4 if quick else 5, 12) if 10 ** k <= max_seeds]
@@ -339,13 +399,16 @@ def us(ns):
 
 def runs_table(m):
     est, fl = m["criterion"], m["floor_ns"]
-    out = ["| run (release, one thread) | whole run µs | floor µs | ratio | target |",
-           "|---|---|---|---|---|"]
+    out = ["| run (release, one thread) | whole run µs | floor µs | ratio | floor composed into one run µs (÷ floor) | whole ÷ composed | target |",
+           "|---|---|---|---|---|---|---|"]
     for bench, label, f, target in RUNS:
         whole = est[bench]["median_ns"] / (1000 if bench == SWEEP else 1)
         own = bench in ("race/transactional", "case-11/transactional", SWEEP)
         floor = us(fl[f]) if own else f"({us(fl[f])})"
-        out.append(f"| {label} | {us(whole)} | {floor} | {m['ratios'][bench]:.2f}× | ≤ {target}× |")
+        comp = est[COMPOSED[f]]["median_ns"]
+        composed = f"{us(comp)} ({m['composed_ratio'][f]:.2f}×)" if own else f"({us(comp)})"
+        out.append(f"| {label} | {us(whole)} | {floor} | {m['ratios'][bench]:.2f}× | {composed} "
+                   f"| {whole / comp:.2f}× | ≤ {target}× |")
     return out
 
 
@@ -409,7 +472,9 @@ def instr_table(m):
                            ("race/check-first", "race, check-first", "race"),
                            ("race/transactional", "race, transactional", "race"),
                            ("case-11/transactional", "case 11, transactional", "case-11"),
-                           ("sweep", "a sweep of the race, transactional, per run", "race")]:
+                           ("sweep", "a sweep of the race, transactional, per run", "race"),
+                           ("composed-race", "the race's floor composed into one run", "race"),
+                           ("composed-case-11", "case 11's floor composed into one run", "case-11")]:
         out.append(f"| {label} | {k(per[name])} | {k(fl[g])} | {r[name]:.2f}× |")
     parts = " + ".join(f"{c} × `{p}` ({k(per[p])})" if c > 1 else f"`{p}` ({k(per[p])})"
                        for p, c in INSTR_FLOOR["race"])
@@ -424,6 +489,40 @@ def instr_table(m):
             out.append(f"| {c} | {k(v['floor'])} | {k(v['whole'])} | {k(v['whole'] - v['floor'])} |")
         tf, tw = (sum(v[x] for v in comp.values()) for x in ("floor", "whole"))
         out.append(f"| **all** | **{k(tf)}** | **{k(tw)}** | **{k(tw - tf)}** |")
+    return out
+
+
+def interleaved_table(m):
+    runs = m.get("interleaved")
+    if not runs:
+        return ["Interleaved rounds: not measured in this measurement."]
+    x = lambda t: f"{t[0]:.2f}× ({t[1]:.2f}–{t[2]:.2f})"
+    out = [f"| interleaved rounds (`cargo bench --bench ratio`, {runs[0]['rounds']} rounds, three runs) "
+           "| floor composed ÷ floor | whole ÷ floor | whole ÷ floor composed |", "|---|---|---|---|"]
+    for g, label in [("race", "race, transactional"), ("case-11", "case 11, transactional")]:
+        cols = [" · ".join(x(r[g][k]) for r in runs)
+                for k in ("composed_over_floor", "whole_over_floor", "whole_over_composed")]
+        out.append(f"| {label} | " + " | ".join(cols) + " |")
+    out += ["", "Each round times every item once, back to back (about 15 ms each), and the ratios "
+            "are taken within the round, so the machine's drift over minutes, which moves "
+            "criterion's medians by tens of percent between benches, cancels; each cell is the "
+            "median of the rounds' ratios with its 95 % interval, for each of the three runs."]
+    return out
+
+
+def cache_table(m):
+    c = m.get("cache")
+    if not c or not c["measured"]:
+        return ["Cache misses: " + (c["note"] if c else "not counted in this measurement") + "."]
+    k = lambda n: f"{n / 1000:,.1f}k" if n >= 10000 else f"{n:,}"
+    rows = [("the floor: its pieces, each alone in a loop, summed", c["floor"]),
+            ("the floor composed into one run (`composed-race`)", c["composed"]),
+            ("a whole run (`race/transactional`)", c["whole"])]
+    out = ["| race, transactional, per run (cachegrind's cache model) | instructions | L1i misses | L1d misses (read · write) | last-level misses (instr. · read · write) |",
+           "|---|---|---|---|---|"]
+    for label, v in rows:
+        out.append(f"| {label} | {k(v['Ir'])} | {k(v['I1mr'])} | {k(v['D1mr'])} · {k(v['D1mw'])} | "
+                   f"{v['ILmr']} · {v['DLmr']} · {v['DLmw']} |")
     return out
 
 
@@ -450,9 +549,12 @@ def render(m):
             "criterion's medians. The ratio is a whole run ÷ the sum of its floor pieces (below), "
             "measured in the same criterion run. There are floor pieces for transactional only: "
             "no-key's and check-first's ratios (floor in parentheses) are to the transactional "
-            "race's floor. The sweep's whole run is its time ÷ 1,000.", ""]
+            "race's floor. The sweep's whole run is its time ÷ 1,000. The floor composed into "
+            "one run (`piece/floor-composed-*`, `world::bench::composed_floor`) does the floor's "
+            "pieces, as many of each, in a run's order on one runtime and nothing else: what a run "
+            "with nothing above its floor would cost.", ""]
     return "\n".join(head + runs_table(m) + [""] + pieces_table(m) + [""] + instr_table(m)
-                     + [""] + others_table(m) + [""] + alloc_table(m)) + "\n"
+                     + [""] + interleaved_table(m) + [""] + cache_table(m) + [""] + others_table(m) + [""] + alloc_table(m)) + "\n"
 
 
 def main():

@@ -101,12 +101,7 @@ pub fn messages(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, n: u64) -> Result
             .spawn(async move {
                 let mut got = 0;
                 for _ in 0..n {
-                    let mb = Mailbox::open(&w);
-                    let to = Dest::Tag { tag: mb.tag, process: None };
-                    w.send(None, to, None, Msg::Ack { ok: true, declined: false }, 10);
-                    if matches!(mb.recv().await, Msg::Ack { ok: true, .. }) {
-                        got += 1;
-                    }
+                    got += u64::from(message(&w).await);
                 }
                 got
             })
@@ -185,6 +180,59 @@ impl SqlFloor {
         observer: &rusqlite::Connection,
         copies: u32,
     ) -> rusqlite::Result<(usize, usize)> {
+        let request = FloorRequest::new();
+        for _ in 0..copies {
+            let mut hit = false;
+            for step in FloorStep::ALL {
+                if !(hit && step.creates()) {
+                    hit |= request.exec(conn, step)?;
+                }
+            }
+        }
+        final_reads(observer)
+    }
+}
+
+/// The observer's reads at the end of a run: the rows and the keys it counts.
+fn final_reads(observer: &rusqlite::Connection) -> rusqlite::Result<(usize, usize)> {
+    Ok((store::read_rows(observer)?.len(), store::read_keys(observer)?.len()))
+}
+
+/// A statement of one `transactional` request in the floor: `BEGIN IMMEDIATE`, the key lookup,
+/// then (a miss only) the row insert and the stored response, then `COMMIT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FloorStep {
+    Begin,
+    Lookup,
+    InsertRow,
+    InsertKey,
+    Commit,
+}
+
+impl FloorStep {
+    const ALL: [FloorStep; 5] = [
+        FloorStep::Begin,
+        FloorStep::Lookup,
+        FloorStep::InsertRow,
+        FloorStep::InsertKey,
+        FloorStep::Commit,
+    ];
+
+    /// Done only by the request whose lookup missed.
+    fn creates(self) -> bool {
+        matches!(self, FloorStep::InsertRow | FloorStep::InsertKey)
+    }
+}
+
+/// The one request every copy of the floor sends, and the key record the first stores.
+struct FloorRequest {
+    order: crate::http::Order,
+    scope: Scope,
+    record: crate::report::KeyRecord,
+}
+
+impl FloorRequest {
+    fn new() -> FloorRequest {
         use crate::http::Order;
         use crate::report::{KeyRecord, RecordState};
         let order = Order {
@@ -207,17 +255,91 @@ impl SqlFloor {
             token: Some(1),
             intent: "click".into(),
         };
-        for _ in 0..copies {
-            store::exec_cached(conn, "BEGIN IMMEDIATE")?;
-            if keystore::sql_lookup(conn, &scope)?.is_none() {
-                let row = store::NewRow { id: 1, intent: "click", now_us: 900, exec: 1 };
-                store::insert_row(conn, &order, &row, None, true)?;
-                keystore::sql_insert(conn, &scope, &record, false)?;
-            }
-            store::exec_cached(conn, "COMMIT")?;
-        }
-        Ok((store::read_rows(observer)?.len(), store::read_keys(observer)?.len()))
+        FloorRequest { order, scope, record }
     }
+
+    /// Run `step` on `conn`. True when it was the lookup and it hit.
+    fn exec(&self, conn: &rusqlite::Connection, step: FloorStep) -> rusqlite::Result<bool> {
+        match step {
+            FloorStep::Begin => store::exec_cached(conn, "BEGIN IMMEDIATE")?,
+            FloorStep::Lookup => return Ok(keystore::sql_lookup(conn, &self.scope)?.is_some()),
+            FloorStep::InsertRow => {
+                let row = store::NewRow { id: 1, intent: "click", now_us: 900, exec: 1 };
+                store::insert_row(conn, &self.order, &row, None, true)?;
+            }
+            FloorStep::InsertKey => {
+                keystore::sql_insert(conn, &self.scope, &self.record, false)?;
+            }
+            FloorStep::Commit => store::exec_cached(conn, "COMMIT")?,
+        }
+        Ok(false)
+    }
+}
+
+/// The floor of one run of `copies` requests composed into one run, with nothing added: on a
+/// fresh seeded runtime with one node (the runtime piece), every request's message, then each
+/// request's statements, each after its statement wait (the SQL piece, on the reset database,
+/// with its waits), and its reply's message; then the observer's final reads. Its pieces and
+/// their counts are the floor's (race: 4 messages, 8 waits; case 11: 40 and 62), so it costs
+/// what the floor's sum costs but for one thing: here the pieces follow each other as in a
+/// run, with each other's code and data in the caches, where the floor measures each alone in
+/// a loop. What a run costs above it is the run's own; what it costs above the floor's sum, no
+/// run can avoid on this machine. Returns the rows and keys read (1 and 1) and the waits done.
+pub fn composed_floor(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    floor: &mut SqlFloor,
+    seed: u64,
+    copies: u32,
+) -> Result<((usize, usize), u64), RunError> {
+    floor.reset()?;
+    let db = floor.db.clone();
+    let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    let (sim, model) = (sim.clone(), model.clone());
+    rt.block_on(async move {
+        let state = State {
+            processes: (0..sim.world.processes).map(|_| ProcessState::default()).collect(),
+            ..Default::default()
+        };
+        let world = Arc::new(World::new(sim, model, db.clone(), state, vec![]));
+        let node = Handle::current().create_node().name("outside").build();
+        node.spawn(net::wire_main(world.clone()));
+        let done = node
+            .spawn(async move {
+                clock::sleep_us(1).await;
+                let conn = store::checkout(&db)?;
+                let request = FloorRequest::new();
+                let mut waits = 0;
+                for _ in 0..copies {
+                    message(&world).await;
+                }
+                for _ in 0..copies {
+                    let mut hit = false;
+                    for step in FloorStep::ALL {
+                        if !(hit && step.creates()) {
+                            clock::yield_now().await;
+                            clock::sleep_us(10).await;
+                            waits += 1;
+                            hit |= request.exec(&conn, step)?;
+                        }
+                    }
+                    message(&world).await;
+                }
+                Ok::<_, RunError>((store::with_observer(&db, final_reads)?, waits))
+            })
+            .await;
+        Handle::current().kill(node.id());
+        // A killed task read nothing: the caller's check of (1, 1) fails.
+        done.unwrap_or(Ok(((0, 0), 0)))
+    })
+}
+
+/// One message over the wire to a mailbox on the same node, as [`messages`] sends each.
+async fn message(world: &Arc<World>) -> bool {
+    let mb = Mailbox::open(world);
+    let to = Dest::Tag { tag: mb.tag, process: None };
+    world.send(None, to, None, Msg::Ack { ok: true, declined: false }, 10);
+    matches!(mb.recv().await, Msg::Ack { ok: true, .. })
 }
 
 #[cfg(test)]
@@ -235,6 +357,21 @@ mod tests {
             }
             // Without the reset the first request hits the stored key: still one row.
             assert_eq!(floor.run(2).unwrap(), (1, 1), "{vfs:?}");
+        }
+    }
+
+    #[test]
+    fn the_composed_floor_does_the_floors_statements_and_reads_one_row_and_one_key() {
+        let sim = crate::catalog::sim("check-first-race").unwrap();
+        let model = crate::catalog::model("transactional").unwrap();
+        let mut floor = SqlFloor::new(FloorVfs::Idemsim).unwrap();
+        // 8 and 62 statement waits: the counts tools/speed.py's FLOOR gives the two runs (5
+        // for the request that creates, 3 for each that replays), one wait per statement.
+        for seed in 1..=3 {
+            for (copies, waits) in [(2, 8), (20, 62)] {
+                let done = composed_floor(&sim, &model, &mut floor, seed, copies).unwrap();
+                assert_eq!(done, ((1, 1), waits), "{copies} copies, seed {seed}");
+            }
         }
     }
 }

@@ -39,12 +39,12 @@ fn items(race: &Arc<Sim>, case_11: &Arc<Sim>, tx: &Arc<Model>) -> Vec<Item> {
             assert_eq!(floor.run(copies).unwrap(), (1, 1));
         }
     };
-    let composed = |copies: u32, waits: u64| {
+    let composed = |run: bench::FloorRun| {
         let (s, m) = (race.clone(), tx.clone());
         let mut floor = bench::SqlFloor::new(bench::FloorVfs::Idemsim).unwrap();
         move |seed| {
-            let done = bench::composed_floor(&s, &m, &mut floor, seed, copies).unwrap();
-            assert_eq!(done, ((1, 1), waits));
+            let done = bench::composed_floor(&s, &m, &mut floor, seed, run.copies).unwrap();
+            assert_eq!(done, ((1, 1), run.waits));
         }
     };
     let whole = |sim: &Arc<Sim>| {
@@ -55,8 +55,8 @@ fn items(race: &Arc<Sim>, case_11: &Arc<Sim>, tx: &Arc<Model>) -> Vec<Item> {
     };
     let (s, m) = (race.clone(), tx.clone());
     vec![
-        Item { name: "sql-race", per: 1, iter: Box::new(sql(2)) },
-        Item { name: "sql-case-11", per: 1, iter: Box::new(sql(20)) },
+        Item { name: "sql-race", per: 1, iter: Box::new(sql(bench::RACE_RUN.copies)) },
+        Item { name: "sql-case-11", per: 1, iter: Box::new(sql(bench::CASE_11_RUN.copies)) },
         Item { name: "runtime", per: 1, iter: Box::new(bench::runtime_setup) },
         Item {
             name: "message",
@@ -70,16 +70,17 @@ fn items(race: &Arc<Sim>, case_11: &Arc<Sim>, tx: &Arc<Model>) -> Vec<Item> {
             per: 1000,
             iter: Box::new(|seed| assert_eq!(bench::statement_waits(seed, 1000), 1000)),
         },
-        Item { name: "composed-race", per: 1, iter: Box::new(composed(2, 8)) },
-        Item { name: "composed-case-11", per: 1, iter: Box::new(composed(20, 62)) },
+        Item { name: "composed-race", per: 1, iter: Box::new(composed(bench::RACE_RUN)) },
+        Item { name: "composed-case-11", per: 1, iter: Box::new(composed(bench::CASE_11_RUN)) },
         Item { name: "race/transactional", per: 1, iter: Box::new(whole(race)) },
         Item { name: "case-11/transactional", per: 1, iter: Box::new(whole(case_11)) },
     ]
 }
 
-/// The floor of a run from one round's times: (SQL with its reset, messages, waits).
-fn floor(ns: &dyn Fn(&str) -> f64, sql: &str, messages: f64, waits: f64) -> f64 {
-    ns(sql) + ns("runtime") + messages * ns("message") + waits * ns("wait")
+/// The floor of a run from one round's times: its SQL with the reset, the runtime, and its
+/// messages and waits.
+fn floor(ns: &dyn Fn(&str) -> f64, sql: &str, run: bench::FloorRun) -> f64 {
+    ns(sql) + ns("runtime") + run.messages as f64 * ns("message") + run.waits as f64 * ns("wait")
 }
 
 fn median_with_interval(mut xs: Vec<f64>) -> (f64, f64, f64) {
@@ -140,13 +141,13 @@ fn main() {
     let times = interleaved(&mut items, rounds);
     let idx = |name: &str| items.iter().position(|it| it.name == name).unwrap();
     let mut out = vec![];
-    for (group, sql, messages, waits) in
-        [("race", "sql-race", 4.0, 8.0), ("case-11", "sql-case-11", 40.0, 62.0)]
+    for (group, sql, run) in
+        [("race", "sql-race", bench::RACE_RUN), ("case-11", "sql-case-11", bench::CASE_11_RUN)]
     {
         let (comp, whole) =
             (idx(&format!("composed-{group}")), idx(&format!("{group}/transactional")));
         let fl: Vec<f64> =
-            (0..rounds).map(|r| floor(&|n: &str| times[idx(n)][r], sql, messages, waits)).collect();
+            (0..rounds).map(|r| floor(&|n: &str| times[idx(n)][r], sql, run)).collect();
         let within = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x / y).collect::<Vec<_>>();
         let ratios = [
             within(&times[comp], &fl),

@@ -101,7 +101,9 @@ fn pieces(c: &mut Criterion) {
     // The reset (before every run) is outside the timing; on SQLite's own memdb VFS too, as a
     // yardstick for idemsim's VFS.
     for (vfs, suffix) in [(bench::FloorVfs::Idemsim, ""), (bench::FloorVfs::Memdb, "-memdb")] {
-        for (name, copies) in [("race", 2), ("case-11", 20)] {
+        for (name, copies) in
+            [("race", bench::RACE_RUN.copies), ("case-11", bench::CASE_11_RUN.copies)]
+        {
             let mut floor = bench::SqlFloor::new(vfs).unwrap();
             g.bench_function(format!("sql-of-a-{name}-run-transactional{suffix}"), |b| {
                 b.iter_custom(|iters| {
@@ -132,13 +134,13 @@ fn pieces(c: &mut Criterion) {
     });
     // The floor composed into one run: its pieces in a run's order, nothing added (not a piece
     // of the floor; what a run that did nothing above its floor would cost).
-    for (name, copies, waits) in [("race", 2, 8), ("case-11", 20, 62)] {
+    for (name, run) in [("race", bench::RACE_RUN), ("case-11", bench::CASE_11_RUN)] {
         let mut floor = bench::SqlFloor::new(bench::FloorVfs::Idemsim).unwrap();
         g.bench_function(format!("floor-composed-{name}"), |b| {
             b.iter(|| {
                 seed += 1;
-                let done = bench::composed_floor(&s, &m, &mut floor, seed, copies).unwrap();
-                assert_eq!(done, ((1, 1), waits));
+                let done = bench::composed_floor(&s, &m, &mut floor, seed, run.copies).unwrap();
+                assert_eq!(done, ((1, 1), run.waits));
             })
         });
     }

@@ -46,8 +46,8 @@ fn piece(name: &str, n: u64) -> Result<(), String> {
         Ok(())
     };
     match name {
-        "sql-race" => sql(2)?,
-        "sql-case-11" => sql(20)?,
+        "sql-race" => sql(bench::RACE_RUN.copies)?,
+        "sql-case-11" => sql(bench::CASE_11_RUN.copies)?,
         "reset" => {
             for _ in 0..n {
                 bench::database_reset(Journal::Rollback).map_err(|e| e.to_string())?;
@@ -57,13 +57,13 @@ fn piece(name: &str, n: u64) -> Result<(), String> {
         "wait" => bench::in_batches(n, bench::statement_waits),
         "composed-race" | "composed-case-11" => {
             let (s, m) = (sim(RACE)?, model("transactional")?);
-            let (copies, waits) = if name == "composed-race" { (2, 8) } else { (20, 62) };
+            let run = if name == "composed-race" { bench::RACE_RUN } else { bench::CASE_11_RUN };
             let mut floor =
                 bench::SqlFloor::new(bench::FloorVfs::Idemsim).map_err(|e| e.to_string())?;
             for seed in 1..=n {
-                let done = bench::composed_floor(&s, &m, &mut floor, seed, copies)
+                let done = bench::composed_floor(&s, &m, &mut floor, seed, run.copies)
                     .map_err(|e| e.to_string())?;
-                assert_eq!(done, ((1, 1), waits));
+                assert_eq!(done, ((1, 1), run.waits));
             }
         }
         "message" => {

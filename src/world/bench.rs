@@ -108,6 +108,32 @@ pub fn messages(sim: &Arc<Sim>, model: &Arc<Model>, seed: u64, n: u64) -> Result
     }))
 }
 
+/// What the floor counts in one `transactional` run of `copies` requests with one key: a
+/// message for each request and each reply, and a statement wait before each statement (5 for
+/// the request that creates, 3 for each that replays: [`FloorStep`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FloorRun {
+    /// Requests with the same key.
+    pub copies: u32,
+    /// Messages on the wire: each request and each reply.
+    pub messages: u64,
+    /// Statement waits: one before each statement.
+    pub waits: u64,
+}
+
+impl FloorRun {
+    /// The counts of a run of `copies` requests.
+    pub const fn of(copies: u32) -> FloorRun {
+        let c = copies as u64;
+        FloorRun { copies, messages: 2 * c, waits: if c == 0 { 0 } else { 5 + 3 * (c - 1) } }
+    }
+}
+
+/// The two-client race (`check-first-race`): 4 messages, 8 statement waits.
+pub const RACE_RUN: FloorRun = FloorRun::of(2);
+/// Case 11 (twenty concurrent requests): 40 messages, 62 statement waits.
+pub const CASE_11_RUN: FloorRun = FloorRun::of(20);
+
 /// Which VFS [`SqlFloor`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FloorVfs {
@@ -367,12 +393,12 @@ mod tests {
         let sim = crate::catalog::sim("check-first-race").unwrap();
         let model = crate::catalog::model("transactional").unwrap();
         let mut floor = SqlFloor::new(FloorVfs::Idemsim).unwrap();
-        // 8 and 62 statement waits: the counts tools/speed.py's FLOOR gives the two runs (5
-        // for the request that creates, 3 for each that replays), one wait per statement.
+        // The waits it did are the statements it ran: 8 and 62, as FloorRun counts them and
+        // tools/speed.py's FLOOR sums them.
         for seed in 1..=3 {
-            for (copies, waits) in [(2, 8), (20, 62)] {
-                let done = composed_floor(&sim, &model, &mut floor, seed, copies).unwrap();
-                assert_eq!(done, ((1, 1), waits), "{copies} copies, seed {seed}");
+            for run in [RACE_RUN, CASE_11_RUN] {
+                let done = composed_floor(&sim, &model, &mut floor, seed, run.copies).unwrap();
+                assert_eq!(done, ((1, 1), run.waits), "{run:?}, seed {seed}");
             }
         }
     }

@@ -4,7 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Failure, Minimal, Other, Story, trace_events};
+use super::text::trace_events;
+use super::{Failure, Minimal, Other, Story};
 use crate::history::History;
 use crate::model::Model;
 use crate::scenario::Sim;

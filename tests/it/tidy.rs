@@ -7,7 +7,9 @@
 //! - the top-level modules form no cycle;
 //! - `ARCHITECTURE.md` names every source file;
 //! - no function passes 70 lines unless it is listed with its reason, and the list only
-//!   shrinks (`LONG_FUNCTIONS`).
+//!   shrinks (`LONG_FUNCTIONS`);
+//! - no code file (Rust under `src/`, `tests/`, `benches/`, `examples/`; the scripts under
+//!   `tools/`) passes 800 lines (`MAX_FILE_LINES`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -289,4 +291,56 @@ fn long_functions_only_shrink() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The most lines a code file may have. A file that grows past it is split along a line a
+/// reader can see from the folder listing (ARCHITECTURE.md "Where new code goes").
+const MAX_FILE_LINES: usize = 800;
+
+/// Every code file of the repository a reader maintains: Rust under `src/`, `tests/`,
+/// `benches/` and `examples/`, and the scripts under `tools/` (Python, JavaScript, shell).
+fn code_files() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    for dir in ["src", "tests", "benches", "examples", "tools"] {
+        let mut stack = vec![root.join(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                if p.is_dir() {
+                    // Installed packages and insta's snapshots are not this project's code.
+                    if name != "node_modules" && name != "snapshots" {
+                        stack.push(p);
+                    }
+                } else if ["rs", "py", "mjs", "js", "sh"]
+                    .iter()
+                    .any(|x| name.ends_with(&format!(".{x}")))
+                {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn files_stay_under_800_lines() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let files = code_files();
+    assert!(files.len() > 100, "the scan found the code files ({})", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .map(|f| (f, std::fs::read_to_string(f).unwrap().lines().count()))
+        .filter(|(_, n)| *n > MAX_FILE_LINES)
+        .map(|(f, n)| {
+            format!(
+                "{}: {n} lines (at most {MAX_FILE_LINES})",
+                f.strip_prefix(&root).unwrap().display()
+            )
+        })
+        .collect();
+    assert!(long.is_empty(), "files over {MAX_FILE_LINES} lines, split them:\n{}", long.join("\n"));
 }

@@ -17,7 +17,7 @@
 //! - **Lookup roots** `--models-dir DIR` and `--sims-dir DIR` (global, repeatable) come before
 //!   the project and the shipped library: folders of model or sim files used by name without a
 //!   project file ([`Library::with_roots`]).
-//! - **The shipped library** (`models/`, `sims/`, `calibration/` of the build) is embedded in
+//! - **The shipped library** (`models/`, `sims/`, `stacks/`, `calibration/` of the build) is embedded in
 //!   the binary, so an installed `idemsim` (`cargo install`, the container image) runs
 //!   anywhere. It is used in place when the build's own folder still holds the same files (a
 //!   checkout), else written once to a cache folder named by its content hash
@@ -33,12 +33,31 @@ use sha2::{Digest, Sha256};
 
 use crate::input::InputError;
 
-/// The shipped models, sims and calibration profiles, as built.
-static SHIPPED: [(&str, Dir<'static>); 3] = [
+/// The shipped models, sims, stack profiles and calibration profiles, as built.
+static SHIPPED: [(&str, Dir<'static>); 4] = [
     ("models", include_dir!("$CARGO_MANIFEST_DIR/models")),
     ("sims", include_dir!("$CARGO_MANIFEST_DIR/sims")),
+    ("stacks", include_dir!("$CARGO_MANIFEST_DIR/stacks")),
     ("calibration", include_dir!("$CARGO_MANIFEST_DIR/calibration")),
 ];
+
+/// A shipped stack profile by name (`stacks/NAME.toml`, embedded in the binary, so a model
+/// names it wherever it is run): its text, or None.
+pub fn shipped_stack(name: &str) -> Option<&'static str> {
+    let (_, stacks) = SHIPPED.iter().find(|(top, _)| *top == "stacks")?;
+    stacks.get_file(format!("{name}.toml"))?.contents_utf8()
+}
+
+/// The names of the shipped stack profiles, sorted.
+pub fn shipped_stack_names() -> Vec<&'static str> {
+    let Some((_, stacks)) = SHIPPED.iter().find(|(top, _)| *top == "stacks") else {
+        return Vec::new();
+    };
+    let mut names: Vec<&'static str> =
+        stacks.files().filter_map(|f| f.path().to_str()?.strip_suffix(".toml")).collect();
+    names.sort_unstable();
+    names
+}
 
 /// The project file's name.
 pub const PROJECT_FILE: &str = "idemsim.toml";

@@ -13,6 +13,7 @@ pub(super) struct ModelFile {
     #[serde(default)]
     pub(super) on_error: Vec<Spanned<String>>,
     pub(super) key: Option<KeyFile>,
+    pub(super) stack: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) driver: DriverFile,
     pub(super) wait_budget_ms: Option<Spanned<f64>>,

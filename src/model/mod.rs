@@ -11,10 +11,12 @@ mod checks;
 mod file;
 mod key;
 mod parse;
+mod stack;
 mod steps;
 mod types;
 
 pub use checks::POINTS;
+pub use stack::DEFAULT_STACK;
 pub use steps::{STEP_NAMES, STEPS, Step, StepKind};
 pub use types::*;
 

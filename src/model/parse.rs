@@ -42,7 +42,8 @@ impl Model {
         let resumable = check_recovery(file, &f, &program, key.as_ref())?;
         check_claim_cleanup(file, &f, &program, key.as_ref(), on_error.claim, resumable)?;
         let store_outcomes = parse_store_outcomes(file, &f.store_outcomes)?;
-        let driver = parse_driver(file, &f.driver)?;
+        let (stack, base) = super::stack::resolve(file, &f.stack)?;
+        let driver = parse_driver(file, &f.driver, &base)?;
         let effect_dedupe = parse_effect_dedupe(file, &f.effects)?;
         let relay_every_us =
             file.ms("outbox.relay_every_ms", &f.outbox.relay_every_ms, 50_000, 1)?;
@@ -55,6 +56,7 @@ impl Model {
             on_error,
             key,
             store_outcomes,
+            stack,
             driver,
             wait_budget_us,
             effect_dedupe,
@@ -340,14 +342,33 @@ fn parse_transaction_retries(
 }
 
 /// The `[driver]` section.
-fn parse_driver(file: Source, d: &DriverFile) -> Result<Driver, InputError> {
+/// What a stack profile's `[driver]` leaves out: the engine's base (every stack states its
+/// timings, so none of these times is ever used).
+pub(super) const DRIVER_BASE: Driver = Driver {
+    awaits: Awaits::Explicit,
+    latency_us: (0, 0),
+    statement_us: (0, 0),
+    commit_us: (0, 0),
+    begin: BeginMode::Immediate,
+    journal: Journal::Rollback,
+    pool: 0,
+    deadline_us: None,
+};
+
+/// A `[driver]` section over `base` (the model's stack, or [`DRIVER_BASE`] for a stack file
+/// itself): every field it gives replaces the base's.
+pub(super) fn parse_driver(
+    file: Source,
+    d: &DriverFile,
+    base: &Driver,
+) -> Result<Driver, InputError> {
     let awaits = file
         .choice(
             &d.awaits,
             "driver.awaits",
             &[("explicit", Awaits::Explicit), ("every-statement", Awaits::EveryStatement)],
         )?
-        .unwrap_or(Awaits::Explicit);
+        .unwrap_or(base.awaits);
     let range = |field, value, default| {
         file.ms_range(
             field,
@@ -357,9 +378,9 @@ fn parse_driver(file: Source, d: &DriverFile) -> Result<Driver, InputError> {
             "[low, high] with low <= high <= 60000",
         )
     };
-    let latency_us = range("driver.latency_ms", &d.latency_ms, (1_000, 5_000))?;
-    let statement_us = range("driver.statement_ms", &d.statement_ms, (0, 0))?;
-    let commit_us = range("driver.commit_ms", &d.commit_ms, (0, 0))?;
+    let latency_us = range("driver.latency_ms", &d.latency_ms, base.latency_us)?;
+    let statement_us = range("driver.statement_ms", &d.statement_ms, base.statement_us)?;
+    let commit_us = range("driver.commit_ms", &d.commit_ms, base.commit_us)?;
     let begin = file
         .choice(
             &d.begin,
@@ -370,25 +391,24 @@ fn parse_driver(file: Source, d: &DriverFile) -> Result<Driver, InputError> {
                 ("exclusive", BeginMode::Exclusive),
             ],
         )?
-        .unwrap_or(BeginMode::Immediate);
+        .unwrap_or(base.begin);
     let journal = file
         .choice(
             &d.journal,
             "driver.journal",
             &[("rollback", Journal::Rollback), ("wal", Journal::Wal)],
         )?
-        .unwrap_or(Journal::Rollback);
+        .unwrap_or(base.journal);
     let pool = match &d.pool {
-        None => 0,
+        None => base.pool,
         Some(p) if *p.get_ref() <= MAX_POOL => *p.get_ref(),
         Some(p) => {
             return Err(file.err(p.span(), format!("driver.pool: expected 0..={MAX_POOL}")));
         }
     };
-    let deadline_us = d
-        .deadline_ms
-        .is_some()
-        .then(|| file.ms("driver.deadline_ms", &d.deadline_ms, 0, 1))
-        .transpose()?;
+    let deadline_us = match &d.deadline_ms {
+        None => base.deadline_us,
+        Some(_) => Some(file.ms("driver.deadline_ms", &d.deadline_ms, 0, 1)?),
+    };
     Ok(Driver { awaits, latency_us, statement_us, commit_us, begin, journal, pool, deadline_us })
 }

@@ -439,7 +439,11 @@ pub struct Model {
     pub key: Option<KeyPolicy>,
     /// Which outcomes are recorded under the key and replayed.
     pub store_outcomes: StoreOutcomes,
-    /// How the process runs its requests' code and SQL.
+    /// The stack profile the driver's defaults come from (a shipped stack's name or a stack
+    /// file's path, as the model wrote it; `node-sqlite-sync` when it names none).
+    pub stack: String,
+    /// How the process runs its requests' code and SQL: the stack's driver, with the model's
+    /// own `[driver]` fields over it.
     pub driver: Driver,
     /// How long a statement waits for a locked database before 503 (the sim may override).
     pub wait_budget_us: u64,

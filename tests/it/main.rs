@@ -26,6 +26,7 @@ mod real;
 mod schemas;
 mod shard;
 mod sim_claims;
+mod stacks;
 mod tidy;
 mod updates;
 mod verdicts;

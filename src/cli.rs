@@ -122,8 +122,8 @@ pub enum Command {
     /// side by side: rates and histograms with intervals and a verdict per statistic
     /// (exit 0 agree, 1 disagree, 4 inconclusive).
     Validate(crate::real::cmd::ValidateArgs),
-    /// Measure a real target's event loop on this machine (from its instrumentation) and
-    /// write a `[world.event_loop]` profile a sim can name.
+    /// Measure a real target's event loop and commits on this machine (from its
+    /// instrumentation) and write a stack profile a model names (`stack = "FILE"`).
     Calibrate(crate::real::cmd::CalibrateArgs),
     /// Two designs over the same sims and seeds: per sim, whether their unsafe and failed
     /// rates differ significantly (Fisher's exact test) and, if not, how many seeds would tell.

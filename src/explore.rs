@@ -2,7 +2,7 @@
 //! to measure a rate. Plain data and parsing only: the strategy as the command line spells it
 //! ([`Strategy`]), what a run's explorer is told to do ([`Mode`]) and what it saw
 //! ([`Explored`]). The explorer itself lives in the world (`world::explorer`), consulted by
-//! every timing draw, every event-loop waiter pick and every random route; with no strategy
+//! every timing draw and every random route; with no strategy
 //! it is not installed and a run is exactly the calibrated one. `docs/hunt.md` says what each
 //! strategy does, how it replays and its limits.
 
@@ -24,8 +24,8 @@ pub const DEFAULT_EXHAUSTIVE_DEPTH: u32 = 12;
 /// PCT's default depth.
 pub const DEFAULT_DEPTH: u32 = 3;
 
-/// The most options one exhaustive decision has (a waiter pick among more waiters takes one
-/// of the first 36): one character `0-9a-z` per decision in a schedule's name.
+/// The most options one exhaustive decision has (a route among more processes takes one of
+/// the first 36): one character `0-9a-z` per decision in a schedule's name.
 pub const MAX_ARITY: u8 = 36;
 
 /// An exploration strategy (`--explore`).
@@ -271,8 +271,8 @@ pub enum Mode {
 /// What the explorer saw in one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Explored {
-    /// Decisions with more than one option the world made (timing draws over a range, picks
-    /// among two waiters or more, random routes).
+    /// Decisions with more than one option the world made (timing draws over a range, random
+    /// routes).
     pub decisions: u64,
     /// Exhaustive: every decision's (choice, options), in order.
     pub taken: Vec<(u8, u8)>,

@@ -170,7 +170,7 @@ pub(super) fn text(
         Strategy::Exhaustive { bound, depth, .. } => format!(
             "explore {strategy}: every combination of the first {depth} decisions of each \
              cell's first seed, depth first, at most {bound} schedules per cell (timing draws \
-             {{low, high}}, waiter picks, random routes; madsim's own task order and the fault \
+             {{low, high}}, random routes; madsim's own task order and the fault \
              draws held by the seed); a cell's runs are its schedules"
         ),
         _ => super::sweep::explored_summary(strategy),

@@ -289,8 +289,8 @@ fn exhaustive_text(
         ),
         summary: format!(
             "explore {strategy}: {ending}; the first {depth} decisions of each run enumerated \
-             depth first (every timing draw {{low, high}}, every waiter pick, every random \
-             route), later ones take the low end or the first waiter; madsim's own task order \
+             depth first (every timing draw {{low, high}}, every random route), later ones \
+             take the low end or the first process; madsim's own task order \
              and the fault draws held by the seed, not enumerated; the runs below are schedules"
         ),
         first: 0,

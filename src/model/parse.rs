@@ -42,8 +42,8 @@ impl Model {
         let resumable = check_recovery(file, &f, &program, key.as_ref())?;
         check_claim_cleanup(file, &f, &program, key.as_ref(), on_error.claim, resumable)?;
         let store_outcomes = parse_store_outcomes(file, &f.store_outcomes)?;
-        let (stack, base) = super::stack::resolve(file, &f.stack)?;
-        let driver = parse_driver(file, &f.driver, &base)?;
+        let stack = super::stack::resolve(file, &f.stack)?;
+        let driver = parse_driver(file, &f.driver, &stack.driver)?;
         let effect_dedupe = parse_effect_dedupe(file, &f.effects)?;
         let relay_every_us =
             file.ms("outbox.relay_every_ms", &f.outbox.relay_every_ms, 50_000, 1)?;
@@ -56,7 +56,8 @@ impl Model {
             on_error,
             key,
             store_outcomes,
-            stack,
+            stack: stack.name,
+            runtime: stack.runtime,
             driver,
             wait_budget_us,
             effect_dedupe,

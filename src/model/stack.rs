@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::file::DriverFile;
 use super::parse::{DRIVER_BASE, parse_driver};
-use super::types::Driver;
+use super::types::{Driver, LoopTimes, Runtime};
 use crate::input::{InputError, Source};
 
 /// The stack of a model that names none: the article's (Node.js, a synchronous SQLite driver
@@ -24,18 +24,39 @@ struct StackFile {
     /// For the file's readers (and checked to be text); the model's report names the stack.
     #[allow(dead_code)]
     description: Option<String>,
+    runtime: RuntimeFile,
     driver: DriverFile,
 }
 
-/// A model's stack: the name it gave (or [`DEFAULT_STACK`]) and the stack's driver, the
-/// defaults of the model's own `[driver]`.
-pub(super) fn resolve(
-    file: Source,
-    stack: &Option<Spanned<String>>,
-) -> Result<(String, Driver), InputError> {
+/// A stack's `[runtime]`: how a server process takes in work, every time stated.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeFile {
+    kind: Spanned<String>,
+    turn_ms: Option<Spanned<Vec<f64>>>,
+    accept_ms: Option<Spanned<Vec<f64>>>,
+    first_accept_ms: Option<Spanned<Vec<f64>>>,
+    handler_ms: Option<Spanned<Vec<f64>>>,
+    first_handler_ms: Option<Spanned<Vec<f64>>>,
+}
+
+/// A model's stack, resolved: its name, its runtime and its driver (the defaults of the
+/// model's own `[driver]`).
+pub struct Stack {
+    /// The name the model gave (or [`DEFAULT_STACK`]).
+    pub name: String,
+    /// How a server process takes in work.
+    pub runtime: Runtime,
+    /// The driver: statement, commit and await times, transactions, journal.
+    pub driver: Driver,
+}
+
+/// A model's stack: the one it names (a shipped stack or a stack file), else
+/// [`DEFAULT_STACK`].
+pub(super) fn resolve(file: Source, stack: &Option<Spanned<String>>) -> Result<Stack, InputError> {
     let Some(named) = stack else {
         let src = crate::library::shipped_stack(DEFAULT_STACK).expect("the default stack ships");
-        return Ok((DEFAULT_STACK.to_string(), parse_stack(Path::new(DEFAULT_PATH), src)?));
+        return parse_stack(DEFAULT_STACK, Path::new(DEFAULT_PATH), src);
     };
     let name = named.get_ref();
     if crate::input::is_kebab(name) {
@@ -51,7 +72,7 @@ pub(super) fn resolve(
             ));
         };
         let path = format!("stacks/{name}.toml");
-        return Ok((name.clone(), parse_stack(Path::new(&path), src)?));
+        return parse_stack(name, Path::new(&path), src);
     }
     if !name.ends_with(".toml") {
         return Err(file.err(
@@ -63,30 +84,68 @@ pub(super) fn resolve(
     let path = file.path.parent().unwrap_or(Path::new(".")).join(name);
     let src = crate::input::read_file(&path, "stack profile")
         .map_err(|e| file.err(named.span(), format!("stack: {e}")))?;
-    Ok((name.clone(), parse_stack(&path, &src)?))
+    parse_stack(name, &path, &src)
+}
+
+/// The default stack, as shipped (what `idemsim calibrate` writes beside what it measured).
+pub fn default_stack() -> Stack {
+    let src = crate::library::shipped_stack(DEFAULT_STACK).expect("the default stack ships");
+    parse_stack(DEFAULT_STACK, Path::new(DEFAULT_PATH), src).expect("the default stack parses")
 }
 
 /// Where the default stack's errors point (it ships, so it has none).
 const DEFAULT_PATH: &str = "stacks/node-sqlite-sync.toml";
 
-/// A stack profile's text → its driver. A stack states its timings: `statement_ms`,
-/// `commit_ms` and `latency_ms` are required, so no stack is instant by omission.
-fn parse_stack(path: &Path, src: &str) -> Result<Driver, InputError> {
+/// A stack profile's text → its runtime and driver. A stack states its timings: every
+/// runtime time and the driver's `statement_ms`, `commit_ms` and `latency_ms` are required, so
+/// no stack is instant by omission.
+fn parse_stack(name: &str, path: &Path, src: &str) -> Result<Stack, InputError> {
     let file = Source::new(path, src);
     let f: StackFile = file.toml()?;
+    let runtime = parse_runtime(file, &f.runtime)?;
     for (field, v) in [
         ("statement_ms", &f.driver.statement_ms),
         ("commit_ms", &f.driver.commit_ms),
         ("latency_ms", &f.driver.latency_ms),
     ] {
         if v.is_none() {
-            return Err(InputError::span(
-                path,
-                src,
-                0..0,
-                format!("driver.{field}: a stack profile states it ([low, high] in ms)"),
-            ));
+            return Err(missing(path, src, &format!("driver.{field}")));
         }
     }
-    parse_driver(file, &f.driver, &DRIVER_BASE)
+    let driver = parse_driver(file, &f.driver, &DRIVER_BASE)?;
+    Ok(Stack { name: name.to_string(), runtime, driver })
+}
+
+/// A stack file that leaves out a time it must state.
+fn missing(path: &Path, src: &str, field: &str) -> InputError {
+    InputError::span(
+        path,
+        src,
+        0..0,
+        format!("{field}: a stack profile states it ([low, high] in ms)"),
+    )
+}
+
+/// A stack's `[runtime]`: `kind = "event-loop"` (Node.js's loop in phases) and its times.
+fn parse_runtime(file: Source, r: &RuntimeFile) -> Result<Runtime, InputError> {
+    file.choice(&Some(r.kind.clone()), "runtime.kind", &[("event-loop", ())])?;
+    let range = |field: &str, v: &Option<Spanned<Vec<f64>>>| {
+        if v.is_none() {
+            return Err(missing(file.path, file.src, &format!("runtime.{field}")));
+        }
+        file.ms_range(
+            &format!("runtime.{field}"),
+            v,
+            (0, 0),
+            |lo, hi| lo <= hi && hi <= 60_000_000,
+            "[low, high] with low <= high <= 60000",
+        )
+    };
+    Ok(Runtime::EventLoop(LoopTimes {
+        turn_us: range("turn_ms", &r.turn_ms)?,
+        accept_us: range("accept_ms", &r.accept_ms)?,
+        first_accept_us: range("first_accept_ms", &r.first_accept_ms)?,
+        handler_us: range("handler_ms", &r.handler_ms)?,
+        first_handler_us: range("first_handler_ms", &r.first_handler_ms)?,
+    }))
 }

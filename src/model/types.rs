@@ -284,6 +284,43 @@ impl Journal {
 /// Most pooled connections a process may have.
 pub const MAX_POOL: u32 = 64;
 
+/// How a server process takes in work and runs its requests' own code: the runtime of the
+/// model's stack (`[runtime]` of its stack profile). One mechanism for every sim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// Node.js's libuv event loop in phases (`kind = "event-loop"`), one per process.
+    EventLoop(LoopTimes),
+}
+
+impl Runtime {
+    /// The runtime in words, for report headers.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Runtime::EventLoop(_) => "Node.js's event loop in phases",
+        }
+    }
+}
+
+/// Node.js's event loop in phases, for a synchronous driver: per iteration, the I/O callbacks
+/// that are ready (continuations after an await other than `setImmediate`), then every
+/// connection accepted in an earlier iteration whose request bytes have arrived is read and
+/// runs to its first await, then **one** pending connection is accepted, then the check phase
+/// runs every `setImmediate` continuation queued before it. Times in µs, `[low, high]` drawn
+/// per use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopTimes {
+    /// One iteration of the loop with nothing to do but look.
+    pub turn_us: (u64, u64),
+    /// Accepting one connection (the socket, the HTTP parser).
+    pub accept_us: (u64, u64),
+    /// The same for the first connection a process accepts after it started (cold code).
+    pub first_accept_us: (u64, u64),
+    /// A request's own code before its first statement (body, JSON, validation, hash).
+    pub handler_us: (u64, u64),
+    /// The same for the first request a process serves after it started (cold code).
+    pub first_handler_us: (u64, u64),
+}
+
 /// The `[driver]` section: how the server process runs its requests' code and SQL (awaits, statement and commit times, transaction mode, journal, pool, deadline).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Driver {
@@ -442,6 +479,8 @@ pub struct Model {
     /// The stack profile the driver's defaults come from (a shipped stack's name or a stack
     /// file's path, as the model wrote it; `node-sqlite-sync` when it names none).
     pub stack: String,
+    /// How each server process takes in work (the stack's runtime).
+    pub runtime: Runtime,
     /// How the process runs its requests' code and SQL: the stack's driver, with the model's
     /// own `[driver]` fields over it.
     pub driver: Driver,
@@ -471,6 +510,12 @@ pub struct Model {
 }
 
 impl Model {
+    /// The event loop's times of the model's runtime.
+    pub fn loop_times(&self) -> LoopTimes {
+        let Runtime::EventLoop(t) = self.runtime;
+        t
+    }
+
     /// Does this model perform external effects itself (effect or outbox steps)?
     pub fn has_effects(&self) -> bool {
         self.program.iter().any(|s| matches!(s, Step::Effect | Step::Outbox))

@@ -95,56 +95,60 @@ fn range(v: &[f64], lo: f64, hi: f64) -> Option<(f64, f64)> {
     Some((a / 1000.0, b / 1000.0))
 }
 
-/// The profile: a `[world.event_loop]` table (ms, `[low, high]`) with its provenance.
+/// `[low, high]` in ms from µs.
+fn ms(r: (u64, u64)) -> (f64, f64) {
+    (r.0 as f64 / 1000.0, r.1 as f64 / 1000.0)
+}
+
+/// One line `name = [a, b]  # how`: measured, else the default stack's value, saying so.
+fn line(o: &mut String, name: &str, measured: Option<(f64, f64)>, default: (u64, u64), how: &str) {
+    match measured {
+        Some((a, b)) => {
+            let _ = writeln!(o, "{name} = [{a:.3}, {:.3}]  # {how}", b.max(a));
+        }
+        None => {
+            let (a, b) = ms(default);
+            let _ = writeln!(
+                o,
+                "{name} = [{a:.3}, {b:.3}]  # not measured ({how}: no such lines): {}'s",
+                crate::model::DEFAULT_STACK
+            );
+        }
+    }
+}
+
+/// The profile: a stack file (`[runtime]` and `[driver]`, ms as `[low, high]`) with its
+/// provenance, a model names by path (`stack = "..."`). What the target's lines do not
+/// measure is the default stack's, each such line says so.
 pub fn profile(rounds: &[RoundTimes], provenance: &str) -> String {
     let all = |f: fn(&RoundTimes) -> Vec<f64>| rounds.iter().flat_map(f).collect::<Vec<f64>>();
     let first_accept = all(|r| r.first_accept.into_iter().collect());
     let first_handler = all(|r| r.first_handler.into_iter().collect());
+    let base = crate::model::default_stack();
+    let crate::model::Runtime::EventLoop(t) = base.runtime;
     let mut o = String::new();
-    for line in provenance.lines() {
-        let _ = writeln!(o, "# {line}");
+    for l in provenance.lines() {
+        let _ = writeln!(o, "# {l}");
     }
-    let _ = writeln!(o, "[world.event_loop]");
-    type Field<'a> = (&'a str, Option<(f64, f64)>, &'a str);
-    let fields: [Field; 4] = [
-        (
-            "accept_ms",
-            range(&all(|r| r.accepts.clone()), 0.1, 0.5),
-            "p10-p50 of accept-only iterations (no other event between two accepts)",
-        ),
-        (
-            "first_accept_ms",
-            range(&first_accept, 0.1, 0.9),
-            "p10-p90: a fresh process's first accept to its second",
-        ),
-        (
-            "handler_ms",
-            range(&all(|r| r.handlers.clone()), 0.1, 0.9),
-            "p10-p90: read to lookup, after the first request",
-        ),
-        (
-            "first_handler_ms",
-            range(&first_handler, 0.1, 0.9),
-            "p10-p90: the first request's read to lookup",
-        ),
-    ];
-    for (name, value, how) in fields {
-        match value {
-            Some((a, b)) => {
-                let _ = writeln!(o, "{name} = [{a:.3}, {:.3}]  # {how}", b.max(a));
-            }
-            None => {
-                let _ = writeln!(o, "# {name}: not measured ({how}: no such lines)");
-            }
-        }
-    }
-    if let Some((a, b)) = range(&all(|r| r.commits.clone()), 0.5, 0.9) {
-        let _ = writeln!(
-            o,
-            "# the model's [driver] commit_ms = [{a:.3}, {:.3}]  # p50-p90 of a statement that wrote, with its fsync",
-            b.max(a)
-        );
-    }
+    let _ = writeln!(o, "description = \"measured on this machine by idemsim calibrate\"\n");
+    let _ = writeln!(o, "[runtime]\nkind = \"event-loop\"");
+    line(&mut o, "turn_ms", None, t.turn_us, "an idle iteration");
+    let accepts = range(&all(|r| r.accepts.clone()), 0.1, 0.5);
+    let how = "p10-p50 of accept-only iterations (no other event between two accepts)";
+    line(&mut o, "accept_ms", accepts, t.accept_us, how);
+    let how = "p10-p90: a fresh process's first accept to its second";
+    line(&mut o, "first_accept_ms", range(&first_accept, 0.1, 0.9), t.first_accept_us, how);
+    let handlers = range(&all(|r| r.handlers.clone()), 0.1, 0.9);
+    line(&mut o, "handler_ms", handlers, t.handler_us, "p10-p90: read to lookup, after the first");
+    let how = "p10-p90: the first request's read to lookup";
+    line(&mut o, "first_handler_ms", range(&first_handler, 0.1, 0.9), t.first_handler_us, how);
+    let d = &base.driver;
+    let _ = writeln!(o, "\n[driver]\nawaits = \"explicit\"");
+    line(&mut o, "statement_ms", None, d.statement_us, "a statement that did not write");
+    let commits = range(&all(|r| r.commits.clone()), 0.5, 0.9);
+    let how = "p50-p90 of a statement that wrote, with its fsync";
+    line(&mut o, "commit_ms", commits, d.commit_us, how);
+    line(&mut o, "latency_ms", None, d.latency_us, "an await of setImmediate");
     o
 }
 
@@ -173,8 +177,21 @@ mod tests {
         assert_eq!((r.first_handler, r.handlers.as_slice()), (Some(1500.0), &[120.0][..]));
         assert_eq!(r.commits, [800.0]);
         let p = profile(&[r], "measured here");
-        assert!(p.starts_with("# measured here\n[world.event_loop]\n"), "{p}");
+        assert!(p.starts_with("# measured here\ndescription = "), "{p}");
+        assert!(p.contains("[runtime]\nkind = \"event-loop\"\n"), "{p}");
         assert!(p.contains("first_handler_ms = [1.500, 1.500]"), "{p}");
+        assert!(p.contains("commit_ms = [0.800, 0.800]"), "{p}");
+        // What the lines did not measure is the default stack's, and says so.
+        assert!(p.contains("turn_ms = [0.001, 0.002]  # not measured"), "{p}");
+        // A model names it: a complete stack.
+        std::fs::write(dir.join("mine.toml"), &p).unwrap();
+        let m = crate::model::Model::parse(
+            &dir.join("m.toml"),
+            "stack = \"mine.toml\"\nprogram = [\"begin\", \"insert-row\", \"commit\"]\n",
+        )
+        .unwrap();
+        assert_eq!(m.driver.commit_us, (800, 800));
+        assert_eq!(m.loop_times().first_handler_us, (1500, 1500));
         std::fs::write(&f, "garbage").unwrap();
         assert!(
             round_times(&f).unwrap_err().contains("trace.jsonl:1: not an instrumentation line")

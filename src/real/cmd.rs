@@ -393,8 +393,8 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
         .map_or(0, |d| d.as_secs());
     let provenance = format!(
         "Measured by `idemsim calibrate --target {} --sim {} --rounds {rounds}` on {} ({} CPUs),\n\
-         load {:.2} before and {:.2} after, {}. Name it from a sim:\n\
-         [world.event_loop] profile = \"<path of this file, relative to the sim file>\"",
+         load {:.2} before and {:.2} after, {}. Name it from a model:\n\
+         stack = \"<path of this file, relative to the model file>\"",
         target.name,
         sim.name,
         cpu_model(),

@@ -365,14 +365,14 @@ struct NetFaults {
     drop_reply: bool,
     delay_us: Option<u64>,
     resend_after_us: Option<u64>,
-    /// The sim's client gap between a connection and its bytes (`[world.event_loop]`).
+    /// The sim's client gap between a connection and its bytes (`[world] connect_gap_ms`).
     connect_gap_us: u64,
 }
 
 impl NetFaults {
     fn draw(sim: &Sim, rng: &mut StdRng) -> NetFaults {
         let f = &sim.faults;
-        let connect_gap_us = sim.world.event_loop.map_or(0, |l| draw(rng, l.connect_gap_us));
+        let connect_gap_us = draw(rng, sim.world.connect_gap_us);
         let (drop_request, drop_reply) = (chance(rng, f.request_drop), chance(rng, f.reply_drop));
         let delay_us = chance(rng, f.delay).then(|| draw(rng, f.delay_us));
         let resend_after_us = chance(rng, f.duplicate).then(|| draw(rng, f.duplicate_after_us));

@@ -75,6 +75,8 @@ pub(super) fn run_header(o: &mut String, sim: &Sim, model: &Model) {
         let _ = write!(o, ", clock skew {}..{} ms", signed(lo), signed(hi));
     }
     o.push('\n');
+    let (stack, runtime) = (printable(&model.stack), model.runtime.describe());
+    let _ = writeln!(o, "  stack: {stack}, {runtime}");
     let _ = writeln!(
         o,
         "  driver: {} awaits, {} journal, {}, {}",

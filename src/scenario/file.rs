@@ -79,7 +79,9 @@ pub(super) struct PartitionFile {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct WorldFile {
-    pub(super) event_loop: Option<EventLoopFile>,
+    /// Refused with its location: the runtime is the model's stack now.
+    pub(super) event_loop: Option<Spanned<toml::Value>>,
+    pub(super) connect_gap_ms: Option<Spanned<Vec<f64>>>,
     pub(super) processes: Option<Spanned<usize>>,
     pub(super) wait_budget_ms: Option<Spanned<f64>>,
     pub(super) client_timeout_ms: Option<Spanned<f64>>,
@@ -90,35 +92,6 @@ pub(super) struct WorldFile {
     pub(super) effect_dedupe_retention_ms: Option<Spanned<f64>>,
     pub(super) clock_skew_ms: Option<Spanned<Vec<f64>>>,
     pub(super) stock: Option<Spanned<std::collections::BTreeMap<String, Spanned<i64>>>>,
-}
-
-/// `[world.event_loop]`: Node.js's loop in phases, with its times.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct EventLoopFile {
-    /// A calibration profile (`idemsim calibrate`): a file whose `[world.event_loop]` gives
-    /// the defaults, relative to the sim file.
-    pub(super) profile: Option<Spanned<String>>,
-    pub(super) turn_ms: Option<Spanned<Vec<f64>>>,
-    pub(super) accept_ms: Option<Spanned<Vec<f64>>>,
-    pub(super) first_accept_ms: Option<Spanned<Vec<f64>>>,
-    pub(super) handler_ms: Option<Spanned<Vec<f64>>>,
-    pub(super) first_handler_ms: Option<Spanned<Vec<f64>>>,
-    pub(super) connect_gap_ms: Option<Spanned<Vec<f64>>>,
-}
-
-/// A calibration profile file: only `[world.event_loop]`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ProfileFile {
-    pub(super) world: ProfileWorld,
-}
-
-/// The `[world]` of a profile file.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ProfileWorld {
-    pub(super) event_loop: EventLoopFile,
 }
 
 #[derive(Deserialize)]

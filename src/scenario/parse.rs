@@ -90,8 +90,23 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
         |lo, hi| lo <= hi && hi <= 60_000_000,
         "[low, high] with low <= high <= 60000",
     )?;
+    if let Some(e) = &w.event_loop {
+        return Err(file.err(
+            e.span(),
+            "world.event_loop: a sim no longer chooses how the server takes in work: that is \
+             the runtime of the model's stack (`stack` in the model, `[runtime]` in stacks/*.toml, \
+             docs/models.md); the client's gap between connecting and sending is \
+             `[world] connect_gap_ms`",
+        ));
+    }
+    let connect_gap_us = file.ms_range(
+        "world.connect_gap_ms",
+        &w.connect_gap_ms,
+        CONNECT_GAP_US,
+        |lo, hi| lo <= hi && hi <= 60_000_000,
+        "[low, high] with low <= high <= 60000",
+    )?;
     Ok(WorldSpec {
-        event_loop: w.event_loop.as_ref().map(|e| parse_event_loop(file, e)).transpose()?,
         processes,
         wait_budget_us: w
             .wait_budget_ms
@@ -105,6 +120,7 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
             1,
         )?,
         latency_us,
+        connect_gap_us,
         time_limit_us: file.ms("world.time_limit_ms", &w.time_limit_ms, 3_600_000_000, 1)?,
         max_steps: parse_max_steps(file, &w.max_steps)?,
         effect_latency_us: parse_effect_latency(file, w, latency_us)?,
@@ -124,56 +140,11 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
     })
 }
 
-/// The measured defaults of `[world.event_loop]` (Node.js 20 on the 2-core development
-/// machine, docs/reality.md), in µs.
-const MEASURED_LOOP: LoopTimes = LoopTimes {
-    turn_us: (1, 2),
-    accept_us: (20, 170),
-    first_accept_us: (180, 450),
-    handler_us: (66, 241),
-    first_handler_us: (1_082, 6_095),
-    connect_gap_us: (10, 100),
-};
-
-/// `[world.event_loop]`: every time a `[low, high]` range in ms; the defaults are a named
-/// calibration profile's, else [`MEASURED_LOOP`].
-fn parse_event_loop(file: Source, e: &super::file::EventLoopFile) -> Result<LoopTimes, InputError> {
-    let base = match &e.profile {
-        None => MEASURED_LOOP,
-        Some(p) => load_profile(file, p)?,
-    };
-    let range = |field: &str, v: &Option<Spanned<Vec<f64>>>, default: (u64, u64)| {
-        file.ms_range(
-            &format!("world.event_loop.{field}"),
-            v,
-            default,
-            |lo, hi| lo <= hi && hi <= 60_000_000,
-            "[low, high] with low <= high <= 60000",
-        )
-    };
-    Ok(LoopTimes {
-        turn_us: range("turn_ms", &e.turn_ms, base.turn_us)?,
-        accept_us: range("accept_ms", &e.accept_ms, base.accept_us)?,
-        first_accept_us: range("first_accept_ms", &e.first_accept_ms, base.first_accept_us)?,
-        handler_us: range("handler_ms", &e.handler_ms, base.handler_us)?,
-        first_handler_us: range("first_handler_ms", &e.first_handler_ms, base.first_handler_us)?,
-        connect_gap_us: range("connect_gap_ms", &e.connect_gap_ms, base.connect_gap_us)?,
-    })
-}
-
-/// A calibration profile named by `[world.event_loop] profile`, relative to the sim file.
-fn load_profile(file: Source, p: &Spanned<String>) -> Result<LoopTimes, InputError> {
-    let dir = file.path.parent().unwrap_or(Path::new("."));
-    let path = dir.join(p.get_ref());
-    let src = crate::input::read_file(&path, "calibration profile")
-        .map_err(|e| file.err(p.span(), format!("world.event_loop.profile: {e}")))?;
-    let prof = Source::new(&path, &src);
-    let f: super::file::ProfileFile = prof.toml()?;
-    if let Some(again) = &f.world.event_loop.profile {
-        return Err(prof.err(again.span(), "a profile cannot name another profile"));
-    }
-    parse_event_loop(prof, &f.world.event_loop)
-}
+/// The client's default gap between its connection being established and its request's
+/// bytes arriving (µs): a Node.js client writes in its connect callback; the spread measured
+/// over 20 connect callbacks of a burst on this project's machine, p10 0.33 ms and p50
+/// 0.47 ms (docs/reality.md), widened to 0.05-0.6 ms. idemsim's real client waits the same gap.
+const CONNECT_GAP_US: (u64, u64) = (50, 600);
 
 /// `world.max_steps`: 1..=`MAX_STEPS` (100000 by default).
 fn parse_max_steps(file: Source, max_steps: &Option<Spanned<u64>>) -> Result<u64, InputError> {

@@ -325,9 +325,6 @@ pub struct Inject {
 /// The `[world]` section: the server processes, the network and the run's bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorldSpec {
-    /// How a server process takes in work: None, the event loop as a lock handed to a waiter
-    /// drawn from the seed; Some, Node.js's libuv loop in phases (`[world.event_loop]`).
-    pub event_loop: Option<LoopTimes>,
     /// Number of server processes.
     pub processes: usize,
     /// Overrides the model's wait budget (µs).
@@ -336,6 +333,10 @@ pub struct WorldSpec {
     pub client_timeout_us: u64,
     /// Network latency per message (µs, inclusive range).
     pub latency_us: (u64, u64),
+    /// The client's gap between its connection being established and its request's bytes
+    /// arriving (µs, inclusive range; `[world] connect_gap_ms`). How the server takes in the
+    /// connection and the bytes is its stack's runtime (the model's), never the sim's.
+    pub connect_gap_us: (u64, u64),
     /// Simulated-time bound of a run (µs).
     pub time_limit_us: u64,
     /// Bound on server steps executed in a run.
@@ -350,29 +351,6 @@ pub struct WorldSpec {
     /// Units in stock per catalogue item at the start (`stock` table; items not listed have
     /// no stock row, and `take-stock` leaves them unlimited).
     pub stock: Vec<(String, i64)>,
-}
-
-/// Node.js's event loop in phases (`[world.event_loop]`), for a synchronous driver: per
-/// iteration, the I/O callbacks that are ready (continuations after an await other than
-/// `setImmediate`), then every connection accepted in an earlier iteration whose request bytes
-/// have arrived is read and runs to its first await, then **one** pending connection is
-/// accepted, then the check phase runs every `setImmediate` continuation queued before it.
-/// Times in µs, `[low, high]` drawn per use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoopTimes {
-    /// One iteration of the loop with nothing to do but look.
-    pub turn_us: (u64, u64),
-    /// Accepting one connection (the socket, the HTTP parser).
-    pub accept_us: (u64, u64),
-    /// The same for the first connection a process accepts after it started (cold code).
-    pub first_accept_us: (u64, u64),
-    /// A request's own code before its first statement (body, JSON, validation, hash).
-    pub handler_us: (u64, u64),
-    /// The same for the first request a process serves after it started (cold code).
-    pub first_handler_us: (u64, u64),
-    /// The client's gap between its connection being established and its request's bytes
-    /// arriving.
-    pub connect_gap_us: (u64, u64),
 }
 
 /// The sim's `[expect]`: what must hold at the end of the run.

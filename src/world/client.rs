@@ -98,7 +98,7 @@ async fn send_attempt(world: &Arc<World>, req: usize, copy: u32, attempt: u32) -
     let sent = What::Sent { to: process as u32, method, path, key: key.clone() };
     world.emit(node, Some(who), sent);
     let sent_ms = world.now_ms_f();
-    let connect_gap_us = world.sim.world.event_loop.map_or(0, |l| draw(l.connect_gap_us));
+    let connect_gap_us = draw(world.sim.world.connect_gap_us);
     let env = Envelope { reply_tag: mailbox.tag, who, http, connect_gap_us, arrived_us: 0 };
     net::send_request(world, node, process, env);
     let (reply, reset) = match clock::timeout_us(spec.timeout_us, mailbox.recv()).await {

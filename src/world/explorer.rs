@@ -1,25 +1,24 @@
 //! The run's explorer (`--explore`): one per run, on the run's thread (madsim runs a whole
 //! run on one thread), installed by [`simulate`](super::simulate) when a strategy is given and
-//! removed when the run ends. [`draw`](super::shared::draw), `pick_waiter` and the random
-//! route ask it first; with none installed they draw exactly as they always did (the same
+//! removed when the run ends. [`draw`](super::shared::draw) and the random route ask it
+//! first (who runs next on a process is its event loop's, a function of the times drawn); with none installed they draw exactly as they always did (the same
 //! calls to madsim's seeded rng in the same order). What it decides for each strategy:
 //!
 //! - `Edges`: a timing draw takes its low or high end (0.3 each), a point within 1 % of one
-//!   (0.1 each), else a uniform point; waiter picks and routes stay calibrated.
+//!   (0.1 each), else a uniform point; routes stay calibrated.
 //! - `Pct`: every client copy (and the executions serving its attempts) has a distinct random
 //!   priority; a timing draw made on a copy's behalf lands at its rank in the range (the
 //!   highest priority at the low end, the lowest at the high end, so priority orders who gets
-//!   ahead); a waiter pick takes the highest-priority waiter; at d − 1 change points drawn
+//!   ahead); at d − 1 change points drawn
 //!   among the first k decisions the task the decision is made for drops below every other.
 //!   Draws made for no copy (the wire, the relay, control tasks) stay calibrated.
-//! - `Choices`: exhaustive schedules; every timing draw is {low, high}, every waiter pick one
-//!   of the waiters, every random route one of the processes, as the schedule says.
+//! - `Choices`: exhaustive schedules; every timing draw is {low, high}, every random route one
+//!   of the processes, as the schedule says.
 //!
 //! Randomness comes from madsim's seeded rng only. Fault draws (`chance`) and madsim's own
 //! task order are not the explorer's: they stay drawn from the seed.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -39,8 +38,6 @@ struct Explorer {
     drops: u64,
     /// PCT: the drops done.
     dropped: u64,
-    /// Execution id → the task it serves (for waiter picks).
-    exec_task: BTreeMap<u64, u32>,
 }
 
 thread_local! {
@@ -65,15 +62,7 @@ impl Installed {
             n = n.saturating_add(*c);
         }
         let seen = Explored { tasks: n, ..Default::default() };
-        let e = Explorer {
-            mode,
-            seen,
-            first_copy,
-            priority: vec![],
-            drops: 0,
-            dropped: 0,
-            exec_task: BTreeMap::new(),
-        };
+        let e = Explorer { mode, seen, first_copy, priority: vec![], drops: 0, dropped: 0 };
         EXPLORER.with_borrow_mut(|x| *x = Some(e));
         Installed(true)
     }
@@ -120,22 +109,6 @@ impl<F: Future> Future for Owned<F> {
     }
 }
 
-/// Whether an explorer is installed on this thread.
-pub(crate) fn active() -> bool {
-    EXPLORER.with_borrow(Option::is_some)
-}
-
-/// Execution `id` serves copy `copy` of request `req` (for PCT's waiter picks).
-pub(crate) fn note_exec(id: u64, req: usize, copy: u32) {
-    EXPLORER.with_borrow_mut(|e| {
-        if let Some(e) = e.as_mut()
-            && let Some(t) = e.task_of(req, copy)
-        {
-            e.exec_task.insert(id, t);
-        }
-    });
-}
-
 /// A timing draw in `lo..=hi` (`lo < hi`), if an explorer decides it.
 pub(crate) fn draw(lo: u64, hi: u64) -> Option<u64> {
     EXPLORER.with_borrow_mut(|e| {
@@ -162,35 +135,6 @@ pub(crate) fn chance() -> Option<bool> {
             e.seen.fired.push(e.seen.fault_draws);
         }
         Some(fire)
-    })
-}
-
-/// Which of `ids` (execution ids waiting, in order; at least one) gets a free event loop, if
-/// an explorer decides it.
-pub(crate) fn pick(ids: &[u64]) -> Option<usize> {
-    EXPLORER.with_borrow_mut(|e| {
-        let e = e.as_mut()?;
-        if ids.len() < 2 {
-            return Some(0);
-        }
-        e.seen.decisions += 1;
-        match e.mode {
-            Mode::Count | Mode::Edges | Mode::Faults(_) => None,
-            Mode::Pct { .. } => {
-                e.pct_start();
-                e.reach();
-                let prio = |id: &u64| {
-                    e.exec_task.get(id).and_then(|t| e.priority.get(*t as usize)).map_or(0, |p| *p)
-                };
-                // The first of the highest priority (an execution of no copy has priority 0).
-                let best = ids.iter().map(prio).max().unwrap_or(0);
-                ids.iter().position(|id| prio(id) == best)
-            }
-            Mode::Choices(_) => {
-                let n = ids.len().min(usize::from(MAX_ARITY)) as u8;
-                Some(usize::from(e.choose(n)))
-            }
-        }
     })
 }
 

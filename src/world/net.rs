@@ -28,7 +28,7 @@ pub(crate) struct Envelope {
     pub who: Actor,
     pub http: Request,
     /// The client's gap between its connection being established and its request's bytes
-    /// arriving (µs; `[world.event_loop]` only).
+    /// arriving (µs; the sim's `[world] connect_gap_ms`).
     pub connect_gap_us: u64,
     /// When it reached the server process (µs; set on delivery).
     pub arrived_us: u64,

@@ -1,4 +1,4 @@
-//! Node.js's event loop in phases (`[world.event_loop]`), for a process with a synchronous
+//! Node.js's event loop in phases (the `event-loop` runtime of the model's stack), for a process with a synchronous
 //! driver: one loop task per process decides who runs, the way libuv does.
 //!
 //! Each iteration: one turn; the continuations whose I/O or timer finished (`ready`); then
@@ -20,7 +20,7 @@ use super::conn::Pool;
 use super::net::Envelope;
 use super::shared::{World, draw};
 use super::store::Pooled;
-use crate::scenario::LoopTimes;
+use crate::model::LoopTimes;
 
 /// The grant that the next handler read in the poll phase takes.
 pub(crate) const NEW: u64 = u64::MAX;

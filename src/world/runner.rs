@@ -38,22 +38,6 @@ pub(crate) enum Failure {
     RateLimited,
 }
 
-/// One waiter for a free event loop, drawn from the seed (or picked by the run's explorer),
-/// taken out of the waiters.
-fn pick_waiter(p: &mut super::shared::ProcessState) -> Option<std::task::Waker> {
-    if p.loop_waiters.is_empty() {
-        return None;
-    }
-    use madsim::rand::Rng;
-    let explored = super::explorer::active()
-        .then(|| super::explorer::pick(&p.loop_waiters.keys().copied().collect::<Vec<_>>()))
-        .flatten();
-    let i =
-        explored.unwrap_or_else(|| madsim::rand::thread_rng().gen_range(0..p.loop_waiters.len()));
-    let id = *p.loop_waiters.keys().nth(i).expect("in range");
-    p.loop_waiters.remove(&id)
-}
-
 /// What went wrong, for the trace (`failed: …`).
 pub(crate) enum Why {
     /// SQLite's own message.
@@ -125,9 +109,6 @@ impl Runner {
         req: Option<usize>,
     ) -> Runner {
         let id = world.next_tag();
-        if let Actor::Attempt { req, copy, .. } = who {
-            super::explorer::note_exec(id, req as usize, copy);
-        }
         Runner {
             id,
             node: Node::Server(idx as u32),
@@ -168,52 +149,15 @@ impl Runner {
     }
 
     /// Take the process's event loop (synchronous driver): other executions of this process
-    /// wait until it is released; other processes run.
+    /// wait until the loop grants it its turn; other processes run.
     async fn acquire_loop(&self) {
-        if let Some(times) = self.world.sim.world.event_loop {
-            return self.acquire_phased(times).await;
-        }
-        let (idx, me) = (self.idx, self.id);
-        // Leaves the waiters when dropped while waiting (its process crashed), handing the
-        // loop on if it had been woken to take it.
-        struct Waiting<'a>(&'a World, usize, u64);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                let next = {
-                    let mut st = self.0.lock();
-                    let p = &mut st.processes[self.1];
-                    p.loop_waiters.remove(&self.2);
-                    if p.loop_holder.is_none() { pick_waiter(p) } else { None }
-                };
-                if let Some(w) = next {
-                    w.wake();
-                }
-            }
-        }
-        let _waiting = Waiting(&self.world, idx, me);
-        std::future::poll_fn(|cx| {
-            let mut st = self.world.lock();
-            let p = &mut st.processes[idx];
-            match p.loop_holder {
-                None => {
-                    p.loop_holder = Some(me);
-                    p.loop_waiters.remove(&me);
-                    Poll::Ready(())
-                }
-                Some(o) if o == me => Poll::Ready(()),
-                Some(_) => {
-                    p.loop_waiters.insert(me, cx.waker().clone());
-                    Poll::Pending
-                }
-            }
-        })
-        .await
+        self.acquire_phased(self.world.model.loop_times()).await
     }
 
     /// Wait for the loop in phases to grant this execution its turn (a fresh request's
     /// execution takes the grant of the handler just read and runs its handler's own code
     /// first; any other queues for the next iteration unless it waits for the check phase).
-    async fn acquire_phased(&self, times: crate::scenario::LoopTimes) {
+    async fn acquire_phased(&self, times: crate::model::LoopTimes) {
         use super::phases::NEW;
         let (idx, me) = (self.idx, self.id);
         struct Waiting<'a>(&'a World, usize, u64);
@@ -269,28 +213,10 @@ impl Runner {
         }
     }
 
-    /// Give the event loop back (at an await) and wake one execution waiting for it, drawn
-    /// from the seed: which ready callback a loop runs next is not ours to know. Waking one,
-    /// not all, keeps a process with thousands of waiting requests linear. On a loop in
-    /// phases the loop task decides who runs next.
+    /// Give the event loop back (at an await): the loop task decides who runs next.
     pub fn release_loop(&self) {
-        if self.world.sim.world.event_loop.is_some() {
-            let w = self.world.lock().processes[self.idx].phases.release(self.id);
-            if let Some(w) = w {
-                w.wake();
-            }
-            return;
-        }
-        let next = {
-            let mut st = self.world.lock();
-            let p = &mut st.processes[self.idx];
-            if p.loop_holder != Some(self.id) {
-                return;
-            }
-            p.loop_holder = None;
-            pick_waiter(p)
-        };
-        if let Some(w) = next {
+        let w = self.world.lock().processes[self.idx].phases.release(self.id);
+        if let Some(w) = w {
             w.wake();
         }
     }
@@ -298,7 +224,7 @@ impl Runner {
     /// The driver's latency at an await: the event loop is free meanwhile. A latency of 0 is
     /// one event-loop turn (a scheduling point that takes no time).
     pub async fn driver_latency(&self) {
-        if self.world.sim.world.event_loop.is_some() && self.sync_driver() {
+        if self.sync_driver() {
             // `await` of `setImmediate`: the rest runs in this iteration's check phase, after
             // everything read in its poll phase.
             self.event(What::DriverAwait { us: 0 });

@@ -26,8 +26,6 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         let mut st = world.lock();
         let p = &mut st.processes[idx];
         p.up = true;
-        p.loop_holder = None;
-        p.loop_waiters = Default::default();
         p.phases = Default::default();
         p.inbox.queue.clear();
         p.memory.clear();
@@ -65,9 +63,8 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
     if let Some(every) = world.model.completer_every_us() {
         madsim::task::spawn_local(completer_main(world.clone(), idx, shared.clone(), every));
     }
-    if let Some(times) = world.sim.world.event_loop
-        && world.model.driver.awaits == crate::model::Awaits::Explicit
-    {
+    if world.model.driver.awaits == crate::model::Awaits::Explicit {
+        let times = world.model.loop_times();
         return super::phases::loop_main(world.clone(), idx, times, shared, pool).await;
     }
     loop {

@@ -58,14 +58,9 @@ pub(crate) struct ProcessState {
     pub serving: BTreeMap<u64, Actor>,
     /// How far the process's clock is off true time (µs; skew and jumps).
     pub clock_offset_us: i64,
-    /// Which execution holds the process's event loop (a synchronous driver), and who waits
-    /// for it, in order.
-    pub loop_holder: Option<u64>,
-    /// Executions waiting for the event loop, by execution id (one is woken per release).
-    pub loop_waiters: BTreeMap<u64, Waker>,
     /// A crash is under way (the process is going down, restart pending).
     pub crashing: bool,
-    /// The event loop in phases (`[world.event_loop]`): who may run next, and when.
+    /// The event loop in phases (the stack's runtime): who may run next, and when.
     pub phases: super::phases::Phases,
     /// The process-memory key store (lost on restart).
     pub memory: BTreeMap<Scope, KeyRecord>,

@@ -250,7 +250,9 @@ fn a_crash_resets_connections_or_goes_silent() {
     let m = model("transactional");
     let (r, events) = run_one(&crash("reset"), &m, 0);
     assert!(events.contains(&What::ConnectionReset));
-    assert!(r.requests[0].copies[0][0].done_ms < 1.0, "{:?}", r.requests[0].copies[0][0]);
+    // At once: within the request's own few milliseconds (a cold first handler and a commit),
+    // never its 3 s timeout.
+    assert!(r.requests[0].copies[0][0].done_ms < 20.0, "{:?}", r.requests[0].copies[0][0]);
     let (r, _) = run_one(&crash("silence"), &m, 0);
     assert!(r.requests[0].copies[0][0].done_ms >= 3000.0);
     // A process's memory dies with it, even when the run ends before it restarts.

@@ -36,40 +36,53 @@ fn seeds_with(s: &Arc<Sim>, m: &Arc<Model>, seeds: std::ops::Range<u64>, v: Viol
     cells[0].violations.get(v.name()).map_or(0, |x| x.seeds)
 }
 
-/// The false "safe" of the fidelity review: check-first on a synchronous driver, statements
-/// that take no time, no await. Two real processes doing SELECT-then-INSERT race; inside one
-/// process a synchronous handler runs to its end before the next starts.
+/// The false "safe" of the fidelity review: check-first on a synchronous driver, no await.
+/// Two real processes doing SELECT-then-INSERT race when one's lookup falls inside the
+/// other's insert (its statement and the commit's fsync, on the calibrated stack); inside one
+/// process a synchronous handler runs to its end before the event loop reads the next.
 #[test]
 fn sync_check_first_races_only_across_processes() {
-    let m = inline_model(
-        "program = [\"lookup\", \"insert-row\", \"save-response\"]\n[key]\n\
-         [driver]\nawaits = \"explicit\"\nstatement_ms = [0, 0]\ncommit_ms = [0, 0]\n",
-    );
+    let m = inline_model("program = [\"lookup\", \"insert-row\", \"save-response\"]\n[key]\n");
+    assert_eq!(m.stack, "node-sqlite-sync", "no stack named: the calibrated default");
     let across = seeds_with(&double_send(2), &m, 0..100, ViolationKind::DuplicateRow);
     let within = seeds_with(&double_send(1), &m, 0..100, ViolationKind::DuplicateRow);
-    assert!(across > 10, "two processes must race: {across}/100");
+    assert!(across > 5, "two processes must race: {across}/100");
     assert_eq!(within, 0, "one process must not race");
 }
 
-/// Requests sent in the same instant reach a process in the same instant and are admitted
-/// together: with a fixed latency every copy's first server event has the same time.
+/// Requests sent in the same instant arrive together, and the event loop takes them in one
+/// connection per iteration (docs/reality.md): the reads are spread out in time, in order,
+/// none before the process's cold first accept; a read pass that finds several connections
+/// accepted runs each to its first await, so on some seeds several pass the lookup before
+/// any saves, and on others the first request has saved before the next one looks.
 #[test]
-fn requests_sent_together_are_admitted_together() {
+fn a_burst_is_taken_in_one_connection_per_iteration() {
     let s = sim(
         "[world]\nlatency_ms = [0.05, 0.05]\n[[request]]\nid = \"burst\"\nkey = \"k1\"\ncopies = 20\n",
     );
-    let out = run::run(&s, &model("check-first"), 3, RunOptions { keep_history: true }).unwrap();
-    let h = out.history.unwrap();
-    let arrived: Vec<u64> = h
-        .events
-        .iter()
-        .filter(|e| e.node == Node::Server(0) && matches!(e.what, What::Arrived))
-        .map(|e| e.t_us)
-        .collect();
-    assert_eq!(arrived, vec![50; 20], "all twenty admitted at 50 µs");
-    // Several pass the lookup before any saves: they were admitted together.
-    let misses = h.events.iter().filter(|e| matches!(e.what, What::LookupMiss)).count();
-    assert!(misses >= 2, "{misses}");
+    let m = model("check-first");
+    let first_accept_us = m.loop_times().first_accept_us.0;
+    let (mut batched, mut alone) = (0, 0);
+    for seed in 0..30 {
+        let out = run::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
+        let h = out.history.unwrap();
+        let arrived: Vec<u64> = h
+            .events
+            .iter()
+            .filter(|e| e.node == Node::Server(0) && matches!(e.what, What::Arrived))
+            .map(|e| e.t_us)
+            .collect();
+        assert_eq!(arrived.len(), 20, "seed {seed}");
+        assert!(arrived.is_sorted(), "seed {seed}: {arrived:?}");
+        assert!(arrived[0] >= 50 + first_accept_us, "seed {seed}: {arrived:?}");
+        let misses = h.events.iter().filter(|e| matches!(e.what, What::LookupMiss)).count();
+        if misses >= 2 {
+            batched += 1;
+        } else {
+            alone += 1;
+        }
+    }
+    assert!(batched > 0 && alone > 0, "batched on {batched} seeds, alone on {alone}");
 }
 
 /// Durations accept fractions of a millisecond down to 1 µs; finer ones are refused with a
@@ -144,12 +157,14 @@ fn a_pool_removes_the_shared_connection_hazard() {
     assert!(pooled[0].passed && pooled[0].violations.is_empty(), "{:?}", pooled[0].violations);
 }
 
-/// In WAL a lookup outside the transaction never waits for a writer; the second of two
-/// concurrent requests then clashes on the key inside its transaction: no duplicate row, a 500.
+/// In WAL a lookup outside the transaction never waits for a writer; a request that looked
+/// while another's transaction was open then clashes on the key inside its own: no duplicate
+/// row, a 500. (Two copies to two cold processes rarely overlap: a first request's handler
+/// code alone takes 1-6 ms; the article's burst of twenty does.)
 #[test]
 fn wal_lookup_never_waits_and_the_key_stops_the_duplicate() {
     let m = model("lookup-then-transaction-wal");
-    let s = double_send(2);
+    let s = super::sim("sims/article/12-twenty-concurrent-two-processes.toml");
     let cells =
         sweep::run_matrix(std::slice::from_ref(&s), std::slice::from_ref(&m), Some(0..100), 2)
             .unwrap();

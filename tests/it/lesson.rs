@@ -192,7 +192,7 @@ fn a_run_too_long_for_a_page_is_refused() {
     let sim = dir.join("burst.toml");
     std::fs::write(
         &sim,
-        "seeds = \"0..5\"\n[world]\nlatency_ms = [0.03, 0.055]\n[world.event_loop]\n\
+        "seeds = \"0..5\"\n[world]\nlatency_ms = [0.03, 0.055]\n\
          connect_gap_ms = [0.05, 0.6]\n[[request]]\nid = \"burst\"\nkey = \"k1\"\ncopies = 200\n\
          spread_ms = [0, 1.7]\nexpect = { status = 201, same_id = true }\n[expect]\nrows = 1\n",
     )

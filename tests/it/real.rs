@@ -167,7 +167,7 @@ fn validate_agrees_where_both_worlds_are_certain_and_says_how_much_it_can_see() 
 }
 
 #[test]
-fn calibrate_writes_a_profile_that_a_sim_names() {
+fn calibrate_writes_a_stack_that_a_model_names() {
     node_targets();
     let dir = std::env::temp_dir().join(format!("idemsim-test-calibrate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -183,25 +183,23 @@ fn calibrate_writes_a_profile_that_a_sim_names() {
     ]);
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(&profile).unwrap();
-    assert!(text.contains("[world.event_loop]") && text.contains("first_handler_ms = ["), "{text}");
+    assert!(text.contains("[runtime]") && text.contains("first_handler_ms = ["), "{text}");
     assert!(
         text.contains("idemsim calibrate --target check-first"),
         "the profile says where it comes from: {text}"
     );
-    // A sim names it; its own fields override the profile's.
-    let sim = "seeds = \"0..2\"\n[world.event_loop]\nprofile = \"mine.toml\"\nconnect_gap_ms = [0.5, 0.5]\n\
-               [[request]]\nid = \"a\"\nkey = \"k1\"\n";
-    let s = idemsim::scenario::Sim::parse(&dir.join("s.toml"), sim).unwrap();
-    let l = s.world.event_loop.unwrap();
-    assert_eq!(l.connect_gap_us, (500, 500));
+    // A model names it as its stack; its own [driver] fields override the stack's.
+    let model = "stack = \"mine.toml\"\nprogram = [\"begin\", \"insert-row\", \"commit\"]\n\
+                 [driver]\nstatement_ms = [0.5, 0.5]\n";
+    let m = idemsim::model::Model::parse(&dir.join("m.toml"), model).unwrap();
+    assert_eq!(m.driver.statement_us, (500, 500));
+    let l = m.loop_times();
     assert!(l.first_handler_us.0 > 0 && l.first_handler_us.0 <= l.first_handler_us.1);
-    // A profile that names another is refused, located in the profile.
-    std::fs::write(dir.join("loop.toml"), "[world.event_loop]\nprofile = \"mine.toml\"\n").unwrap();
-    let e =
-        idemsim::scenario::Sim::parse(&dir.join("s.toml"), &sim.replace("mine.toml", "loop.toml"))
-            .unwrap_err()
-            .to_string();
-    assert!(e.contains("loop.toml:2:11") && e.contains("cannot name another profile"), "{e}");
+    // A sim can no longer choose the runtime: refused, located, saying where it went.
+    let sim = "seeds = \"0..2\"\n[world.event_loop]\nprofile = \"mine.toml\"\n\
+               [[request]]\nid = \"a\"\nkey = \"k1\"\n";
+    let e = idemsim::scenario::Sim::parse(&dir.join("s.toml"), sim).unwrap_err().to_string();
+    assert!(e.contains("s.toml:") && e.contains("runtime of the model's stack"), "{e}");
     // Never written through a symlink.
     let link = dir.join("link.toml");
     let _ = std::fs::remove_file(&link);

@@ -90,10 +90,21 @@ fn a_stack_file_beside_the_model_is_read_and_must_state_its_timings() {
     let model_text =
         check_first_without_stack().replace("program =", "stack = \"mine.toml\"\nprogram =");
     std::fs::write(dir.join("m.toml"), &model_text).unwrap();
-    // A stack that leaves out its commit time is refused, naming the stack file.
+    let runtime = "[runtime]\nkind = \"event-loop\"\nturn_ms = [0.001, 0.002]\n\
+                   accept_ms = [0.02, 0.17]\nfirst_accept_ms = [0.18, 0.45]\n\
+                   handler_ms = [0.066, 0.241]\nfirst_handler_ms = [1, 2]\n";
+    // A stack without a runtime is refused, naming the stack file.
+    std::fs::write(dir.join("mine.toml"), "[driver]\nstatement_ms = [0.01, 0.02]\n").unwrap();
+    let e = Model::load(&dir.join("m.toml")).unwrap_err().to_string();
+    assert!(e.contains("mine.toml") && e.contains("runtime"), "{e}");
+    // ... and so is one that leaves out a runtime time, or its commit time.
+    let no_turn = runtime.replace("turn_ms = [0.001, 0.002]\n", "");
+    std::fs::write(dir.join("mine.toml"), format!("{no_turn}[driver]\n")).unwrap();
+    let e = Model::load(&dir.join("m.toml")).unwrap_err().to_string();
+    assert!(e.contains("mine.toml") && e.contains("runtime.turn_ms"), "{e}");
     std::fs::write(
         dir.join("mine.toml"),
-        "[driver]\nstatement_ms = [0.01, 0.02]\nlatency_ms = [0.001, 0.002]\n",
+        format!("{runtime}[driver]\nstatement_ms = [0.01, 0.02]\nlatency_ms = [0.001, 0.002]\n"),
     )
     .unwrap();
     let e = Model::load(&dir.join("m.toml")).unwrap_err().to_string();
@@ -101,18 +112,19 @@ fn a_stack_file_beside_the_model_is_read_and_must_state_its_timings() {
     // A bad value is located in the stack file.
     std::fs::write(
         dir.join("mine.toml"),
-        "[driver]\nstatement_ms = [0.01, 0.02]\ncommit_ms = [2, 1]\nlatency_ms = [0, 0]\n",
+        format!("[driver]\nstatement_ms = [0.01, 0.02]\ncommit_ms = [2, 1]\nlatency_ms = [0, 0]\n{runtime}"),
     )
     .unwrap();
     let e = Model::load(&dir.join("m.toml")).unwrap_err().to_string();
     assert!(e.contains("mine.toml:3:") && e.contains("driver.commit_ms"), "{e}");
     std::fs::write(
         dir.join("mine.toml"),
-        "description = \"x\"\n[driver]\nstatement_ms = [0.01, 0.02]\ncommit_ms = [1, 2]\nlatency_ms = [0, 0]\n",
+        format!("description = \"x\"\n{runtime}[driver]\nstatement_ms = [0.01, 0.02]\ncommit_ms = [1, 2]\nlatency_ms = [0, 0]\n"),
     )
     .unwrap();
     let m = Model::load(&dir.join("m.toml")).unwrap();
     assert_eq!(m.driver.commit_us, (1_000, 2_000));
+    assert_eq!(m.loop_times().first_handler_us, (1_000, 2_000));
     // A missing stack file names the path it tried.
     std::fs::remove_file(dir.join("mine.toml")).unwrap();
     let e = Model::load(&dir.join("m.toml")).unwrap_err().to_string();

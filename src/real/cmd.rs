@@ -135,7 +135,7 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
     );
     let _ = writeln!(
         o,
-        "  a REAL run, not deterministic: each round's schedule is this machine's ({} CPUs, load {:.2} before, {:.2} after)",
+        "  a REAL run, not deterministic: each round's schedule is this machine's ({} CPUs, load {:.2} before, {:.2} after); each round starts its server processes fresh (cold)",
         r.cpus, r.load_before[0], r.load_after[0]
     );
     let _ = writeln!(o, "  faults: {}", sim.faults.describe());
@@ -303,9 +303,10 @@ fn validate_header(
     real: &RealReport,
 ) -> String {
     format!(
-        "idemsim validate: sim {} · model {} simulated on seeds 0..{runs} · target {} played for real, {} rounds ({} CPUs, load {:.2} → {:.2})\n",
+        "idemsim validate: sim {} · model {} simulated on seeds 0..{runs} (processes start {}) · target {} played for real, {} rounds, each on fresh (cold) processes ({} CPUs, load {:.2} → {:.2})\n",
         sim.name,
         model.name,
+        sim.world.start.name(),
         target.name,
         real.cell.runs,
         real.cpus,

@@ -57,9 +57,10 @@ pub(super) fn run_header(o: &mut String, sim: &Sim, model: &Model) {
     let d = &model.driver;
     let _ = write!(
         o,
-        "  world: {} process(es), wait budget {} ms, client timeout {} ms, network latency \
-         {}..{} ms",
+        "  world: {} process(es) started {}, wait budget {} ms, client timeout {} ms, network \
+         latency {}..{} ms",
         w.processes,
+        w.start.name(),
         show_ms(w.wait_budget_us.unwrap_or(model.wait_budget_us)),
         show_ms(w.client_timeout_us),
         show_ms(w.latency_us.0),

@@ -82,6 +82,7 @@ pub(super) struct WorldFile {
     /// Refused with its location: the runtime is the model's stack now.
     pub(super) event_loop: Option<Spanned<toml::Value>>,
     pub(super) connect_gap_ms: Option<Spanned<Vec<f64>>>,
+    pub(super) start: Option<Spanned<String>>,
     pub(super) processes: Option<Spanned<usize>>,
     pub(super) wait_budget_ms: Option<Spanned<f64>>,
     pub(super) client_timeout_ms: Option<Spanned<f64>>,

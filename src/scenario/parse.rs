@@ -106,7 +106,11 @@ fn parse_world(file: Source, w: &WorldFile) -> Result<WorldSpec, InputError> {
         |lo, hi| lo <= hi && hi <= 60_000_000,
         "[low, high] with low <= high <= 60000",
     )?;
+    let start = file
+        .choice(&w.start, "world.start", &[("cold", Start::Cold), ("warm", Start::Warm)])?
+        .unwrap_or_default();
     Ok(WorldSpec {
+        start,
         processes,
         wait_budget_us: w
             .wait_budget_ms

@@ -337,6 +337,10 @@ pub struct WorldSpec {
     /// arriving (µs, inclusive range; `[world] connect_gap_ms`). How the server takes in the
     /// connection and the bytes is its stack's runtime (the model's), never the sim's.
     pub connect_gap_us: (u64, u64),
+    /// How the server processes start: cold (fresh: the first connection and the first
+    /// request of each run cold code, as `real` runs them) or warm (they have served before).
+    /// A process restarted after a crash is fresh, so cold, either way.
+    pub start: Start,
     /// Simulated-time bound of a run (µs).
     pub time_limit_us: u64,
     /// Bound on server steps executed in a run.
@@ -351,6 +355,27 @@ pub struct WorldSpec {
     /// Units in stock per catalogue item at the start (`stock` table; items not listed have
     /// no stock row, and `take-stock` leaves them unlimited).
     pub stock: Vec<(String, i64)>,
+}
+
+/// How a sim's server processes start (`[world] start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Start {
+    /// Freshly started: a process's first accept and first request cost what a fresh
+    /// process's do (the stack's `first_accept_ms`, `first_handler_ms`).
+    #[default]
+    Cold,
+    /// Already warm: every accept and request costs a warm one's.
+    Warm,
+}
+
+impl Start {
+    /// The word in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Start::Cold => "cold",
+            Start::Warm => "warm",
+        }
+    }
 }
 
 /// The sim's `[expect]`: what must hold at the end of the run.

@@ -44,6 +44,9 @@ pub(crate) struct Phases {
     pub served: u64,
     /// Connections accepted since the process started (the first runs cold code).
     pub accepts: u64,
+    /// The process started warm (`[world] start = "warm"`, first start only): its first
+    /// accept and request cost a warm one's.
+    pub warm: bool,
 }
 
 impl Phases {
@@ -104,7 +107,7 @@ pub(crate) async fn loop_main(
             let p = &mut st.processes[idx];
             let conn = p.inbox.queue.pop_front();
             p.phases.accepts += u64::from(conn.is_some());
-            conn.map(|c| (c, p.phases.accepts == 1))
+            conn.map(|c| (c, p.phases.accepts == 1 && !p.phases.warm))
         };
         if let Some((env, first)) = conn {
             clock::sleep_us(draw(if first { times.first_accept_us } else { times.accept_us }))

@@ -205,7 +205,7 @@ impl Runner {
                 let mut st = self.world.lock();
                 let ph = &mut st.processes[idx].phases;
                 ph.served += 1;
-                ph.served == 1
+                ph.served == 1 && !ph.warm
             };
             let cpu = draw(if first { times.first_handler_us } else { times.handler_us });
             self.event(What::HandlerCode { us: cpu, cold: first });

@@ -26,7 +26,9 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         let mut st = world.lock();
         let p = &mut st.processes[idx];
         p.up = true;
-        p.phases = Default::default();
+        p.starts += 1;
+        let warm = p.starts == 1 && world.sim.world.start == crate::scenario::Start::Warm;
+        p.phases = super::phases::Phases { warm, ..Default::default() };
         p.inbox.queue.clear();
         p.memory.clear();
         p.local.clear();

@@ -58,6 +58,8 @@ pub(crate) struct ProcessState {
     pub serving: BTreeMap<u64, Actor>,
     /// How far the process's clock is off true time (µs; skew and jumps).
     pub clock_offset_us: i64,
+    /// Times this process has started (1 at the run's start; a restart adds one).
+    pub starts: u32,
     /// A crash is under way (the process is going down, restart pending).
     pub crashing: bool,
     /// The event loop in phases (the stack's runtime): who may run next, and when.

@@ -131,3 +131,42 @@ fn a_stack_file_beside_the_model_is_read_and_must_state_its_timings() {
     assert!(e.contains("m.toml:") && e.contains("stack:"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `[world] start = "warm"`: no request runs cold code, except the first one a process serves
+/// after a crash restarted it (a restarted process is fresh); `"cold"` (the default) runs the
+/// first request of each process cold, and the report says which.
+#[test]
+fn processes_start_cold_or_warm_and_a_restart_is_cold() {
+    use idemsim::history::What;
+    let text = |start: &str| {
+        format!(
+            "[world]\nlatency_ms = [0.05, 0.05]\nstart = \"{start}\"\n\
+             [[inject]]\npoint = \"before-commit\"\naction = \"crash\"\nrestart_ms = 10\ntimes = 1\n\
+             [[request]]\nid = \"order\"\nkey = \"k1\"\ntimeout_ms = 100\n\
+             retry = {{ max_attempts = 3, on = [\"transport\"], backoff_ms = 20 }}\n"
+        )
+    };
+    let m = model("transactional");
+    let colds = |start: &str| {
+        let s = Arc::new(idemsim::scenario::Sim::parse(Path::new("s.toml"), &text(start)).unwrap());
+        let out =
+            idemsim::run::run(&s, &m, 0, idemsim::run::RunOptions { keep_history: true }).unwrap();
+        let events = out.history.unwrap().events;
+        let cold: Vec<bool> = events
+            .iter()
+            .filter_map(|e| match e.what {
+                What::HandlerCode { cold, .. } => Some(cold),
+                _ => None,
+            })
+            .collect();
+        (cold, events.iter().any(|e| matches!(e.what, What::ProcessCrashed)))
+    };
+    let (warm, crashed) = colds("warm");
+    assert!(crashed, "the injected crash fired");
+    // The first attempt warm; the retry served by the restarted, fresh process cold.
+    assert_eq!(warm, [false, true]);
+    let (cold, _) = colds("cold");
+    assert_eq!(cold, [true, true]);
+    let e = idemsim::scenario::Sim::parse(Path::new("s.toml"), &text("tepid")).unwrap_err();
+    assert!(e.to_string().contains("world.start"), "{e}");
+}

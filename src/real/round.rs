@@ -322,13 +322,18 @@ fn run_copy(ctx: &Arc<Ctx>, qi: usize, copy: u32) -> Vec<AttemptOutcome> {
         });
         let process = route(spec, copy, ctx.sim.world.processes, &mut rng);
         let outcome = attempt_once(ctx, spec, (qi, copy, attempt), key, process, &mut rng);
-        let retry = match outcome.status {
-            None => policy.on.transport,
-            Some(s) => policy.on.statuses.contains(&s),
-        };
+        let at_once = spec.retries_at_once(attempt, outcome.status.is_some());
+        let retry = at_once
+            || match outcome.status {
+                None => policy.on.transport,
+                Some(s) => policy.on.statuses.contains(&s),
+            };
         out.push(outcome);
         if !retry || attempt == policy.max_attempts {
             break;
+        }
+        if at_once {
+            continue;
         }
         let mut backoff = policy.backoff_before_us(attempt);
         if policy.jitter && backoff > 0 {
@@ -395,7 +400,8 @@ fn attempt_once(
     let bytes = wire::request_bytes(&req.method, &req.path, &req.headers, &req.body);
     let faults = NetFaults::draw(&ctx.sim, rng);
     let sent = Instant::now();
-    let deadline = (sent + Duration::from_micros(spec.timeout_us)).min(ctx.deadline);
+    let deadline =
+        (sent + Duration::from_micros(spec.attempt_timeout_us(attempt))).min(ctx.deadline);
     let answer = exchange(ctx, process, &bytes, &faults, deadline);
     let marker = ctx.model.key.as_ref().map_or("Idempotent-Replayed", |k| k.replay_marker.as_str());
     AttemptOutcome {

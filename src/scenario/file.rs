@@ -130,6 +130,7 @@ pub(super) struct RetryFile {
     pub(super) backoff_cap_ms: Option<Spanned<f64>>,
     pub(super) jitter: Option<bool>,
     pub(super) horizon_ms: Option<Spanned<f64>>,
+    pub(super) abandon_first_ms: Option<Spanned<f64>>,
     pub(super) new_key: Option<bool>,
     pub(super) body: Option<String>,
 }

@@ -268,9 +268,19 @@ fn parse_retry(file: Source, rt: &RetryFile) -> Result<Policy, InputError> {
         .is_some()
         .then(|| file.ms("retry.horizon_ms", &rt.horizon_ms, 0, 0))
         .transpose()?;
+    let abandon_first_us = rt
+        .abandon_first_ms
+        .is_some()
+        .then(|| file.ms("retry.abandon_first_ms", &rt.abandon_first_ms, 0, 1))
+        .transpose()?;
+    if abandon_first_us.is_some() && max_attempts < 2 {
+        let span = rt.abandon_first_ms.as_ref().map_or(0..0, |s| s.span());
+        return Err(file.err(span, "retry.abandon_first_ms: needs max_attempts of 2 or more"));
+    }
     Ok(Policy {
         max_attempts,
         on,
+        abandon_first_us,
         backoff_us,
         backoff_cap_us: backoff_cap_us.max(backoff_us),
         jitter: rt.jitter.unwrap_or(true),

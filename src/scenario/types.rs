@@ -44,6 +44,11 @@ pub struct Policy {
     pub jitter: bool,
     /// No retry starts later than this after the first attempt.
     pub horizon_us: Option<u64>,
+    /// The client abandons its first attempt after this long (µs) and sends the retry at
+    /// once, whatever the attempt saw (`retry.abandon_first_ms`: a browser's or a mobile
+    /// client's short first timeout); later attempts wait `timeout_ms` and back off. None:
+    /// every attempt waits `timeout_ms`.
+    pub abandon_first_us: Option<u64>,
     /// Send a fresh key on every attempt (disables server-side dedupe).
     pub new_key_per_attempt: bool,
     /// Body of the retries if it differs from the first attempt's.
@@ -75,6 +80,7 @@ impl Default for Policy {
             backoff_cap_us: 5_000_000,
             jitter: false,
             horizon_us: None,
+            abandon_first_us: None,
             new_key_per_attempt: false,
             retry_body: None,
         }
@@ -108,6 +114,22 @@ pub struct RequestExpect {
 }
 
 impl RequestSpec {
+    /// How long attempt `attempt` (1-based) waits for its reply (µs): the first one's
+    /// `abandon_first_ms` if the policy sets it, else `timeout_ms`.
+    pub fn attempt_timeout_us(&self, attempt: u32) -> u64 {
+        match self.policy.abandon_first_us {
+            Some(us) if attempt == 1 => us,
+            _ => self.timeout_us,
+        }
+    }
+
+    /// Whether the attempt after `attempt` goes out at once, with no backoff and whatever
+    /// `retry.on` says: after a first attempt that got no reply when the policy abandons it
+    /// (`abandon_first_ms`).
+    pub fn retries_at_once(&self, attempt: u32, replied: bool) -> bool {
+        attempt == 1 && !replied && self.policy.abandon_first_us.is_some()
+    }
+
     /// The key attempt `attempt` (1-based) sends: the spec's, or a fresh one per retry with
     /// `new_key_per_attempt`.
     pub fn attempt_key(&self, attempt: u32) -> Option<String> {

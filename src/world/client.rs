@@ -56,13 +56,18 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
     for attempt in 1..=policy.max_attempts {
         let who = Actor::Attempt { req: req as u32, copy, attempt };
         let outcome = send_attempt(&world, req, copy, attempt).await;
-        let retry = match outcome.status {
-            None => policy.on.transport,
-            Some(s) => policy.on.statuses.contains(&s),
-        };
+        let at_once = spec.retries_at_once(attempt, outcome.status.is_some());
+        let retry = at_once
+            || match outcome.status {
+                None => policy.on.transport,
+                Some(s) => policy.on.statuses.contains(&s),
+            };
         world.record_attempt(req, copy, outcome);
         if !retry || attempt == policy.max_attempts {
             return;
+        }
+        if at_once {
+            continue;
         }
         let mut backoff = policy.backoff_before_us(attempt);
         if policy.jitter && backoff > 0 {
@@ -101,7 +106,8 @@ async fn send_attempt(world: &Arc<World>, req: usize, copy: u32, attempt: u32) -
     let connect_gap_us = draw(world.sim.world.connect_gap_us);
     let env = Envelope { reply_tag: mailbox.tag, who, http, connect_gap_us, arrived_us: 0 };
     net::send_request(world, node, process, env);
-    let (reply, reset) = match clock::timeout_us(spec.timeout_us, mailbox.recv()).await {
+    let timeout_us = spec.attempt_timeout_us(attempt);
+    let (reply, reset) = match clock::timeout_us(timeout_us, mailbox.recv()).await {
         Some(Msg::Reply(r)) => (Some(r), false),
         Some(_) => (None, true),
         None => (None, false),
@@ -114,7 +120,7 @@ async fn send_attempt(world: &Arc<World>, req: usize, copy: u32, attempt: u32) -
     let seen = match &reply {
         Some(r) => What::Received { status: r.status, body: r.body.clone(), replayed },
         None if reset => What::ConnectionReset,
-        None => What::TransportFailure { timeout_us: spec.timeout_us },
+        None => What::TransportFailure { timeout_us },
     };
     world.emit(node, Some(who), seen);
     AttemptOutcome {

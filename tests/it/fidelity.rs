@@ -182,3 +182,30 @@ fn wal_lookup_never_waits_and_the_key_stops_the_duplicate() {
         );
     }
 }
+
+/// `retry.abandon_first_ms`: the client gives up its first attempt after that long and sends
+/// the retry at once (no backoff, whatever `retry.on` says); later attempts wait `timeout_ms`.
+/// A design whose lookup is an I/O await (a cache GET) lets the retry in beside the first
+/// attempt still running; check-first's `setImmediate` await does not.
+#[test]
+fn an_abandoned_first_attempt_is_retried_at_once() {
+    let s = super::sim("sims/clients/abandon-first-attempt.toml");
+    let out = run::run(&s, &model("seed002-redis-get-set"), 0, RunOptions::default()).unwrap();
+    let attempts = &out.report.requests[0].copies[0];
+    assert!(attempts.len() >= 2, "{attempts:?}");
+    assert_eq!(attempts[0].outcome, idemsim::report::Outcome::TransportFailure);
+    assert_eq!(attempts[0].done_ms, 3.0, "abandoned after 3 ms");
+    assert_eq!(attempts[1].sent_ms, 3.0, "retried at once");
+    assert!(
+        seeds_with(&s, &model("seed002-redis-get-set"), 0..50, ViolationKind::DuplicateRow) > 0
+    );
+    assert_eq!(seeds_with(&s, &model("check-first"), 0..50, ViolationKind::DuplicateRow), 0);
+    // Refused where it cannot apply: a policy with one attempt has no retry to send.
+    let e = Sim::parse(
+        Path::new("s.toml"),
+        "[[request]]\nid = \"a\"\nretry = { max_attempts = 1, abandon_first_ms = 3 }\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("s.toml:3:") && e.contains("abandon_first_ms"), "{e}");
+}

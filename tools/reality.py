@@ -28,6 +28,7 @@ CELLS = [(s, t, n) for s, n in [
     ("dropped-replies", 20),
     ("slow-server-short-timeout", 20),
     ("crash-between-steps", 20),
+    ("abandon-first-attempt", 60),
 ] for t in ("no-key", "check-first", "transactional")]
 
 

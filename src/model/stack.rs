@@ -24,8 +24,8 @@ struct StackFile {
     /// For the file's readers (and checked to be text); the model's report names the stack.
     #[allow(dead_code)]
     description: Option<String>,
-    runtime: RuntimeFile,
-    driver: DriverFile,
+    runtime: Spanned<RuntimeFile>,
+    driver: Spanned<DriverFile>,
 }
 
 /// A stack's `[runtime]`: how a server process takes in work, every time stated.
@@ -102,36 +102,36 @@ const DEFAULT_PATH: &str = "stacks/node-sqlite-sync.toml";
 fn parse_stack(name: &str, path: &Path, src: &str) -> Result<Stack, InputError> {
     let file = Source::new(path, src);
     let f: StackFile = file.toml()?;
-    let runtime = parse_runtime(file, &f.runtime)?;
+    let runtime = parse_runtime(file, f.runtime.get_ref(), f.runtime.span())?;
+    let d = f.driver.get_ref();
     for (field, v) in [
-        ("statement_ms", &f.driver.statement_ms),
-        ("commit_ms", &f.driver.commit_ms),
-        ("latency_ms", &f.driver.latency_ms),
+        ("statement_ms", &d.statement_ms),
+        ("commit_ms", &d.commit_ms),
+        ("latency_ms", &d.latency_ms),
     ] {
         if v.is_none() {
-            return Err(missing(path, src, &format!("driver.{field}")));
+            return Err(missing(file, f.driver.span(), &format!("driver.{field}")));
         }
     }
-    let driver = parse_driver(file, &f.driver, &DRIVER_BASE)?;
+    let driver = parse_driver(file, d, &DRIVER_BASE)?;
     Ok(Stack { name: name.to_string(), runtime, driver })
 }
 
-/// A stack file that leaves out a time it must state.
-fn missing(path: &Path, src: &str, field: &str) -> InputError {
-    InputError::span(
-        path,
-        src,
-        0..0,
-        format!("{field}: a stack profile states it ([low, high] in ms)"),
-    )
+/// A stack file that leaves out a time it must state: located at its table.
+fn missing(file: Source, table: std::ops::Range<usize>, field: &str) -> InputError {
+    file.err(table, format!("{field}: a stack profile states it ([low, high] in ms)"))
 }
 
 /// A stack's `[runtime]`: `kind = "event-loop"` (Node.js's loop in phases) and its times.
-fn parse_runtime(file: Source, r: &RuntimeFile) -> Result<Runtime, InputError> {
+fn parse_runtime(
+    file: Source,
+    r: &RuntimeFile,
+    table: std::ops::Range<usize>,
+) -> Result<Runtime, InputError> {
     file.choice(&Some(r.kind.clone()), "runtime.kind", &[("event-loop", ())])?;
     let range = |field: &str, v: &Option<Spanned<Vec<f64>>>| {
         if v.is_none() {
-            return Err(missing(file.path, file.src, &format!("runtime.{field}")));
+            return Err(missing(file, table.clone(), &format!("runtime.{field}")));
         }
         file.ms_range(
             &format!("runtime.{field}"),

@@ -115,6 +115,14 @@ pub(super) fn sweep_header(out: &mut String, sim: &Sim, model: &Model, c: &Cell,
         printable(&c.seeds)
     );
     let _ = writeln!(out, "  faults: {}", sim.faults.describe());
+    let _ = writeln!(
+        out,
+        "  stack: {}, {}; {} process(es) started {}",
+        printable(&model.stack),
+        model.runtime.describe(),
+        sim.world.processes,
+        sim.world.start.name()
+    );
     let _ = writeln!(out, "  model: {}", model.program_text());
     if let Some(l) = &sim.limitation {
         let _ = writeln!(out, "  limitation described by the expectations: {l}");

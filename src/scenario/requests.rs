@@ -115,6 +115,19 @@ fn parse_request(
         Some(e) => parse_request_expect(file, e, names)?,
     };
     let timeout_us = file.ms("timeout_ms", &r.timeout_ms, world.client_timeout_us, 1)?;
+    if let (Some(us), Some(rt)) = (policy.abandon_first_us, &r.retry)
+        && us >= timeout_us
+    {
+        let span = rt.abandon_first_ms.as_ref().map_or(0..0, |s| s.span());
+        return Err(file.err(
+            span,
+            format!(
+                "retry.abandon_first_ms: expected less than the request's timeout ({} ms): the \
+                 first attempt waits this long instead of timeout_ms",
+                crate::units::show_ms(timeout_us)
+            ),
+        ));
+    }
     let delay_us = file.ms("delay_ms", &r.delay_ms, 0, 0)?;
     let (how, body) = parse_intents(file, r)?;
     let id = r.id.get_ref().clone();

@@ -208,4 +208,12 @@ fn an_abandoned_first_attempt_is_retried_at_once() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("s.toml:3:") && e.contains("abandon_first_ms"), "{e}");
+    // ... and one that would wait longer than the request's own timeout.
+    let e = Sim::parse(
+        Path::new("s.toml"),
+        "[[request]]\nid = \"a\"\ntimeout_ms = 1\nretry = { max_attempts = 2, abandon_first_ms = 50 }\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("s.toml:4:") && e.contains("less than the request's timeout"), "{e}");
 }

@@ -214,7 +214,7 @@ impl<'a> Source<'a> {
                 format!(
                     "{field} = {}: expected milliseconds from {} to {MAX_MS} (30 days), in \
                      steps of 0.001",
-                    v.get_ref(),
+                    shown_f64(*v.get_ref()),
                     show_ms(min_us)
                 ),
             )),
@@ -247,6 +247,13 @@ impl<'a> Source<'a> {
     }
 }
 
+/// A number as an error shows it: as written when short, in scientific notation when its
+/// digits would run past a line (`1e300`, not three hundred digits).
+fn shown_f64(v: f64) -> String {
+    let plain = v.to_string();
+    if plain.len() > 24 { format!("{v:e}") } else { plain }
+}
+
 impl Source<'_> {
     /// A signed duration in milliseconds (a clock offset or jump), in microseconds.
     pub fn signed_ms(&self, field: &str, value: &toml::Spanned<f64>) -> Result<i64, InputError> {
@@ -256,8 +263,9 @@ impl Source<'_> {
             None => Err(self.err(
                 value.span(),
                 format!(
-                    "{field} = {v}: expected milliseconds from -{MAX_MS} to {MAX_MS} (30 days), \
-                     in steps of 0.001"
+                    "{field} = {}: expected milliseconds from -{MAX_MS} to {MAX_MS} (30 days), \
+                     in steps of 0.001",
+                    shown_f64(v)
                 ),
             )),
         }

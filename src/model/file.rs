@@ -14,6 +14,8 @@ pub(super) struct ModelFile {
     pub(super) on_error: Vec<Spanned<String>>,
     pub(super) key: Option<KeyFile>,
     pub(super) stack: Option<Spanned<String>>,
+    /// Refused with its location: a model names its stack, whose runtime it is.
+    pub(super) runtime: Option<Spanned<toml::Value>>,
     #[serde(default)]
     pub(super) driver: DriverFile,
     pub(super) wait_budget_ms: Option<Spanned<f64>>,

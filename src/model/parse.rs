@@ -31,6 +31,14 @@ impl Model {
     pub fn parse(path: &Path, src: &str) -> Result<Model, InputError> {
         let file = Source::new(path, src);
         let f: ModelFile = file.toml()?;
+        if let Some(r) = &f.runtime {
+            return Err(file.err(
+                r.span(),
+                "runtime: a model does not set how its server takes in work: that is the \
+                 runtime of the stack it names (`stack`, a stack file's `[runtime]`, \
+                 docs/models.md)",
+            ));
+        }
         let program = parse_program(file, &f.program)?;
         check_rows_steps(file, &program, &f.rows)?;
         check_structure(file, &program, f.program.span(), f.key.is_some())?;

@@ -81,6 +81,15 @@ fn an_unknown_stack_is_located_and_the_shipped_ones_listed() {
     assert!(e.starts_with("m.toml:"), "{e}");
     assert!(e.contains("unknown stack `node-sqlite`"), "{e}");
     assert!(e.contains("node-sqlite-async, node-sqlite-sync, node-sqlite-sync-wal"), "{e}");
+    // A model cannot set the runtime itself: refused at the table, saying where it lives.
+    let text = format!("{}\n[runtime]\nturn_ms = [1, 2]\n", check_first_without_stack());
+    let e = Model::parse(Path::new("m.toml"), &text).unwrap_err().to_string();
+    assert!(e.starts_with("m.toml:") && e.contains("runtime of the stack it names"), "{e}");
+    // A huge number is shown short in the error, so its closing words survive.
+    let text =
+        check_first_without_stack().replace("program =", "wait_budget_ms = 1e300\nprogram =");
+    let e = Model::parse(Path::new("m.toml"), &text).unwrap_err().to_string();
+    assert!(e.contains("wait_budget_ms = 1e300: expected milliseconds"), "{e}");
 }
 
 #[test]

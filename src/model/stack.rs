@@ -54,10 +54,7 @@ pub struct Stack {
 /// A model's stack: the one it names (a shipped stack or a stack file), else
 /// [`DEFAULT_STACK`].
 pub(super) fn resolve(file: Source, stack: &Option<Spanned<String>>) -> Result<Stack, InputError> {
-    let Some(named) = stack else {
-        let src = crate::library::shipped_stack(DEFAULT_STACK).expect("the default stack ships");
-        return parse_stack(DEFAULT_STACK, Path::new(DEFAULT_PATH), src);
-    };
+    let Some(named) = stack else { return Ok(default_stack()) };
     let name = named.get_ref();
     if crate::input::is_kebab(name) {
         let Some(src) = crate::library::shipped_stack(name) else {
@@ -71,8 +68,7 @@ pub(super) fn resolve(file: Source, stack: &Option<Spanned<String>>) -> Result<S
                 ),
             ));
         };
-        let path = format!("stacks/{name}.toml");
-        return parse_stack(name, Path::new(&path), src);
+        return parse_stack(name, &shipped_path(name), src);
     }
     if !name.ends_with(".toml") {
         return Err(file.err(
@@ -90,11 +86,13 @@ pub(super) fn resolve(file: Source, stack: &Option<Spanned<String>>) -> Result<S
 /// The default stack, as shipped (what `idemsim calibrate` writes beside what it measured).
 pub fn default_stack() -> Stack {
     let src = crate::library::shipped_stack(DEFAULT_STACK).expect("the default stack ships");
-    parse_stack(DEFAULT_STACK, Path::new(DEFAULT_PATH), src).expect("the default stack parses")
+    parse_stack(DEFAULT_STACK, &shipped_path(DEFAULT_STACK), src).expect("the default stack parses")
 }
 
-/// Where the default stack's errors point (it ships, so it has none).
-const DEFAULT_PATH: &str = "stacks/node-sqlite-sync.toml";
+/// Where a shipped stack's errors point (the file it was built from).
+fn shipped_path(name: &str) -> std::path::PathBuf {
+    Path::new("stacks").join(format!("{name}.toml"))
+}
 
 /// A stack profile's text → its runtime and driver. A stack states its timings: every
 /// runtime time and the driver's `statement_ms`, `commit_ms` and `latency_ms` are required, so

@@ -18,7 +18,7 @@ use super::target::Target;
 use super::{db, wire};
 use crate::model::Model;
 use crate::report::{AttemptOutcome, Observation, Outcome, RequestReport};
-use crate::scenario::{ActionKind, RequestSpec, Route, Sim};
+use crate::scenario::{ActionKind, NextAttempt, RequestSpec, Route, Sim};
 
 /// Options of a round.
 #[derive(Debug, Clone)]
@@ -322,18 +322,12 @@ fn run_copy(ctx: &Arc<Ctx>, qi: usize, copy: u32) -> Vec<AttemptOutcome> {
         });
         let process = route(spec, copy, ctx.sim.world.processes, &mut rng);
         let outcome = attempt_once(ctx, spec, (qi, copy, attempt), key, process, &mut rng);
-        let at_once = spec.retries_at_once(attempt, outcome.status.is_some());
-        let retry = at_once
-            || match outcome.status {
-                None => policy.on.transport,
-                Some(s) => policy.on.statuses.contains(&s),
-            };
+        let next = spec.after_attempt(attempt, outcome.status);
         out.push(outcome);
-        if !retry || attempt == policy.max_attempts {
-            break;
-        }
-        if at_once {
-            continue;
+        match next {
+            NextAttempt::Stop => break,
+            NextAttempt::AtOnce => continue,
+            NextAttempt::AfterBackoff => {}
         }
         let mut backoff = policy.backoff_before_us(attempt);
         if policy.jitter && backoff > 0 {

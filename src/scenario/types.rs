@@ -87,6 +87,17 @@ impl Default for Policy {
     }
 }
 
+/// What a client does after an attempt ([`RequestSpec::after_attempt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextAttempt {
+    /// No more attempts: the outcome is final, or the attempts are spent.
+    Stop,
+    /// The next attempt goes out now (an abandoned first attempt).
+    AtOnce,
+    /// The next attempt goes out after the policy's backoff (and its horizon check).
+    AfterBackoff,
+}
+
 /// What must hold for one request (for its final attempt, for every copy).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestExpect {
@@ -123,11 +134,22 @@ impl RequestSpec {
         }
     }
 
-    /// Whether the attempt after `attempt` goes out at once, with no backoff and whatever
-    /// `retry.on` says: after a first attempt that got no reply when the policy abandons it
-    /// (`abandon_first_ms`).
-    pub fn retries_at_once(&self, attempt: u32, replied: bool) -> bool {
-        attempt == 1 && !replied && self.policy.abandon_first_us.is_some()
+    /// What the client does after attempt `attempt` (1-based) ended with `status` (None: no
+    /// reply): the one retry decision of the simulated and the real client.
+    pub fn after_attempt(&self, attempt: u32, status: Option<u16>) -> NextAttempt {
+        let policy = &self.policy;
+        if attempt >= policy.max_attempts {
+            return NextAttempt::Stop;
+        }
+        // An abandoned first attempt goes again at once, whatever `retry.on` says.
+        if attempt == 1 && status.is_none() && policy.abandon_first_us.is_some() {
+            return NextAttempt::AtOnce;
+        }
+        let retry = match status {
+            None => policy.on.transport,
+            Some(s) => policy.on.statuses.contains(&s),
+        };
+        if retry { NextAttempt::AfterBackoff } else { NextAttempt::Stop }
     }
 
     /// The key attempt `attempt` (1-based) sends: the spec's, or a fresh one per retry with

@@ -9,7 +9,7 @@ use super::{clock, control};
 use crate::history::{Actor, Node, What};
 use crate::http::Request;
 use crate::report::{AttemptOutcome, Outcome};
-use crate::scenario::RequestSpec;
+use crate::scenario::{NextAttempt, RequestSpec};
 
 /// Run one request spec: all copies concurrently, each with its retries.
 pub(crate) async fn run_request(world: Arc<World>, req: usize) {
@@ -56,18 +56,12 @@ async fn run_copy(world: Arc<World>, req: usize, copy: u32) {
     for attempt in 1..=policy.max_attempts {
         let who = Actor::Attempt { req: req as u32, copy, attempt };
         let outcome = send_attempt(&world, req, copy, attempt).await;
-        let at_once = spec.retries_at_once(attempt, outcome.status.is_some());
-        let retry = at_once
-            || match outcome.status {
-                None => policy.on.transport,
-                Some(s) => policy.on.statuses.contains(&s),
-            };
+        let next = spec.after_attempt(attempt, outcome.status);
         world.record_attempt(req, copy, outcome);
-        if !retry || attempt == policy.max_attempts {
-            return;
-        }
-        if at_once {
-            continue;
+        match next {
+            NextAttempt::Stop => return,
+            NextAttempt::AtOnce => continue,
+            NextAttempt::AfterBackoff => {}
         }
         let mut backoff = policy.backoff_before_us(attempt);
         if policy.jitter && backoff > 0 {

@@ -81,8 +81,20 @@ pub fn display_path(p: &Path) -> String {
         .unwrap_or_else(|| p.display().to_string())
 }
 
-/// A model by file path or by name (`models/NAME.toml`).
+/// A model by file path or by name (`models/NAME.toml`); `MODEL@STACK` is that model on
+/// another stack (a shipped stack's name, or a stack file's path from the working directory).
 pub fn model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
+    if !Path::new(name_or_path).exists()
+        && let Some((base, spec)) = name_or_path.rsplit_once('@')
+        && !base.is_empty()
+    {
+        let stack = crate::model::named_stack(spec, Path::new("."))?;
+        return Ok(Arc::new(plain_model(base)?.on_stack(spec, stack)?));
+    }
+    plain_model(name_or_path)
+}
+
+fn plain_model(name_or_path: &str) -> Result<Arc<Model>, InputError> {
     let p = Path::new(name_or_path);
     // Anything at that path is meant as the file: a folder or a device gets its own error.
     if p.exists() {
@@ -299,16 +311,26 @@ pub fn ordered_models(mut models: Vec<Arc<Model>>) -> Vec<Arc<Model>> {
 /// How to name a model on a command line: its name when `models/<name>.toml` is this very
 /// file, else (also for a model found through `--models-dir`) its path.
 pub fn cli_name(model: &Model) -> String {
+    let base = cli_base_name(model);
+    match &model.on_stack {
+        Some(spec) => format!("{base}@{spec}"),
+        None => base,
+    }
+}
+
+fn cli_base_name(model: &Model) -> String {
     // A name found through `--models-dir` would not resolve without that flag: the path does.
     let roots = ROOTS.get().map(|r| r.0.as_slice()).unwrap_or_default();
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     if roots.iter().any(|r| canon(&model.path).starts_with(canon(r))) {
         return display_path(&model.path);
     }
-    let named = format!("{}.toml", model.name);
+    let plain = model.name.rsplit_once('@').filter(|_| model.on_stack.is_some());
+    let name = plain.map_or(model.name.as_str(), |(n, _)| n);
+    let named = format!("{name}.toml");
     let by_name = model_dirs().into_iter().map(|d| d.join(&named)).find(|f| f.is_file());
     match (by_name.unwrap_or_default().canonicalize(), model.path.canonicalize()) {
-        (Ok(a), Ok(b)) if a == b => model.name.clone(),
+        (Ok(a), Ok(b)) if a == b => name.to_string(),
         _ => display_path(&model.path),
     }
 }

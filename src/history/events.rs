@@ -685,6 +685,10 @@ pub enum What {
     /// `on_error = ["rollback-any"]`: the error path's ROLLBACK ended a transaction another
     /// request of the process began on the shared connection.
     RollbackOthers,
+    /// An `await` step on a thread per request with a synchronous driver: there is no event
+    /// loop to yield to; other threads run meanwhile anyway. (Last: a variant's position is
+    /// part of every trace hash.)
+    AwaitOnThread,
 }
 
 /// One event. `t_us` is simulated time since the run started, in microseconds.

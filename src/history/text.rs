@@ -60,6 +60,9 @@ impl Legend {
 
     fn write_what(&self, s: &mut String, what: &What) -> fmt::Result {
         match what {
+            What::HandlerCode { .. } | What::DriverAwait { .. } | What::AwaitOnThread => {
+                write_runtime(s, what)
+            }
             What::Sent { method, path, key, .. } => {
                 write!(s, "{method} {path} key={}", key.as_deref().unwrap_or("-"))
             }
@@ -107,12 +110,6 @@ impl Legend {
             What::Rejected(Refusal::KeyFormat) => {
                 write!(s, "rejected 400: Idempotency-Key is not a UUID")
             }
-            What::HandlerCode { us, cold } => {
-                let cold = if *cold { " (cold: the process's first request)" } else { "" };
-                write!(s, "handler code {} ms{cold}", show_ms(*us))
-            }
-            What::DriverAwait { us: 0 } => write!(s, "await: one event-loop turn"),
-            What::DriverAwait { us } => write!(s, "await {} ms (driver)", show_ms(*us)),
             What::LockWait { stmt, budget_us } => write!(
                 s,
                 "{}: database locked, waiting (budget {} ms)",
@@ -404,5 +401,19 @@ impl History {
             out.push('\n');
         }
         out
+    }
+}
+
+/// The runtime's own events: how a request's code and awaits run.
+fn write_runtime(s: &mut String, what: &What) -> fmt::Result {
+    match what {
+        What::HandlerCode { us, cold } => {
+            let cold = if *cold { " (cold: the process's first request)" } else { "" };
+            write!(s, "handler code {} ms{cold}", show_ms(*us))
+        }
+        What::DriverAwait { us: 0 } => write!(s, "await: one event-loop turn"),
+        What::DriverAwait { us } => write!(s, "await {} ms (driver)", show_ms(*us)),
+        What::AwaitOnThread => write!(s, "await: nothing to wait for on its own thread"),
+        _ => Ok(()),
     }
 }

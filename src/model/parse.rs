@@ -29,6 +29,22 @@ impl Model {
 
     /// Parse model text; `path` names it in errors and gives the default name.
     pub fn parse(path: &Path, src: &str) -> Result<Model, InputError> {
+        Self::parse_on(path, src, None)
+    }
+
+    /// The same design on another stack (`MODEL@STACK` on a command line, a target's
+    /// `stack`): the model file again, with `stack` in place of the one it names; its own
+    /// `[driver]` fields still apply over it. Its name becomes `NAME@STACK`.
+    pub fn on_stack(&self, spec: &str, stack: super::Stack) -> Result<Model, InputError> {
+        let src = crate::input::read_file(&self.path, "model")?;
+        Self::parse_on(&self.path, &src, Some((spec, stack)))
+    }
+
+    fn parse_on(
+        path: &Path,
+        src: &str,
+        restack: Option<(&str, super::Stack)>,
+    ) -> Result<Model, InputError> {
         let file = Source::new(path, src);
         let f: ModelFile = file.toml()?;
         if let Some(r) = &f.runtime {
@@ -50,7 +66,10 @@ impl Model {
         let resumable = check_recovery(file, &f, &program, key.as_ref())?;
         check_claim_cleanup(file, &f, &program, key.as_ref(), on_error.claim, resumable)?;
         let store_outcomes = parse_store_outcomes(file, &f.store_outcomes)?;
-        let stack = super::stack::resolve(file, &f.stack)?;
+        let (stack, on_stack) = match restack {
+            Some((spec, stack)) => (stack, Some(spec.to_string())),
+            None => (super::stack::resolve(file, &f.stack)?, None),
+        };
         let driver = parse_driver(file, &f.driver, &stack.driver)?;
         let effect_dedupe = parse_effect_dedupe(file, &f.effects)?;
         let relay_every_us =
@@ -58,7 +77,11 @@ impl Model {
         let wait_budget_us = file.ms("wait_budget_ms", &f.wait_budget_ms, 5_000_000, 0)?;
         let name = parse_name(file, &f.name)?;
         Ok(Model {
-            name,
+            name: match &on_stack {
+                Some(spec) => format!("{name}@{}", crate::text::printable(spec)),
+                None => name,
+            },
+            on_stack,
             summary: crate::text::printable(f.summary.as_deref().unwrap_or_default()),
             path: path.to_path_buf(),
             on_error,

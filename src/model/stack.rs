@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::file::DriverFile;
 use super::parse::{DRIVER_BASE, parse_driver};
-use super::types::{Driver, LoopTimes, Runtime};
+use super::types::{Driver, LoopTimes, Runtime, ThreadTimes};
 use crate::input::{InputError, Source};
 
 /// The stack of a model that names none: the article's (Node.js, a synchronous SQLite driver
@@ -38,10 +38,20 @@ struct RuntimeFile {
     first_accept_ms: Option<Spanned<Vec<f64>>>,
     handler_ms: Option<Spanned<Vec<f64>>>,
     first_handler_ms: Option<Spanned<Vec<f64>>>,
+    /// thread-per-request: threads serving at once per process (absent: one per request).
+    threads: Option<Spanned<i64>>,
+    /// thread-per-request: the interpreter lock (`true`: CPython's GIL).
+    gil: Option<Spanned<bool>>,
+    /// thread-per-request with a GIL: its switch interval (CPython's default 5 ms).
+    switch_interval_ms: Option<Spanned<f64>>,
 }
+
+/// Most threads a thread-per-request process may serve at once.
+pub const MAX_THREADS: i64 = 1024;
 
 /// A model's stack, resolved: its name, its runtime and its driver (the defaults of the
 /// model's own `[driver]`).
+#[derive(Debug)]
 pub struct Stack {
     /// The name the model gave (or [`DEFAULT_STACK`]).
     pub name: String,
@@ -83,6 +93,36 @@ pub(super) fn resolve(file: Source, stack: &Option<Spanned<String>>) -> Result<S
     parse_stack(name, &path, &src)
 }
 
+/// A stack named on a command line or in a target file: a shipped stack's name, or the path
+/// of a stack file (relative to `base`, the folder of the file that names it, or the working
+/// directory).
+pub fn named(spec: &str, base: &Path) -> Result<Stack, InputError> {
+    if crate::input::is_kebab(spec) {
+        let Some(src) = crate::library::shipped_stack(spec) else {
+            let known = crate::library::shipped_stack_names().join(", ");
+            return Err(InputError::file(
+                Path::new(spec),
+                format!(
+                    "unknown stack `{}`: expected one of {known}, or the path of a stack file \
+                     ending in .toml",
+                    crate::text::shown(spec)
+                ),
+            ));
+        };
+        return parse_stack(spec, &shipped_path(spec), src);
+    }
+    if !spec.ends_with(".toml") {
+        return Err(InputError::file(
+            Path::new(spec),
+            "expected a shipped stack's name (lowercase words joined by `-`) or the path of a \
+             stack file ending in .toml",
+        ));
+    }
+    let path = base.join(spec);
+    let src = crate::input::read_file(&path, "stack profile")?;
+    parse_stack(spec, &path, &src)
+}
+
 /// The default stack, as shipped (what `idemsim calibrate` writes beside what it measured).
 pub fn default_stack() -> Stack {
     let src = crate::library::shipped_stack(DEFAULT_STACK).expect("the default stack ships");
@@ -120,13 +160,16 @@ fn missing(file: Source, table: std::ops::Range<usize>, field: &str) -> InputErr
     file.err(table, format!("{field}: a stack profile states it ([low, high] in ms)"))
 }
 
-/// A stack's `[runtime]`: `kind = "event-loop"` (Node.js's loop in phases) and its times.
+/// A stack's `[runtime]`: `kind = "event-loop"` (Node.js's loop in phases) or
+/// `"thread-per-request"` (a thread and a connection per request, with or without a GIL), and
+/// its times. A field of the other kind is refused at its location.
 fn parse_runtime(
     file: Source,
     r: &RuntimeFile,
     table: std::ops::Range<usize>,
 ) -> Result<Runtime, InputError> {
-    file.choice(&Some(r.kind.clone()), "runtime.kind", &[("event-loop", ())])?;
+    let kinds = [("event-loop", false), ("thread-per-request", true)];
+    let threads = file.choice(&Some(r.kind.clone()), "runtime.kind", &kinds)?.unwrap_or(false);
     let range = |field: &str, v: &Option<Spanned<Vec<f64>>>| {
         if v.is_none() {
             return Err(missing(file, table.clone(), &format!("runtime.{field}")));
@@ -139,6 +182,32 @@ fn parse_runtime(
             "[low, high] with low <= high <= 60000",
         )
     };
+    let not_here = |span: std::ops::Range<usize>, field: &str, kind: &str| {
+        Err(file.err(span, format!("runtime.{field}: only a `{kind}` runtime has it")))
+    };
+    if threads {
+        if let Some(t) = &r.turn_ms {
+            return not_here(t.span(), "turn_ms", "event-loop");
+        }
+        let (threads, gil_switch_us) = thread_fields(file, r)?;
+        return Ok(Runtime::Threads(ThreadTimes {
+            accept_us: range("accept_ms", &r.accept_ms)?,
+            first_accept_us: range("first_accept_ms", &r.first_accept_ms)?,
+            handler_us: range("handler_ms", &r.handler_ms)?,
+            first_handler_us: range("first_handler_ms", &r.first_handler_ms)?,
+            threads,
+            gil_switch_us,
+        }));
+    }
+    if let Some(t) = &r.threads {
+        return not_here(t.span(), "threads", "thread-per-request");
+    }
+    if let Some(g) = &r.gil {
+        return not_here(g.span(), "gil", "thread-per-request");
+    }
+    if let Some(s) = &r.switch_interval_ms {
+        return not_here(s.span(), "switch_interval_ms", "thread-per-request");
+    }
     Ok(Runtime::EventLoop(LoopTimes {
         turn_us: range("turn_ms", &r.turn_ms)?,
         accept_us: range("accept_ms", &r.accept_ms)?,
@@ -146,4 +215,34 @@ fn parse_runtime(
         handler_us: range("handler_ms", &r.handler_ms)?,
         first_handler_us: range("first_handler_ms", &r.first_handler_ms)?,
     }))
+}
+
+/// A thread-per-request runtime's pool size (0: a thread per request) and GIL switch
+/// interval (None: no GIL).
+fn thread_fields(file: Source, r: &RuntimeFile) -> Result<(u32, Option<u64>), InputError> {
+    let threads = match &r.threads {
+        None => 0,
+        Some(t) if (1..=MAX_THREADS).contains(t.get_ref()) => *t.get_ref() as u32,
+        Some(t) => {
+            return Err(file.err(
+                t.span(),
+                format!(
+                    "runtime.threads: expected 1..={MAX_THREADS} (leave it out for a new thread \
+                     per request)"
+                ),
+            ));
+        }
+    };
+    let gil = r.gil.as_ref().is_some_and(|g| *g.get_ref());
+    let switch = match (&r.switch_interval_ms, gil) {
+        (Some(s), false) => {
+            return Err(file.err(
+                s.span(),
+                "runtime.switch_interval_ms: only a runtime with `gil = true` has one",
+            ));
+        }
+        (s, true) => Some(file.ms("runtime.switch_interval_ms", s, 5_000, 1)?),
+        (None, false) => None,
+    };
+    Ok((threads, switch))
 }

@@ -290,15 +290,53 @@ pub const MAX_POOL: u32 = 64;
 pub enum Runtime {
     /// Node.js's libuv event loop in phases (`kind = "event-loop"`), one per process.
     EventLoop(LoopTimes),
+    /// A thread per request (`kind = "thread-per-request"`): Python's `ThreadingHTTPServer`,
+    /// a thread pool; each request on its own OS thread with its own connection.
+    Threads(ThreadTimes),
 }
 
 impl Runtime {
     /// The runtime in words, for report headers.
-    pub fn describe(&self) -> &'static str {
+    pub fn describe(&self) -> String {
         match self {
-            Runtime::EventLoop(_) => "Node.js's event loop in phases",
+            Runtime::EventLoop(_) => "Node.js's event loop in phases".to_string(),
+            Runtime::Threads(t) => {
+                let pool = match t.threads {
+                    0 => "a thread per request".to_string(),
+                    n => format!("a pool of {n} thread(s) per process"),
+                };
+                match t.gil_switch_us {
+                    Some(s) => format!(
+                        "{pool}, a connection each, one GIL (switch interval {} ms)",
+                        crate::units::show_ms(s)
+                    ),
+                    None => format!("{pool}, a connection each"),
+                }
+            }
         }
     }
+}
+
+/// A thread per request: one accept thread takes connections one by one (`accept_us` each,
+/// the socket and the thread's start), each request then runs on its own thread with its own
+/// database connection, its statements in parallel with other threads' (SQLite's locks decide).
+/// With a GIL, a request's own code (and the accept thread's) runs only while it holds the
+/// process's one interpreter lock, given up at every SQLite call and, when another thread
+/// waits, every switch interval. Times in µs, `[low, high]` drawn per use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadTimes {
+    /// The accept thread's work per connection (accept, parse start, start a thread).
+    pub accept_us: (u64, u64),
+    /// The same for the first connection a process accepts after it started (cold code).
+    pub first_accept_us: (u64, u64),
+    /// A request's own code before its first statement (read, parse, validate, connect).
+    pub handler_us: (u64, u64),
+    /// The same for the first request a process serves after it started (cold code).
+    pub first_handler_us: (u64, u64),
+    /// Threads that serve requests at once per process; 0: a new thread for each request.
+    pub threads: u32,
+    /// The interpreter lock's switch interval (µs), if the runtime has one (CPython: 5 ms).
+    pub gil_switch_us: Option<u64>,
 }
 
 /// Node.js's event loop in phases, for a synchronous driver: per iteration, the I/O callbacks
@@ -476,6 +514,9 @@ pub struct Model {
     pub key: Option<KeyPolicy>,
     /// Which outcomes are recorded under the key and replayed.
     pub store_outcomes: StoreOutcomes,
+    /// The stack given in place of the model's own (`MODEL@STACK`, a target's `stack`), as
+    /// written; None: the stack the model names.
+    pub on_stack: Option<String>,
     /// The stack profile the driver's defaults come from (a shipped stack's name or a stack
     /// file's path, as the model wrote it; `node-sqlite-sync` when it names none).
     pub stack: String,
@@ -510,10 +551,20 @@ pub struct Model {
 }
 
 impl Model {
-    /// The event loop's times of the model's runtime.
-    pub fn loop_times(&self) -> LoopTimes {
-        let Runtime::EventLoop(t) = self.runtime;
-        t
+    /// The event loop's times of the model's runtime, if it runs on an event loop.
+    pub fn loop_times(&self) -> Option<LoopTimes> {
+        match self.runtime {
+            Runtime::EventLoop(t) => Some(t),
+            Runtime::Threads(_) => None,
+        }
+    }
+
+    /// The threads' times of the model's runtime, if it runs a thread per request.
+    pub fn thread_times(&self) -> Option<ThreadTimes> {
+        match self.runtime {
+            Runtime::Threads(t) => Some(t),
+            Runtime::EventLoop(_) => None,
+        }
     }
 
     /// Does this model perform external effects itself (effect or outbox steps)?

@@ -125,7 +125,9 @@ pub fn profile(rounds: &[RoundTimes], provenance: &str) -> String {
     let first_accept = all(|r| r.first_accept.into_iter().collect());
     let first_handler = all(|r| r.first_handler.into_iter().collect());
     let base = crate::model::default_stack();
-    let crate::model::Runtime::EventLoop(t) = base.runtime;
+    let crate::model::Runtime::EventLoop(t) = base.runtime else {
+        unreachable!("the default stack runs on an event loop")
+    };
     let mut o = String::new();
     for l in provenance.lines() {
         let _ = writeln!(o, "# {l}");
@@ -191,7 +193,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.driver.commit_us, (800, 800));
-        assert_eq!(m.loop_times().first_handler_us, (1500, 1500));
+        assert_eq!(m.loop_times().unwrap().first_handler_us, (1500, 1500));
         std::fs::write(&f, "garbage").unwrap();
         assert!(
             round_times(&f).unwrap_err().contains("trace.jsonl:1: not an instrumentation line")

@@ -47,10 +47,11 @@ pub fn load(
 ) -> anyhow::Result<(Arc<Sim>, Arc<Model>, Target)> {
     let target = super::target::find(target)?;
     let sim = catalog::sim(sim)?;
-    let model_name = match (model, &target.model) {
-        (Some(m), _) => m.to_string(),
-        (None, Some(m)) => m.clone(),
-        (None, None) => {
+    let model_name = match (model, &target.model, &target.stack) {
+        (Some(m), _, _) => m.to_string(),
+        (None, Some(m), Some(stack)) => format!("{m}@{stack}"),
+        (None, Some(m), None) => m.clone(),
+        (None, None, _) => {
             anyhow::bail!("target `{}` names no model: say which with --model", target.name)
         }
     };

@@ -15,6 +15,10 @@ pub struct Target {
     pub name: String,
     /// The model this server implements (what `validate` compares it with by default).
     pub model: Option<String>,
+    /// The stack the server runs on (a shipped stack's name, or a stack file's path as seen
+    /// from the working directory): `validate` simulates the model on it. None: the model's
+    /// own.
+    pub stack: Option<String>,
     /// One line on what it is.
     pub description: String,
     /// The target file.
@@ -39,6 +43,7 @@ pub struct Target {
 struct TargetFile {
     name: Spanned<String>,
     model: Option<String>,
+    stack: Option<Spanned<String>>,
     #[serde(default)]
     description: String,
     command: Spanned<Vec<String>>,
@@ -92,11 +97,29 @@ impl Target {
         if let Some(name) = f.env.keys().find(|k| RESERVED.contains(&k.as_str())) {
             return Err(InputError::file(path, format!("env sets `{name}`, which idemsim sets")));
         }
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let stack = match &f.stack {
+            None => None,
+            Some(s) => {
+                crate::model::named_stack(s.get_ref(), &dir)
+                    .map_err(|e| file.err(s.span(), format!("stack: {e}")))?;
+                let spec = s.get_ref();
+                Some(if is_kebab(spec) {
+                    spec.clone()
+                } else {
+                    dir.join(spec).display().to_string()
+                })
+            }
+        };
         let start_timeout_us =
             file.ms("start_timeout_ms", &f.start_timeout_ms, 10_000_000, 100_000)?.min(120_000_000);
         Ok(Target {
             name: f.name.into_inner(),
             model: f.model,
+            stack,
             description: f.description,
             path: path.to_path_buf(),
             command: f.command.into_inner(),

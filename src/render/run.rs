@@ -87,7 +87,9 @@ pub(super) fn run_header(o: &mut String, sim: &Sim, model: &Model) {
         },
         d.journal.name(),
         d.begin.sql(),
-        if d.pool == 0 {
+        if d.pool == 0 && model.thread_times().is_some() {
+            "a connection per request".to_string()
+        } else if d.pool == 0 {
             "one shared connection per process".to_string()
         } else {
             format!("a pool of {} connections per process", d.pool)

@@ -21,6 +21,7 @@ mod runner;
 mod server;
 mod shared;
 mod store;
+mod threads;
 pub mod vfs;
 
 use std::sync::Arc;

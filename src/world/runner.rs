@@ -126,10 +126,12 @@ impl Runner {
         self.world.emit(self.node, Some(self.who), what);
     }
 
-    /// A synchronous driver (`awaits = "explicit"`): code between awaits, statements and lock
-    /// waits included, runs on the process's event loop and keeps its other requests out.
+    /// A synchronous driver (`awaits = "explicit"`) on an event loop: code between awaits,
+    /// statements and lock waits included, runs on the process's event loop and keeps its
+    /// other requests out. (On a thread per request, each request blocks only its own thread.)
     fn sync_driver(&self) -> bool {
         self.world.model.driver.awaits == Awaits::Explicit
+            && self.world.model.loop_times().is_some()
     }
 
     /// Run on the process's event loop (synchronous driver): taken when an execution starts
@@ -151,7 +153,9 @@ impl Runner {
     /// Take the process's event loop (synchronous driver): other executions of this process
     /// wait until the loop grants it its turn; other processes run.
     async fn acquire_loop(&self) {
-        self.acquire_phased(self.world.model.loop_times()).await
+        if let Some(times) = self.world.model.loop_times() {
+            self.acquire_phased(times).await
+        }
     }
 
     /// Wait for the loop in phases to grant this execution its turn (a fresh request's
@@ -224,6 +228,12 @@ impl Runner {
     /// The driver's latency at an await: the event loop is free meanwhile. A latency of 0 is
     /// one event-loop turn (a scheduling point that takes no time).
     pub async fn driver_latency(&self) {
+        if self.world.model.driver.awaits == Awaits::Explicit && !self.sync_driver() {
+            // A synchronous driver on its own thread: an `await` step has nothing to wait
+            // for (no event loop); other threads run meanwhile anyway.
+            self.event(What::AwaitOnThread);
+            return clock::yield_now().await;
+        }
         if self.sync_driver() {
             // `await` of `setImmediate`: the rest runs in this iteration's check phase, after
             // everything read in its poll phase.

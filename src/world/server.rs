@@ -29,6 +29,7 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         p.starts += 1;
         let warm = p.starts == 1 && world.sim.world.start == crate::scenario::Start::Warm;
         p.phases = super::phases::Phases { warm, ..Default::default() };
+        p.threads = Default::default();
         p.inbox.queue.clear();
         p.memory.clear();
         p.local.clear();
@@ -65,9 +66,16 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
     if let Some(every) = world.model.completer_every_us() {
         madsim::task::spawn_local(completer_main(world.clone(), idx, shared.clone(), every));
     }
-    if world.model.driver.awaits == crate::model::Awaits::Explicit {
-        let times = world.model.loop_times();
-        return super::phases::loop_main(world.clone(), idx, times, shared, pool).await;
+    match world.model.runtime {
+        crate::model::Runtime::Threads(t) => {
+            return super::threads::accept_main(world.clone(), idx, t, shared).await;
+        }
+        crate::model::Runtime::EventLoop(times)
+            if world.model.driver.awaits == crate::model::Awaits::Explicit =>
+        {
+            return super::phases::loop_main(world.clone(), idx, times, shared, pool).await;
+        }
+        crate::model::Runtime::EventLoop(_) => {}
     }
     loop {
         for env in net::accept(&world, idx).await {
@@ -144,29 +152,14 @@ async fn handle(
     let intent = env.http.header(http::INTENT_HEADER).unwrap_or("").to_string();
     let (node, who, to) = (Node::Server(idx as u32), env.who, env.req() as u32);
     world.emit(node, Some(who), What::Arrived);
-    let conn = match pool {
-        None => Conn::Shared(shared),
-        Some(pool) => {
-            if !pool.has_free() {
-                world.emit(node, Some(who), What::PoolWait);
-            }
-            match pool.lease(world.wait_budget_us).await {
-                Some(lease) => Conn::Leased(lease),
-                None => {
-                    let waited_us = world.wait_budget_us;
-                    world.emit(node, Some(who), What::PoolExhausted { waited_us });
-                    let resp = Response::error(503, "no database connection available")
-                        .meaning(Reason::SafeToRetry);
-                    world.emit(
-                        node,
-                        Some(who),
-                        What::Reply { to, status: 503, body: resp.body.clone() },
-                    );
-                    net::send_reply(&world, idx, who, env.reply_tag, resp);
-                    return;
-                }
-            }
-        }
+    let threads = world.model.thread_times();
+    // A thread of its own (the permit, held until the request ends), its own code run first.
+    let _thread = match &threads {
+        Some(t) => super::threads::start(&world, idx, &env, who, t).await,
+        None => None,
+    };
+    let Some(conn) = connection(&world, idx, shared, pool, &env, threads.is_some()).await else {
+        return;
     };
     let run = Runner::new(world.clone(), idx, conn, who, Some(env.req()));
     let mut ex = Exec::new(run, intent);
@@ -279,4 +272,57 @@ async fn completer_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>, every_u
         }
         world.work_changed();
     }
+}
+
+/// The connection a request runs on: the process's shared one, a connection of its own (a
+/// thread per request), or one leased from the pool; None when none came (answered 500 or
+/// 503 already).
+async fn connection(
+    world: &Arc<World>,
+    idx: usize,
+    shared: Rc<Pooled>,
+    pool: Option<Rc<Pool>>,
+    env: &Envelope,
+    own: bool,
+) -> Option<Conn> {
+    let (node, who, to) = (Node::Server(idx as u32), env.who, env.req() as u32);
+    Some(match pool {
+        // A thread opens a connection of its own (given back to the spares at the end).
+        None if own => match store::checkout(&world.db) {
+            Ok(c) => Conn::Shared(Rc::new(c)),
+            Err(e) => {
+                world.emit(node, Some(who), What::CannotOpenDatabase { error: e.to_string() });
+                let resp = Response::error(500, "internal error");
+                world.emit(
+                    node,
+                    Some(who),
+                    What::Reply { to, status: 500, body: resp.body.clone() },
+                );
+                net::send_reply(world, idx, who, env.reply_tag, resp);
+                return None;
+            }
+        },
+        None => Conn::Shared(shared),
+        Some(pool) => {
+            if !pool.has_free() {
+                world.emit(node, Some(who), What::PoolWait);
+            }
+            match pool.lease(world.wait_budget_us).await {
+                Some(lease) => Conn::Leased(lease),
+                None => {
+                    let waited_us = world.wait_budget_us;
+                    world.emit(node, Some(who), What::PoolExhausted { waited_us });
+                    let resp = Response::error(503, "no database connection available")
+                        .meaning(Reason::SafeToRetry);
+                    world.emit(
+                        node,
+                        Some(who),
+                        What::Reply { to, status: 503, body: resp.body.clone() },
+                    );
+                    net::send_reply(world, idx, who, env.reply_tag, resp);
+                    return None;
+                }
+            }
+        }
+    })
 }

@@ -64,6 +64,8 @@ pub(crate) struct ProcessState {
     pub crashing: bool,
     /// The event loop in phases (the stack's runtime): who may run next, and when.
     pub phases: super::phases::Phases,
+    /// A thread-per-request runtime's interpreter lock and thread pool.
+    pub threads: super::threads::ThreadState,
     /// The process-memory key store (lost on restart).
     pub memory: BTreeMap<Scope, KeyRecord>,
     /// `[key] local_cache`: completed records this process wrote or read (lost on restart).

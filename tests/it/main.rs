@@ -27,6 +27,7 @@ mod schemas;
 mod shard;
 mod sim_claims;
 mod stacks;
+mod threads;
 mod tidy;
 mod updates;
 mod verdicts;

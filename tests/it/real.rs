@@ -193,7 +193,7 @@ fn calibrate_writes_a_stack_that_a_model_names() {
                  [driver]\nstatement_ms = [0.5, 0.5]\n";
     let m = idemsim::model::Model::parse(&dir.join("m.toml"), model).unwrap();
     assert_eq!(m.driver.statement_us, (500, 500));
-    let l = m.loop_times();
+    let l = m.loop_times().unwrap();
     assert!(l.first_handler_us.0 > 0 && l.first_handler_us.0 <= l.first_handler_us.1);
     // A sim can no longer choose the runtime: refused, located, saying where it went.
     let sim = "seeds = \"0..2\"\n[world.event_loop]\nprofile = \"mine.toml\"\n\

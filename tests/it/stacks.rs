@@ -133,7 +133,7 @@ fn a_stack_file_beside_the_model_is_read_and_must_state_its_timings() {
     .unwrap();
     let m = Model::load(&dir.join("m.toml")).unwrap();
     assert_eq!(m.driver.commit_us, (1_000, 2_000));
-    assert_eq!(m.loop_times().first_handler_us, (1_000, 2_000));
+    assert_eq!(m.loop_times().unwrap().first_handler_us, (1_000, 2_000));
     // A missing stack file names the path it tried.
     std::fs::remove_file(dir.join("mine.toml")).unwrap();
     let e = Model::load(&dir.join("m.toml")).unwrap_err().to_string();

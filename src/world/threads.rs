@@ -1,0 +1,233 @@
+//! A thread per request (the `thread-per-request` runtime of the model's stack): Python's
+//! `ThreadingHTTPServer` (or a thread pool with `threads = N`) over a synchronous driver.
+//!
+//! One accept thread per process takes connections one by one (`accept_ms` each: the socket,
+//! the thread's start); each request then runs on a thread of its own with a database
+//! connection of its own, so its statements run beside other threads' and only SQLite's locks
+//! order them. A thread reads its request once the bytes have arrived (the connect gap), then
+//! runs its own code (`handler_ms`; the first request of a fresh process `first_handler_ms`)
+//! before its first statement.
+//!
+//! With a GIL (`gil = true`), that code and the accept thread's run only while the thread holds
+//! the process's one interpreter lock, taken first come first served and given back after every
+//! switch interval when another thread waits (CPython's `sys.getswitchinterval()`, 5 ms); a
+//! thread inside SQLite holds no GIL (the `sqlite3` module releases it around every call), so
+//! statements, fsyncs and lock waits never hold it.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+
+use super::clock;
+use super::net::{self, Envelope};
+use super::shared::{World, draw};
+use crate::history::{Actor, Node, What};
+use crate::model::ThreadTimes;
+
+/// A first-come-first-served semaphore: the GIL (one permit) or a pool's threads.
+#[derive(Default)]
+pub(crate) struct Fifo {
+    /// Holders now.
+    held: u32,
+    /// Waiting, in arrival order: (ticket, waker).
+    queue: VecDeque<(u64, Option<Waker>)>,
+}
+
+impl Fifo {
+    /// Take a permit for `ticket` if one of `permits` is free and nobody queued before it
+    /// (then also the waker of the next in line, when another permit is still free).
+    fn try_take(
+        &mut self,
+        ticket: u64,
+        permits: u32,
+        cx: &std::task::Context<'_>,
+    ) -> (bool, Option<Waker>) {
+        let first = self.queue.front().is_none_or(|(t, _)| *t == ticket);
+        if self.held < permits && first {
+            if self.queue.front().is_some_and(|(t, _)| *t == ticket) {
+                self.queue.pop_front();
+            }
+            self.held += 1;
+            let next = if self.held < permits {
+                self.queue.front_mut().and_then(|(_, w)| w.take())
+            } else {
+                None
+            };
+            return (true, next);
+        }
+        match self.queue.iter_mut().find(|(t, _)| *t == ticket) {
+            Some(entry) => entry.1 = Some(cx.waker().clone()),
+            None => self.queue.push_back((ticket, Some(cx.waker().clone()))),
+        }
+        (false, None)
+    }
+
+    /// Give a permit back; the waker of whoever is first in line.
+    fn give(&mut self) -> Option<Waker> {
+        self.held = self.held.saturating_sub(1);
+        self.queue.front_mut().and_then(|(_, w)| w.take())
+    }
+
+    /// Leave the line (dropped while waiting); the next one's waker if it may go now.
+    fn leave(&mut self, ticket: u64) -> Option<Waker> {
+        let was_first = self.queue.front().is_some_and(|(t, _)| *t == ticket);
+        self.queue.retain(|(t, _)| *t != ticket);
+        if was_first { self.queue.front_mut().and_then(|(_, w)| w.take()) } else { None }
+    }
+
+    /// Does anyone wait?
+    fn contended(&self) -> bool {
+        !self.queue.is_empty()
+    }
+}
+
+/// A process's threads: its interpreter lock and its pool.
+#[derive(Default)]
+pub(crate) struct ThreadState {
+    pub gil: Fifo,
+    pub pool: Fifo,
+}
+
+/// Which semaphore of the process.
+#[derive(Clone, Copy)]
+enum Which {
+    Gil,
+    Pool,
+}
+
+fn fifo(st: &mut ThreadState, which: Which) -> &mut Fifo {
+    match which {
+        Which::Gil => &mut st.gil,
+        Which::Pool => &mut st.pool,
+    }
+}
+
+/// A permit held: given back when dropped (a crash drops the task that holds it; a restart
+/// starts with a fresh state anyway).
+pub(crate) struct Permit {
+    world: Arc<World>,
+    idx: usize,
+    which: Which,
+    starts: u32,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let w = {
+            let mut st = self.world.lock();
+            let p = &mut st.processes[self.idx];
+            // A permit of a process's earlier life is void.
+            if p.starts != self.starts {
+                return;
+            }
+            fifo(&mut p.threads, self.which).give()
+        };
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+}
+
+/// Wait for a permit of `which` (`permits` of them) in line.
+async fn take(world: &Arc<World>, idx: usize, which: Which, permits: u32) -> Permit {
+    let ticket = world.next_tag();
+    struct InLine<'a>(&'a World, usize, Which, u64);
+    impl Drop for InLine<'_> {
+        fn drop(&mut self) {
+            let w = fifo(&mut self.0.lock().processes[self.1].threads, self.2).leave(self.3);
+            if let Some(w) = w {
+                w.wake();
+            }
+        }
+    }
+    let line = InLine(world, idx, which, ticket);
+    std::future::poll_fn(|cx| {
+        let (took, next) =
+            fifo(&mut world.lock().processes[idx].threads, which).try_take(ticket, permits, cx);
+        if let Some(w) = next {
+            w.wake();
+        }
+        if took { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+    std::mem::forget(line);
+    let starts = world.lock().processes[idx].starts;
+    Permit { world: world.clone(), idx, which, starts }
+}
+
+/// Run `us` of interpreted code: under the GIL when the runtime has one, in slices of its
+/// switch interval when another thread waits for it.
+async fn code(world: &Arc<World>, idx: usize, t: &ThreadTimes, us: u64) {
+    let Some(switch) = t.gil_switch_us else {
+        return clock::sleep_us(us).await;
+    };
+    let mut left = us;
+    loop {
+        let gil = take(world, idx, Which::Gil, 1).await;
+        let mut slice = left.min(switch);
+        clock::sleep_us(slice).await;
+        left -= slice;
+        // Nobody waits: the thread keeps the lock and runs on.
+        while left > 0 && !world.lock().processes[idx].threads.gil.contended() {
+            slice = left.min(switch);
+            clock::sleep_us(slice).await;
+            left -= slice;
+        }
+        drop(gil);
+        if left == 0 {
+            return;
+        }
+    }
+}
+
+/// The accept thread of process `idx`: connections one by one, each handed to a thread.
+pub(crate) async fn accept_main(
+    world: Arc<World>,
+    idx: usize,
+    t: ThreadTimes,
+    shared: std::rc::Rc<super::store::Pooled>,
+) {
+    loop {
+        for env in net::accept(&world, idx).await {
+            let first = {
+                let mut st = world.lock();
+                let ph = &mut st.processes[idx].phases;
+                ph.accepts += 1;
+                ph.accepts == 1 && !ph.warm
+            };
+            code(&world, idx, &t, draw(if first { t.first_accept_us } else { t.accept_us })).await;
+            super::server::spawn_handler(&world, idx, &shared, &None, env, false);
+        }
+    }
+}
+
+/// A request's thread starts: a thread of the pool (waiting for one when all are busy), the
+/// request's bytes read (once they have arrived), then its own code before its first
+/// statement. The permit it returns is the thread, held until the request ends.
+pub(crate) async fn start(
+    world: &Arc<World>,
+    idx: usize,
+    env: &Envelope,
+    who: Actor,
+    t: &ThreadTimes,
+) -> Option<Permit> {
+    let thread = match t.threads {
+        0 => None,
+        n => Some(take(world, idx, Which::Pool, n).await),
+    };
+    let readable = env.arrived_us.saturating_add(env.connect_gap_us);
+    let now = world.now_us();
+    if readable > now {
+        clock::sleep_us(readable - now).await;
+    }
+    let first = {
+        let mut st = world.lock();
+        let ph = &mut st.processes[idx].phases;
+        ph.served += 1;
+        ph.served == 1 && !ph.warm
+    };
+    let us = draw(if first { t.first_handler_us } else { t.handler_us });
+    world.emit(Node::Server(idx as u32), Some(who), What::HandlerCode { us, cold: first });
+    code(world, idx, t, us).await;
+    thread
+}

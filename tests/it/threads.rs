@@ -1,0 +1,126 @@
+//! The thread-per-request runtime (a stack's `kind = "thread-per-request"`): each request on
+//! its own thread with its own connection, its code under one GIL when the stack says so, and
+//! `MODEL@STACK`, the same design on another stack.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use idemsim::history::{Actor, Node, What};
+use idemsim::scenario::Sim;
+
+use super::model;
+
+fn dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("idemsim-threads-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A thread-per-request stack whose every time is fixed: handler code 10 ms, nothing else.
+fn stack(extra: &str) -> String {
+    format!(
+        "[runtime]\nkind = \"thread-per-request\"\naccept_ms = [0, 0]\nfirst_accept_ms = [0, 0]\n\
+         handler_ms = [10, 10]\nfirst_handler_ms = [10, 10]\n{extra}\n\
+         [driver]\nstatement_ms = [0, 0]\ncommit_ms = [0, 0]\nlatency_ms = [0, 0]\n"
+    )
+}
+
+/// Three requests sent at once to one process, on the transactional design on `stack`: when
+/// each request's first statement ran (ms), earliest first.
+fn first_statements(d: &Path, stack_text: &str) -> Vec<u64> {
+    std::fs::write(d.join("s.toml"), stack_text).unwrap();
+    let m = Arc::new(
+        model("transactional")
+            .on_stack("s.toml", idemsim::model::named_stack("s.toml", d).unwrap())
+            .unwrap(),
+    );
+    let sim = Arc::new(
+        Sim::parse(
+            Path::new("three.toml"),
+            "[world]\nlatency_ms = [0.01, 0.01]\nconnect_gap_ms = [0, 0]\n\
+             [[request]]\nid = \"a\"\nkey = \"ka\"\n[[request]]\nid = \"b\"\nkey = \"kb\"\n\
+             [[request]]\nid = \"c\"\nkey = \"kc\"\n",
+        )
+        .unwrap(),
+    );
+    let out =
+        idemsim::run::run(&sim, &m, 0, idemsim::run::RunOptions { keep_history: true }).unwrap();
+    let events = out.history.unwrap().events;
+    let mut firsts = std::collections::BTreeMap::new();
+    let mut coded = std::collections::BTreeSet::new();
+    for e in &events {
+        let Some(Actor::Attempt { req, .. }) = e.who else { continue };
+        match &e.what {
+            What::HandlerCode { .. } => {
+                coded.insert(req);
+            }
+            What::Arrived => {}
+            _ if coded.contains(&req) && matches!(e.node, Node::Server(_)) => {
+                firsts.entry(req).or_insert(e.t_us / 1000);
+            }
+            _ => {}
+        }
+    }
+    let mut at: Vec<u64> = firsts.into_values().collect();
+    at.sort_unstable();
+    at
+}
+
+#[test]
+fn threads_run_their_code_side_by_side_and_a_gil_takes_turns_by_switch_interval() {
+    let d = dir("gil");
+    // No GIL: three threads' 10 ms of code run at once; each statement at 10 ms.
+    assert_eq!(first_statements(&d, &stack("")), [10, 10, 10]);
+    // A GIL with a 5 ms switch interval: slices in turn, the accept thread in line too. The
+    // first two requests are accepted before any thread runs; the first thread (1st) holds
+    // the lock 0-5 while the accept thread waits for it to accept the third (3rd); then the
+    // 2nd runs 5-10, the 1st 10-15 (done), the 3rd 15-20, the 2nd 20-25 (done), the 3rd
+    // 25-30 (done).
+    assert_eq!(first_statements(&d, &stack("gil = true")), [15, 25, 30]);
+    // A longer interval than the code: one after the other.
+    assert_eq!(first_statements(&d, &stack("gil = true\nswitch_interval_ms = 50")), [10, 20, 30]);
+    // A pool of one thread: one request at a time, whole.
+    assert_eq!(first_statements(&d, &stack("threads = 1")), [10, 20, 30]);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_threads_stack_refuses_the_other_kinds_fields_at_their_location() {
+    let d = dir("errors");
+    let write = |text: &str| std::fs::write(d.join("s.toml"), text).unwrap();
+    let err = || idemsim::model::named_stack("s.toml", &d).unwrap_err().to_string();
+    write(&stack("turn_ms = [0.001, 0.002]"));
+    let e = err();
+    assert!(e.contains("s.toml:7:") && e.contains("runtime.turn_ms: only a `event-loop`"), "{e}");
+    write(&stack("switch_interval_ms = 5"));
+    assert!(err().contains("only a runtime with `gil = true`"), "{}", err());
+    write(&stack("threads = 0"));
+    assert!(err().contains("runtime.threads: expected 1..=1024"), "{}", err());
+    write(&stack("").replace(
+        "kind = \"thread-per-request\"",
+        "kind = \"event-loop\"\nturn_ms = [0, 0]\ngil = true",
+    ));
+    assert!(err().contains("runtime.gil: only a `thread-per-request`"), "{}", err());
+    write(&stack("").replace("kind = \"thread-per-request\"", "kind = \"fibers\""));
+    assert!(err().contains("thread-per-request"), "{}", err());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn model_at_stack_is_the_same_design_on_another_stack_and_replays_by_that_name() {
+    let on = idemsim::catalog::model("check-first@node-sqlite-sync-wal").unwrap();
+    let plain = model("check-first");
+    assert_eq!(on.name, "check-first@node-sqlite-sync-wal");
+    assert_eq!(on.stack, "node-sqlite-sync-wal");
+    assert_eq!(on.program, plain.program);
+    assert_eq!(on.driver.journal, idemsim::model::Journal::Wal);
+    let sim = super::sim("sims/article/11-twenty-concurrent-one-process.toml");
+    let replay = idemsim::catalog::replay_for(&sim, &on, 3);
+    assert!(replay.contains("--model check-first@node-sqlite-sync-wal --seed 3"), "{replay}");
+    // The model's own [driver] fields still apply over the other stack.
+    let pooled = model("transactional-async-pool");
+    let moved = idemsim::catalog::model("transactional-async-pool@node-sqlite-sync").unwrap();
+    assert_eq!(moved.driver.pool, pooled.driver.pool);
+    let e = idemsim::catalog::model("check-first@no-such-stack").unwrap_err().to_string();
+    assert!(e.contains("unknown stack `no-such-stack`"), "{e}");
+}

@@ -71,6 +71,25 @@ fn rate(statistic: &str, (ks, ns): (u64, u64), (kr, nr): (u64, u64), tol: f64) -
     }
 }
 
+/// The share of all answers that are `status`, compared run for run: the answers of one run
+/// are not independent (a burst's copies share one fate), so each side counts as many trials
+/// as it has runs, its successes scaled to match (the most conservative design effect). The
+/// row shows the answers themselves.
+fn share(statistic: &str, sim: &Cell, real: &Cell, status: &str, tol: f64) -> RateRow {
+    let answers = |c: &Cell| c.statuses.values().sum::<u64>();
+    let effective = |c: &Cell| {
+        let (k, n) = (c.statuses.get(status).copied().unwrap_or(0), answers(c));
+        let scaled = if n == 0 { 0.0 } else { ((k as f64) * (c.runs as f64) / (n as f64)).round() };
+        (k, n, (scaled as u64).min(c.runs))
+    };
+    let ((ks, ns, es), (kr, nr, er)) = (effective(sim), effective(real));
+    let mut row = rate(statistic, (es, sim.runs), (er, real.runs), tol);
+    let rate_of = |k: u64, n: u64| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+    row.sim = (ks, ns, rate_of(ks, ns), row.sim.3);
+    row.real = (kr, nr, rate_of(kr, nr), row.real.3);
+    row
+}
+
 /// Expand a `count → runs` histogram into one count per run (for pooling).
 fn per_run(h: &BTreeMap<u64, u64>) -> Vec<u64> {
     h.iter().flat_map(|(k, n)| std::iter::repeat_n(*k, *n as usize)).collect()
@@ -123,6 +142,17 @@ pub fn compare(sim: &Cell, real: &Cell, tolerance: f64) -> Validation {
             (k(real), real.runs),
             tolerance,
         ));
+    }
+    rates.push(rate(
+        "runs whose expectations failed",
+        (sim.failed_seeds, sim.runs),
+        (real.failed_seeds, real.runs),
+        tolerance,
+    ));
+    let statuses: std::collections::BTreeSet<&String> =
+        sim.statuses.keys().chain(real.statuses.keys()).collect();
+    for status in statuses {
+        rates.push(share(&format!("answers {status} (share)"), sim, real, status, tolerance));
     }
     let mut shape = Vec::new();
     for min in [2, 10] {
@@ -211,4 +241,52 @@ pub fn text(v: &Validation) -> String {
         pct(v.tolerance)
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cell of `runs` runs, each with one intent of one row, and the given answers.
+    fn cell(runs: u64, statuses: &[(&str, u64)], failed: u64) -> Cell {
+        let json = serde_json::json!({
+            "model": "m", "sim": "s", "seeds": format!("0..{runs}"), "runs": runs,
+            "passed": failed == 0, "failed_seeds": failed, "first_failed_seed": null,
+            "first_failure": [], "rows": {"1": runs}, "effects": {"0": runs},
+            "statuses": statuses.iter().map(|(s, n)| (s.to_string(), *n)).collect::<BTreeMap<_, _>>(),
+            "bounded_runs": 0, "violations": {}, "rows_per_intent": {"1": runs},
+            "effects_per_intent": {"0": runs}, "violating_seeds": 0, "ambiguous_intents": 0,
+            "nondeterministic_seeds": [], "applicable": true, "reason": null,
+            "coverage": null
+        });
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn row<'a>(v: &'a Validation, statistic: &str) -> &'a RateRow {
+        v.rates.iter().find(|r| r.statistic == statistic).unwrap()
+    }
+
+    #[test]
+    fn answers_and_failed_expectations_are_compared_not_only_violations() {
+        // Same rows, no violation on either side; the real server answers 409 to a fifth of
+        // the copies and fails every round's expectations.
+        let sim = cell(200, &[("201", 4000)], 0);
+        let real = cell(200, &[("201", 3200), ("409", 800)], 200);
+        let v = compare(&sim, &real, 0.15);
+        assert_eq!(row(&v, "runs with a violation").verdict, Verdict::Agree);
+        let failed = row(&v, "runs whose expectations failed");
+        assert_eq!((failed.real.0, failed.verdict), (200, Verdict::Disagree));
+        let conflict = row(&v, "answers 409 (share)");
+        // Shown as answers, judged run for run (200 trials a side, not 4000).
+        assert_eq!(
+            (conflict.sim.0, conflict.sim.1, conflict.real.0, conflict.real.1),
+            (0, 4000, 800, 4000)
+        );
+        assert!((conflict.real.2 - 0.2).abs() < 1e-9);
+        assert_eq!(conflict.verdict, Verdict::Disagree);
+        assert_eq!(v.verdict, Verdict::Disagree);
+        // The same answers on both sides agree.
+        let v = compare(&real, &cell(200, &[("201", 3180), ("409", 820)], 200), 0.15);
+        assert_eq!(row(&v, "answers 409 (share)").verdict, Verdict::Agree);
+    }
 }

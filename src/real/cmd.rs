@@ -34,6 +34,10 @@ pub struct RealArgs {
     /// Ask the target for instrumentation lines (`IDEMSIM_TRACE`; kept with `--keep`).
     #[arg(long)]
     pub instrument: bool,
+    /// Warm each process up with N throw-away requests before a round's traffic (default: 5
+    /// when the sim says `start = "warm"`, else 0: fresh, cold processes)
+    #[arg(long, value_name = "N")]
+    pub warm: Option<u32>,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -59,6 +63,30 @@ pub fn load(
     Ok((sim, model, target))
 }
 
+/// Warm-up requests per process for a real round: `--warm N` when given; else a sim that
+/// says `start = "warm"` gets [`DEFAULT_WARM`]; else none (cold processes).
+fn warm_count(flag: Option<u32>, sim: &Sim) -> anyhow::Result<u32> {
+    match flag {
+        Some(n) if n > super::round::MAX_WARM => {
+            anyhow::bail!("--warm {n}: expected 0 to {}", super::round::MAX_WARM)
+        }
+        Some(n) => Ok(n),
+        None if sim.world.start == crate::scenario::Start::Warm => Ok(DEFAULT_WARM),
+        None => Ok(0),
+    }
+}
+
+/// Warm-up requests per process when the sim says `start = "warm"` and `--warm` is not given.
+pub const DEFAULT_WARM: u32 = 5;
+
+/// How the processes of a real round started, for headers.
+fn started(warm: u32) -> String {
+    match warm {
+        0 => "fresh (cold) processes".to_string(),
+        n => format!("processes warmed by {n} throw-away request(s) each"),
+    }
+}
+
 /// How a real command ended; the command line maps it to an exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
@@ -82,6 +110,7 @@ pub fn real_cmd(a: RealArgs) -> anyhow::Result<Ending> {
             limit_us: a.round_limit_ms.saturating_mul(1000),
             keep: a.keep,
             trace: a.instrument,
+            warm: warm_count(a.warm, &sim)?,
         },
     };
     let quiet = a.json;
@@ -136,8 +165,11 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
     );
     let _ = writeln!(
         o,
-        "  a REAL run, not deterministic: each round's schedule is this machine's ({} CPUs, load {:.2} before, {:.2} after); each round starts its server processes fresh (cold)",
-        r.cpus, r.load_before[0], r.load_after[0]
+        "  a REAL run, not deterministic: each round's schedule is this machine's ({} CPUs, load {:.2} before, {:.2} after); each round starts fresh server processes: {}",
+        r.cpus,
+        r.load_before[0],
+        r.load_after[0],
+        started(r.warm)
     );
     let _ = writeln!(o, "  faults: {}", sim.faults.describe());
     if c.interrupted {
@@ -232,6 +264,10 @@ pub struct ValidateArgs {
     /// Each round's wall-clock bound in ms.
     #[arg(long, default_value_t = 60_000)]
     pub round_limit_ms: u64,
+    /// Warm each real process up with N throw-away requests, and simulate processes that
+    /// start warm (default: 5 when the sim says `start = "warm"`, else 0: both cold)
+    #[arg(long, value_name = "N")]
+    pub warm: Option<u32>,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -243,6 +279,15 @@ pub fn validate_cmd(a: ValidateArgs) -> anyhow::Result<Ending> {
         anyhow::bail!("--tolerance {}: expected a difference in rate from 0.01 to 1", a.tolerance);
     }
     let (sim, model, target) = load(&a.sim, a.model.as_deref(), &a.target)?;
+    let warm = warm_count(a.warm, &sim)?;
+    // Both sides start the same way: real processes warmed up, simulated ones started warm.
+    let sim = if warm > 0 && sim.world.start != crate::scenario::Start::Warm {
+        let mut s = (*sim).clone();
+        s.world.start = crate::scenario::Start::Warm;
+        Arc::new(s)
+    } else {
+        sim
+    };
     super::procs::end_servers_on_interrupt();
     let runs = a.runs.clamp(1, super::MAX_RUNS);
     let simulated = sweep::run_matrix(
@@ -258,6 +303,7 @@ pub fn validate_cmd(a: ValidateArgs) -> anyhow::Result<Ending> {
             limit_us: a.round_limit_ms.saturating_mul(1000),
             keep: false,
             trace: false,
+            warm,
         },
     };
     let quiet = a.json;
@@ -304,12 +350,13 @@ fn validate_header(
     real: &RealReport,
 ) -> String {
     format!(
-        "idemsim validate: sim {} · model {} simulated on seeds 0..{runs} (processes start {}) · target {} played for real, {} rounds, each on fresh (cold) processes ({} CPUs, load {:.2} → {:.2})\n",
+        "idemsim validate: sim {} · model {} simulated on seeds 0..{runs} (processes start {}) · target {} played for real, {} rounds, each on {} ({} CPUs, load {:.2} → {:.2})\n",
         sim.name,
         model.name,
         sim.world.start.name(),
         target.name,
         real.cell.runs,
+        started(real.warm),
         real.cpus,
         real.load_before[0],
         real.load_after[0]
@@ -375,7 +422,7 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     let rounds = a.rounds.clamp(2, super::MAX_RUNS);
     let opts = RealOptions {
         runs: rounds,
-        round: RoundOptions { limit_us: 60_000_000, keep: true, trace: true },
+        round: RoundOptions { limit_us: 60_000_000, keep: true, trace: true, warm: 0 },
     };
     let report = super::real(&sim, &model, &target, &opts, |line| {
         eprint!("\rround {} of {rounds}   ", line.round + 1);

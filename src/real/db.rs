@@ -49,7 +49,9 @@ fn raw_rows(c: &Connection, t: &Target) -> rusqlite::Result<Vec<RawRow>> {
             intent: r.get::<_, Option<String>>(5).ok().flatten(),
         })
     })?;
-    rows.collect()
+    // Warm-up requests' rows are not the round's.
+    let rows: rusqlite::Result<Vec<RawRow>> = rows.collect();
+    Ok(rows?.into_iter().filter(|r| r.user != super::round::WARMUP_USER).collect())
 }
 
 fn key_rows(c: &Connection, t: &Target) -> rusqlite::Result<Vec<(Scope, Option<i64>)>> {
@@ -62,7 +64,8 @@ fn key_rows(c: &Connection, t: &Target) -> rusqlite::Result<Vec<(Scope, Option<i
         };
         Ok((scope, r.get::<_, Option<i64>>(3)?))
     })?;
-    rows.collect()
+    let rows: rusqlite::Result<Vec<(Scope, Option<i64>)>> = rows.collect();
+    Ok(rows?.into_iter().filter(|(s, _)| s.user != super::round::WARMUP_USER).collect())
 }
 
 /// A key record as far as a real target shows it: its status, or a claim without one.

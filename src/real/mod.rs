@@ -77,6 +77,8 @@ pub struct RealReport {
     pub load_after: [f64; 3],
     /// Logical CPUs of the machine.
     pub cpus: usize,
+    /// Warm-up requests each process answered before a round's traffic (0: cold processes).
+    pub warm: u32,
 }
 
 /// A real run that could not go on.
@@ -188,5 +190,6 @@ pub fn real(
         load_before,
         load_after: load_average(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        warm: opts.round.warm,
     })
 }

@@ -178,7 +178,10 @@ impl Servers {
 
     fn command(&self, i: usize) -> Command {
         let t = &self.target;
+        // Absolute: the program's path is joined to it and the process also runs in it (a
+        // relative folder would be looked for again inside itself).
         let dir = t.dir();
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
         let program = &t.command[0];
         let program =
             if program.contains('/') { dir.join(program) } else { PathBuf::from(program) };

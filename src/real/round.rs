@@ -29,7 +29,16 @@ pub struct RoundOptions {
     pub keep: bool,
     /// Ask the target for instrumentation lines (`IDEMSIM_TRACE`).
     pub trace: bool,
+    /// Throw-away requests each process answers before the round's traffic (0: the round
+    /// meets cold processes). Sent by [`WARMUP_USER`], whose rows and keys are not the round's.
+    pub warm: u32,
 }
+
+/// The user of warm-up requests: their rows and key records are left out of the round.
+pub const WARMUP_USER: &str = "idemsim-warmup";
+
+/// The most warm-up requests per process.
+pub const MAX_WARM: u32 = 1000;
 
 /// What one round observed, with its wall time.
 pub struct RoundResult {
@@ -143,6 +152,11 @@ fn play_in(
         }
     };
     hub.attach(servers.clone());
+    if let Err(e) = warm_up(sim, &servers, opts.warm) {
+        hub.finish();
+        servers.kill_all();
+        return Err(RoundError(format!("target `{}`: {e}", target.name)));
+    }
     let limit = opts.limit_us.min(sim.world.time_limit_us);
     let traffic = Instant::now();
     let ctx = Arc::new(Ctx {
@@ -186,6 +200,41 @@ fn play_in(
         trace_hash: 0,
     };
     Ok(RoundResult { observation, wall_us, dir: None })
+}
+
+/// Warm every process up: `n` requests one after the other, each answered before the next,
+/// shaped as the sim's first request but sent by [`WARMUP_USER`] with keys of their own. What
+/// they store is left out of the round ([`db`] skips that user). An error names the process.
+fn warm_up(sim: &Sim, servers: &Servers, n: u32) -> Result<(), String> {
+    let Some(first) = sim.requests.first() else { return Ok(()) };
+    let mut spec = first.clone();
+    spec.user = Some(WARMUP_USER.to_string());
+    spec.intent = WARMUP_USER.to_string();
+    for p in 0..sim.world.processes {
+        let port = servers.port(p).ok_or_else(|| format!("process {} has no port", p + 1))?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        for i in 0..n {
+            let key = format!("{WARMUP_USER}-{}-{i}", p + 1);
+            let req = spec.request(1, first.key.as_ref().map(|_| key.as_str()), None);
+            let bytes = wire::request_bytes(&req.method, &req.path, &req.headers, &req.body);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let answered = wire::connect(addr, Duration::from_secs(2))
+                .ok()
+                .and_then(|mut c| {
+                    wire::send(&mut c, &bytes).then(|| wire::read_message(&mut c, deadline).ok())
+                })
+                .flatten()
+                .and_then(|m| m.status());
+            if answered.is_none() {
+                return Err(format!(
+                    "process {} did not answer warm-up request {} of {n} within 10 s",
+                    p + 1,
+                    i + 1
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Start the sim's server processes for a round in `dir`.

@@ -1,13 +1,20 @@
 // The reference article's service as a real idemsim target (docs/targets.md is the contract,
-// docs/article-cases.md the service): Node.js `http.createServer` + better-sqlite3 (a
-// synchronous driver, one connection per process) on the file IDEMSIM_DB with SQLite's
-// defaults (rollback journal, synchronous = FULL) and `PRAGMA busy_timeout`.
+// docs/article-cases.md the service): Node.js `http.createServer` + a synchronous SQLite
+// driver (one connection per process) on the file IDEMSIM_DB with SQLite's defaults (rollback
+// journal, synchronous = FULL) and `PRAGMA busy_timeout`.
 //
 // VARIANT = no-key | check-first | transactional | outbox (the model of the same name).
+// SQLITE_DRIVER = better-sqlite3 (default) | node:sqlite (the article's `DatabaseSync`, Node
+// >= 22.5; the node24-* targets run it on Node 24). The driver is imported dynamically, so a
+// process loads only the one it uses (better-sqlite3's native addon is built for the Node that
+// installed it and is never loaded under node:sqlite).
 //
 // Faithfulness notes:
-// - better-sqlite3 12 stands for node:sqlite's DatabaseSync (Node >= 22.5 only): both are
-//   synchronous, so every statement (and each autocommit's fsync) blocks the event loop.
+// - Both drivers are synchronous, so every statement (and each autocommit's fsync) blocks the
+//   event loop. With better-sqlite3 12 (Node 20) it stands for node:sqlite's DatabaseSync; with
+//   node:sqlite it is the article's own driver. The request path is the same code for both:
+//   the same prepared statements called with .run()/.get()/.all(); only opening the database,
+//   the in-transaction test and the error shape differ (openDatabase, isBusy, isConstraint).
 // - The only `await` on a request's path when IDEMSIM_POINTS is empty is check-first's
 //   `await new Promise(setImmediate)` (the article's). The body is read with 'data'/'end'
 //   listeners (stream callbacks, no promise). Hook calls happen only at armed points; each is an
@@ -35,12 +42,17 @@ import http from 'node:http';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import Database from 'better-sqlite3';
 
 const VARIANT = process.env.VARIANT ?? '';
 const VARIANTS = ['no-key', 'check-first', 'transactional', 'outbox'];
 if (!VARIANTS.includes(VARIANT)) {
   console.error(`server.mjs: VARIANT must be one of ${VARIANTS.join(', ')}, not "${VARIANT}"`);
+  process.exit(2);
+}
+const DRIVER = process.env.SQLITE_DRIVER || 'better-sqlite3';
+const DRIVERS = ['better-sqlite3', 'node:sqlite'];
+if (!DRIVERS.includes(DRIVER)) {
+  console.error(`server.mjs: SQLITE_DRIVER must be one of ${DRIVERS.join(', ')}, not "${DRIVER}"`);
   process.exit(2);
 }
 const DB_PATH = process.env.IDEMSIM_DB;
@@ -61,8 +73,32 @@ const ROUTES = { '/api/orders': 'order.create', '/api/returns': 'return.create' 
 const KEY_MAX_LEN = 255;
 
 // ---- database ---------------------------------------------------------------------------
-const db = new Database(DB_PATH, { timeout: Number.isFinite(BUSY_MS) ? BUSY_MS : 5000 });
-db.pragma(`busy_timeout = ${Number.isFinite(BUSY_MS) ? Math.max(0, Math.floor(BUSY_MS)) : 5000}`);
+/**
+ * Open IDEMSIM_DB with the chosen driver. better-sqlite3: its own Database object. node:sqlite:
+ * a DatabaseSync behind the few members this file uses besides its statements (exec, prepare,
+ * inTransaction, close); the prepared statements are DatabaseSync's own, called directly.
+ */
+async function openDatabase() {
+  const busyMs = Number.isFinite(BUSY_MS) ? Math.max(0, Math.floor(BUSY_MS)) : 5000;
+  if (DRIVER === 'node:sqlite') {
+    const { DatabaseSync } = await import('node:sqlite');
+    const raw = new DatabaseSync(DB_PATH, { timeout: busyMs });
+    raw.exec(`PRAGMA busy_timeout = ${busyMs}`);
+    return {
+      exec: (text) => raw.exec(text),
+      prepare: (text) => raw.prepare(text),
+      get inTransaction() {
+        return raw.isTransaction;
+      },
+      close: () => raw.close(),
+    };
+  }
+  const { default: Database } = await import('better-sqlite3');
+  const db = new Database(DB_PATH, { timeout: Number.isFinite(BUSY_MS) ? BUSY_MS : 5000 });
+  db.pragma(`busy_timeout = ${busyMs}`);
+  return db;
+}
+const db = await openDatabase();
 db.exec(`
 CREATE TABLE IF NOT EXISTS rows(id INTEGER PRIMARY KEY, user TEXT, operation TEXT, item TEXT,
   qty INTEGER, intent TEXT);
@@ -185,16 +221,25 @@ function reply(ctx, status, bodyText, replayed = false) {
   }
   const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(bodyText) };
   if (replayed) headers['idempotent-replayed'] = 'true';
-  res.writeHead(status, headers);
-  res.end(bodyText);
+  // The trace is written before the answer leaves: idemsim may kill the process as soon as
+  // the last answer arrives, and a line written after it would be lost.
   ev(ctx, 'reply', { status });
   flushTrace(ctx);
+  res.writeHead(status, headers);
+  res.end(bodyText);
 }
 const error = (ctx, status, msg) => reply(ctx, status, JSON.stringify({ error: msg }));
 
+// better-sqlite3 names the result code in `code` ('SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', …);
+// node:sqlite throws code 'ERR_SQLITE_ERROR' with the (extended) result code in `errcode`
+// (5 SQLITE_BUSY, 'database is locked'; 2067 SQLITE_CONSTRAINT_UNIQUE): its low byte is the
+// primary code.
+const sqliteCode = (e) => (e?.code === 'ERR_SQLITE_ERROR' && typeof e.errcode === 'number' ? e.errcode & 0xff : -1);
 function isBusy(e) {
+  if (sqliteCode(e) === 5) return true;
   return typeof e?.code === 'string' && (e.code === 'SQLITE_BUSY' || e.code.startsWith('SQLITE_BUSY_'));
 }
+const isConstraint = (e) => sqliteCode(e) === 19 || String(e?.code).startsWith('SQLITE_CONSTRAINT');
 
 /** The error path: ROLLBACK this request's own open transaction, then 503 (busy) or 500. */
 function fail(ctx, e) {
@@ -206,7 +251,7 @@ function fail(ctx, e) {
     }
   }
   ctx.inTx = false;
-  if (!(e instanceof HookFail) && !isBusy(e) && !String(e?.code).startsWith('SQLITE_CONSTRAINT')) console.error(`server.mjs[${PROCESS}] ${VARIANT}: ${e?.stack ?? e}`);
+  if (!(e instanceof HookFail) && !isBusy(e) && !isConstraint(e)) console.error(`server.mjs[${PROCESS}] ${VARIANT}: ${e?.stack ?? e}`);
   if (isBusy(e)) error(ctx, 503, 'database busy, safe to retry');
   else error(ctx, 500, 'internal error');
 }

@@ -209,3 +209,41 @@ fn calibrate_writes_a_stack_that_a_model_names() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a regular file"), "{err}");
 }
+
+#[test]
+fn a_warmed_round_leaves_its_warm_up_out_and_says_so_and_validate_simulates_warm() {
+    node_targets();
+    let (code, out, err) = idemsim(&[
+        "real",
+        "01-same-key-same-content",
+        "--target",
+        "transactional",
+        "--runs",
+        "2",
+        "--warm",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // Three warm-up orders went into each round's database; the round's own one is all
+    // that is judged.
+    assert_eq!((r["warm"].as_u64(), &r["cell"]["rows"]), (Some(3), &serde_json::json!({"1": 2})));
+    let (code, out, err) = idemsim(&[
+        "validate",
+        "01-same-key-same-content",
+        "--target",
+        "transactional",
+        "--runs",
+        "2",
+        "--warm",
+        "1",
+    ]);
+    assert!(code == 0 || code == 4, "{out}{err}");
+    assert!(out.contains("(processes start warm)"), "{out}");
+    assert!(out.contains("each on processes warmed by 1 throw-away request(s) each"), "{out}");
+    let (code, _, err) =
+        idemsim(&["real", "01-same-key-same-content", "--target", "transactional", "--warm", "5000"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--warm 5000: expected 0 to 1000"), "{err}");
+}

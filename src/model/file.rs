@@ -111,9 +111,9 @@ pub(super) struct KeyFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct DriverFile {
     pub(super) awaits: Option<Spanned<String>>,
-    pub(super) latency_ms: Option<Spanned<Vec<f64>>>,
-    pub(super) statement_ms: Option<Spanned<Vec<f64>>>,
-    pub(super) commit_ms: Option<Spanned<Vec<f64>>>,
+    pub(super) latency_ms: Option<Spanned<toml::Value>>,
+    pub(super) statement_ms: Option<Spanned<toml::Value>>,
+    pub(super) commit_ms: Option<Spanned<toml::Value>>,
     pub(super) begin: Option<Spanned<String>>,
     pub(super) journal: Option<Spanned<String>>,
     pub(super) pool: Option<Spanned<u32>>,

@@ -8,6 +8,7 @@
 //! order, `key` the `[key]` section, `checks` the checks across parts (structure, points).
 
 mod checks;
+mod dist;
 mod file;
 mod key;
 mod parse;

@@ -15,7 +15,7 @@ use super::file::{
 use super::key::parse_key;
 use super::steps::{SpannedStep, parse_program};
 use super::{
-    Awaits, BeginMode, ClaimCleanup, Driver, EffectDedupe, Journal, MAX_POOL, Model, OnClash,
+    Awaits, BeginMode, ClaimCleanup, Dist, Driver, EffectDedupe, Journal, MAX_POOL, Model, OnClash,
     OnError, Rollback, RowField, RowsPolicy, Step, StoreOutcomes, VersionCheck,
 };
 use crate::input::{InputError, Source};
@@ -378,9 +378,9 @@ fn parse_transaction_retries(
 /// timings, so none of these times is ever used).
 pub(super) const DRIVER_BASE: Driver = Driver {
     awaits: Awaits::Explicit,
-    latency_us: (0, 0),
-    statement_us: (0, 0),
-    commit_us: (0, 0),
+    latency_us: Dist::Uniform(0, 0),
+    statement_us: Dist::Uniform(0, 0),
+    commit_us: Dist::Uniform(0, 0),
     begin: BeginMode::Immediate,
     journal: Journal::Rollback,
     pool: 0,
@@ -401,15 +401,7 @@ pub(super) fn parse_driver(
             &[("explicit", Awaits::Explicit), ("every-statement", Awaits::EveryStatement)],
         )?
         .unwrap_or(base.awaits);
-    let range = |field, value, default| {
-        file.ms_range(
-            field,
-            value,
-            default,
-            |lo, hi| lo <= hi && hi <= 60_000_000,
-            "[low, high] with low <= high <= 60000",
-        )
-    };
+    let range = |field, value, default| file.ms_dist(field, value, default);
     let latency_us = range("driver.latency_ms", &d.latency_ms, base.latency_us)?;
     let statement_us = range("driver.statement_ms", &d.statement_ms, base.statement_us)?;
     let commit_us = range("driver.commit_ms", &d.commit_ms, base.commit_us)?;

@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::file::DriverFile;
 use super::parse::{DRIVER_BASE, parse_driver};
-use super::types::{Driver, LoopTimes, Runtime, ThreadTimes};
+use super::types::{Dist, Driver, LoopTimes, Runtime, ThreadTimes};
 use crate::input::{InputError, Source};
 
 /// The stack of a model that names none: the article's (Node.js, a synchronous SQLite driver
@@ -33,11 +33,11 @@ struct StackFile {
 #[serde(deny_unknown_fields)]
 struct RuntimeFile {
     kind: Spanned<String>,
-    turn_ms: Option<Spanned<Vec<f64>>>,
-    accept_ms: Option<Spanned<Vec<f64>>>,
-    first_accept_ms: Option<Spanned<Vec<f64>>>,
-    handler_ms: Option<Spanned<Vec<f64>>>,
-    first_handler_ms: Option<Spanned<Vec<f64>>>,
+    turn_ms: Option<Spanned<toml::Value>>,
+    accept_ms: Option<Spanned<toml::Value>>,
+    first_accept_ms: Option<Spanned<toml::Value>>,
+    handler_ms: Option<Spanned<toml::Value>>,
+    first_handler_ms: Option<Spanned<toml::Value>>,
     /// thread-per-request: threads serving at once per process (absent: one per request).
     threads: Option<Spanned<i64>>,
     /// thread-per-request: the interpreter lock (`true`: CPython's GIL).
@@ -157,7 +157,10 @@ fn parse_stack(name: &str, path: &Path, src: &str) -> Result<Stack, InputError> 
 
 /// A stack file that leaves out a time it must state: located at its table.
 fn missing(file: Source, table: std::ops::Range<usize>, field: &str) -> InputError {
-    file.err(table, format!("{field}: a stack profile states it ([low, high] in ms)"))
+    file.err(
+        table,
+        format!("{field}: a stack profile states it ([low, high] or quantiles {{ p0 = …, p100 = … }}, in ms)"),
+    )
 }
 
 /// A stack's `[runtime]`: `kind = "event-loop"` (Node.js's loop in phases) or
@@ -170,17 +173,11 @@ fn parse_runtime(
 ) -> Result<Runtime, InputError> {
     let kinds = [("event-loop", false), ("thread-per-request", true)];
     let threads = file.choice(&Some(r.kind.clone()), "runtime.kind", &kinds)?.unwrap_or(false);
-    let range = |field: &str, v: &Option<Spanned<Vec<f64>>>| {
+    let range = |field: &str, v: &Option<Spanned<toml::Value>>| {
         if v.is_none() {
             return Err(missing(file, table.clone(), &format!("runtime.{field}")));
         }
-        file.ms_range(
-            &format!("runtime.{field}"),
-            v,
-            (0, 0),
-            |lo, hi| lo <= hi && hi <= 60_000_000,
-            "[low, high] with low <= high <= 60000",
-        )
+        file.ms_dist(&format!("runtime.{field}"), v, Dist::Uniform(0, 0))
     };
     let not_here = |span: std::ops::Range<usize>, field: &str, kind: &str| {
         Err(file.err(span, format!("runtime.{field}: only a `{kind}` runtime has it")))

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::Step;
+pub use super::dist::Dist;
 
 /// `[updates] check`: what an `update-doc` step does with `If-Match`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -326,13 +327,13 @@ impl Runtime {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThreadTimes {
     /// The accept thread's work per connection (accept, parse start, start a thread).
-    pub accept_us: (u64, u64),
+    pub accept_us: Dist,
     /// The same for the first connection a process accepts after it started (cold code).
-    pub first_accept_us: (u64, u64),
+    pub first_accept_us: Dist,
     /// A request's own code before its first statement (read, parse, validate, connect).
-    pub handler_us: (u64, u64),
+    pub handler_us: Dist,
     /// The same for the first request a process serves after it started (cold code).
-    pub first_handler_us: (u64, u64),
+    pub first_handler_us: Dist,
     /// Threads that serve requests at once per process; 0: a new thread for each request.
     pub threads: u32,
     /// The interpreter lock's switch interval (µs), if the runtime has one (CPython: 5 ms).
@@ -348,15 +349,15 @@ pub struct ThreadTimes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoopTimes {
     /// One iteration of the loop with nothing to do but look.
-    pub turn_us: (u64, u64),
+    pub turn_us: Dist,
     /// Accepting one connection (the socket, the HTTP parser).
-    pub accept_us: (u64, u64),
+    pub accept_us: Dist,
     /// The same for the first connection a process accepts after it started (cold code).
-    pub first_accept_us: (u64, u64),
+    pub first_accept_us: Dist,
     /// A request's own code before its first statement (body, JSON, validation, hash).
-    pub handler_us: (u64, u64),
+    pub handler_us: Dist,
     /// The same for the first request a process serves after it started (cold code).
-    pub first_handler_us: (u64, u64),
+    pub first_handler_us: Dist,
 }
 
 /// The `[driver]` section: how the server process runs its requests' code and SQL (awaits, statement and commit times, transaction mode, journal, pool, deadline).
@@ -366,15 +367,15 @@ pub struct Driver {
     pub awaits: Awaits,
     /// Driver latency of one await (µs, inclusive range drawn uniformly); [0, 0] is one
     /// event-loop turn: a scheduling point that takes no time.
-    pub latency_us: (u64, u64),
+    pub latency_us: Dist,
     /// Simulated time one SQL statement takes (µs, inclusive range; [0, 0] = instant). With a
     /// synchronous driver (`awaits = "explicit"`) the process is blocked meanwhile, and for the
     /// whole of an open transaction: other processes run, its own requests wait.
-    pub statement_us: (u64, u64),
+    pub statement_us: Dist,
     /// Extra time (µs, inclusive range) of a statement that makes writes durable: the
     /// `COMMIT` of a transaction that wrote, or a write run in autocommit mode (the journal
     /// sync: an fsync with `synchronous = FULL`).
-    pub commit_us: (u64, u64),
+    pub commit_us: Dist,
     /// How transactions begin.
     pub begin: BeginMode,
     /// The database's journal mode.

@@ -8,6 +8,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::model::Dist;
+
 /// One instrumentation line of a target.
 #[derive(Debug, Deserialize)]
 struct Line {
@@ -80,46 +82,35 @@ pub fn round_times(trace: &Path) -> Result<RoundTimes, String> {
     Ok(r)
 }
 
-/// The `q` quantile (0..=1) of `v`, nearest rank.
-pub fn quantile(v: &[f64], q: f64) -> Option<f64> {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite() && *x >= 0.0).collect();
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(f64::total_cmp);
-    Some(s[((s.len() - 1) as f64 * q).round() as usize])
+/// The measured values' quantiles (µs → a distribution), if any were measured.
+fn measured(v: &[f64]) -> Option<(Dist, usize)> {
+    let us: Vec<u64> =
+        v.iter().filter(|x| x.is_finite() && **x >= 0.0).map(|x| x.round() as u64).collect();
+    Dist::measured(&us).map(|d| (d, us.len()))
 }
 
-fn range(v: &[f64], lo: f64, hi: f64) -> Option<(f64, f64)> {
-    let (a, b) = (quantile(v, lo)?, quantile(v, hi)?);
-    Some((a / 1000.0, b / 1000.0))
-}
-
-/// `[low, high]` in ms from µs.
-fn ms(r: (u64, u64)) -> (f64, f64) {
-    (r.0 as f64 / 1000.0, r.1 as f64 / 1000.0)
-}
-
-/// One line `name = [a, b]  # how`: measured, else the default stack's value, saying so.
-fn line(o: &mut String, name: &str, measured: Option<(f64, f64)>, default: (u64, u64), how: &str) {
-    match measured {
-        Some((a, b)) => {
-            let _ = writeln!(o, "{name} = [{a:.3}, {:.3}]  # {how}", b.max(a));
+/// One line `name = …  # how`: the measured quantiles, else the default stack's value,
+/// saying so.
+fn line(o: &mut String, name: &str, values: &[f64], default: Dist, how: &str) {
+    match measured(values) {
+        Some((d, n)) => {
+            let _ = writeln!(o, "{name} = {}  # {how}: {n} measured", d.toml());
         }
         None => {
-            let (a, b) = ms(default);
             let _ = writeln!(
                 o,
-                "{name} = [{a:.3}, {b:.3}]  # not measured ({how}: no such lines): {}'s",
+                "{name} = {}  # not measured ({how}: no such lines): {}'s",
+                default.toml(),
                 crate::model::DEFAULT_STACK
             );
         }
     }
 }
 
-/// The profile: a stack file (`[runtime]` and `[driver]`, ms as `[low, high]`) with its
-/// provenance, a model names by path (`stack = "..."`). What the target's lines do not
-/// measure is the default stack's, each such line says so.
+/// The profile: a stack file (`[runtime]` and `[driver]`, each measured time as its
+/// quantiles p0, p10, p50, p90, p100 in ms) with its provenance, a model names by path
+/// (`stack = "..."`). What the target's lines do not measure is the default stack's, each
+/// such line says so.
 pub fn profile(rounds: &[RoundTimes], provenance: &str) -> String {
     let all = |f: fn(&RoundTimes) -> Vec<f64>| rounds.iter().flat_map(f).collect::<Vec<f64>>();
     let first_accept = all(|r| r.first_accept.into_iter().collect());
@@ -134,23 +125,21 @@ pub fn profile(rounds: &[RoundTimes], provenance: &str) -> String {
     }
     let _ = writeln!(o, "description = \"measured on this machine by idemsim calibrate\"\n");
     let _ = writeln!(o, "[runtime]\nkind = \"event-loop\"");
-    line(&mut o, "turn_ms", None, t.turn_us, "an idle iteration");
-    let accepts = range(&all(|r| r.accepts.clone()), 0.1, 0.5);
-    let how = "p10-p50 of accept-only iterations (no other event between two accepts)";
-    line(&mut o, "accept_ms", accepts, t.accept_us, how);
-    let how = "p10-p90: a fresh process's first accept to its second";
-    line(&mut o, "first_accept_ms", range(&first_accept, 0.1, 0.9), t.first_accept_us, how);
-    let handlers = range(&all(|r| r.handlers.clone()), 0.1, 0.9);
-    line(&mut o, "handler_ms", handlers, t.handler_us, "p10-p90: read to lookup, after the first");
-    let how = "p10-p90: the first request's read to lookup";
-    line(&mut o, "first_handler_ms", range(&first_handler, 0.1, 0.9), t.first_handler_us, how);
+    line(&mut o, "turn_ms", &[], t.turn_us, "an idle iteration");
+    let how = "accept-only iterations (no other event between two accepts)";
+    line(&mut o, "accept_ms", &all(|r| r.accepts.clone()), t.accept_us, how);
+    let how = "a fresh process's first accept to its second";
+    line(&mut o, "first_accept_ms", &first_accept, t.first_accept_us, how);
+    let how = "read to lookup, after the first request";
+    line(&mut o, "handler_ms", &all(|r| r.handlers.clone()), t.handler_us, how);
+    let how = "the first request's read to lookup";
+    line(&mut o, "first_handler_ms", &first_handler, t.first_handler_us, how);
     let d = &base.driver;
     let _ = writeln!(o, "\n[driver]\nawaits = \"explicit\"");
-    line(&mut o, "statement_ms", None, d.statement_us, "a statement that did not write");
-    let commits = range(&all(|r| r.commits.clone()), 0.5, 0.9);
-    let how = "p50-p90 of a statement that wrote, with its fsync";
-    line(&mut o, "commit_ms", commits, d.commit_us, how);
-    line(&mut o, "latency_ms", None, d.latency_us, "an await of setImmediate");
+    line(&mut o, "statement_ms", &[], d.statement_us, "a statement that did not write");
+    let how = "a statement that wrote, with its fsync";
+    line(&mut o, "commit_ms", &all(|r| r.commits.clone()), d.commit_us, how);
+    line(&mut o, "latency_ms", &[], d.latency_us, "an await of setImmediate");
     o
 }
 
@@ -181,8 +170,13 @@ mod tests {
         let p = profile(&[r], "measured here");
         assert!(p.starts_with("# measured here\ndescription = "), "{p}");
         assert!(p.contains("[runtime]\nkind = \"event-loop\"\n"), "{p}");
-        assert!(p.contains("first_handler_ms = [1.500, 1.500]"), "{p}");
-        assert!(p.contains("commit_ms = [0.800, 0.800]"), "{p}");
+        assert!(
+            p.contains(
+                "first_handler_ms = { p0 = 1.5, p10 = 1.5, p50 = 1.5, p90 = 1.5, p100 = 1.5 }"
+            ),
+            "{p}"
+        );
+        assert!(p.contains("commit_ms = { p0 = 0.8, p10 = 0.8,"), "{p}");
         // What the lines did not measure is the default stack's, and says so.
         assert!(p.contains("turn_ms = [0.001, 0.002]  # not measured"), "{p}");
         // A model names it: a complete stack.
@@ -192,8 +186,9 @@ mod tests {
             "stack = \"mine.toml\"\nprogram = [\"begin\", \"insert-row\", \"commit\"]\n",
         )
         .unwrap();
-        assert_eq!(m.driver.commit_us, (800, 800));
-        assert_eq!(m.loop_times().unwrap().first_handler_us, (1500, 1500));
+        assert_eq!((m.driver.commit_us.min(), m.driver.commit_us.max()), (800, 800));
+        let first = m.loop_times().unwrap().first_handler_us;
+        assert_eq!((first.min(), first.max()), (1500, 1500));
         std::fs::write(&f, "garbage").unwrap();
         assert!(
             round_times(&f).unwrap_err().contains("trace.jsonl:1: not an instrumentation line")

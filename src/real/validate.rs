@@ -124,6 +124,22 @@ fn histogram(
     }
 }
 
+/// What the clients got: the runs whose expectations failed, and the share of each answer.
+fn outcome_rows(sim: &Cell, real: &Cell, tolerance: f64) -> Vec<RateRow> {
+    let mut rows = vec![rate(
+        "runs whose expectations failed",
+        (sim.failed_seeds, sim.runs),
+        (real.failed_seeds, real.runs),
+        tolerance,
+    )];
+    let statuses: std::collections::BTreeSet<&String> =
+        sim.statuses.keys().chain(real.statuses.keys()).collect();
+    for status in statuses {
+        rows.push(share(&format!("answers {status} (share)"), sim, real, status, tolerance));
+    }
+    rows
+}
+
 /// Compare a simulated cell with a real one.
 pub fn compare(sim: &Cell, real: &Cell, tolerance: f64) -> Validation {
     let mut rates = vec![rate(
@@ -143,17 +159,7 @@ pub fn compare(sim: &Cell, real: &Cell, tolerance: f64) -> Validation {
             tolerance,
         ));
     }
-    rates.push(rate(
-        "runs whose expectations failed",
-        (sim.failed_seeds, sim.runs),
-        (real.failed_seeds, real.runs),
-        tolerance,
-    ));
-    let statuses: std::collections::BTreeSet<&String> =
-        sim.statuses.keys().chain(real.statuses.keys()).collect();
-    for status in statuses {
-        rates.push(share(&format!("answers {status} (share)"), sim, real, status, tolerance));
-    }
+    rates.extend(outcome_rows(sim, real, tolerance));
     let mut shape = Vec::new();
     for min in [2, 10] {
         shape.push(rate(

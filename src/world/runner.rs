@@ -278,7 +278,7 @@ impl Runner {
         }
         let implicit = stmt.writes()
             && self.conn.is_autocommit()
-            && (driver.commit_us.1 > 0 || self.world.sim.faults.commit_lost > 0.0);
+            && (driver.commit_us.max() > 0 || self.world.sim.faults.commit_lost > 0.0);
         let commit_lost = self.world.sim.faults.commit_lost;
         if !implicit {
             let commit = matches!(stmt, Stmt::Commit | Stmt::CommitReadOnly);

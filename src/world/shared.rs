@@ -35,7 +35,20 @@ pub(crate) fn chance(rate: f64) -> bool {
 ///
 /// With an explorer (`--explore`) installed, it decides the draw instead (`lo < hi` only);
 /// without one the draw is exactly the calibrated one.
-pub(crate) fn draw((lo, hi): (u64, u64)) -> u64 {
+pub(crate) fn draw(d: impl Into<crate::model::Dist>) -> u64 {
+    let (lo, hi) = match d.into() {
+        crate::model::Dist::Uniform(lo, hi) => (lo, hi),
+        q => {
+            // A measured distribution: a probability drawn as a uniform one would be, then
+            // its quantile.
+            let u = draw_uniform(0, 1_000_000);
+            return q.at(u as u32);
+        }
+    };
+    draw_uniform(lo, hi)
+}
+
+fn draw_uniform(lo: u64, hi: u64) -> u64 {
     if lo == hi {
         lo
     } else if let Some(us) = super::explorer::draw(lo.min(hi), hi.max(lo)) {

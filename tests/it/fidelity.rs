@@ -61,7 +61,7 @@ fn a_burst_is_taken_in_one_connection_per_iteration() {
         "[world]\nlatency_ms = [0.05, 0.05]\n[[request]]\nid = \"burst\"\nkey = \"k1\"\ncopies = 20\n",
     );
     let m = model("check-first");
-    let first_accept_us = m.loop_times().unwrap().first_accept_us.0;
+    let first_accept_us = m.loop_times().unwrap().first_accept_us.min();
     let (mut batched, mut alone) = (0, 0);
     for seed in 0..30 {
         let out = run::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();

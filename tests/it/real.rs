@@ -183,7 +183,7 @@ fn calibrate_writes_a_stack_that_a_model_names() {
     ]);
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(&profile).unwrap();
-    assert!(text.contains("[runtime]") && text.contains("first_handler_ms = ["), "{text}");
+    assert!(text.contains("[runtime]") && text.contains("first_handler_ms = { p0 = "), "{text}");
     assert!(
         text.contains("idemsim calibrate --target check-first"),
         "the profile says where it comes from: {text}"
@@ -192,9 +192,9 @@ fn calibrate_writes_a_stack_that_a_model_names() {
     let model = "stack = \"mine.toml\"\nprogram = [\"begin\", \"insert-row\", \"commit\"]\n\
                  [driver]\nstatement_ms = [0.5, 0.5]\n";
     let m = idemsim::model::Model::parse(&dir.join("m.toml"), model).unwrap();
-    assert_eq!(m.driver.statement_us, (500, 500));
+    assert_eq!(m.driver.statement_us, (500, 500).into());
     let l = m.loop_times().unwrap();
-    assert!(l.first_handler_us.0 > 0 && l.first_handler_us.0 <= l.first_handler_us.1);
+    assert!(l.first_handler_us.min() > 0 && l.first_handler_us.min() <= l.first_handler_us.max());
     // A sim can no longer choose the runtime: refused, located, saying where it went.
     let sim = "seeds = \"0..2\"\n[world.event_loop]\nprofile = \"mine.toml\"\n\
                [[request]]\nid = \"a\"\nkey = \"k1\"\n";
@@ -242,8 +242,14 @@ fn a_warmed_round_leaves_its_warm_up_out_and_says_so_and_validate_simulates_warm
     assert!(code == 0 || code == 4, "{out}{err}");
     assert!(out.contains("(processes start warm)"), "{out}");
     assert!(out.contains("each on processes warmed by 1 throw-away request(s) each"), "{out}");
-    let (code, _, err) =
-        idemsim(&["real", "01-same-key-same-content", "--target", "transactional", "--warm", "5000"]);
+    let (code, _, err) = idemsim(&[
+        "real",
+        "01-same-key-same-content",
+        "--target",
+        "transactional",
+        "--warm",
+        "5000",
+    ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--warm 5000: expected 0 to 1000"), "{err}");
 }

@@ -100,14 +100,15 @@ impl Dist {
         }
     }
 
-    /// Quantiles from measured values (µs, any order): the least, p10, p50, p90 and the most.
-    /// None without values.
+    /// Quantiles from measured values (µs, any order): the least, p10, p25, p50, p75, p90,
+    /// p95, p99 and the most (the tail in steps, so the few slowest do not spread the top
+    /// tenth evenly up to the slowest). None without values.
     pub fn measured(values: &[u64]) -> Option<Dist> {
         let mut v = values.to_vec();
         v.sort_unstable();
         let last = v.len().checked_sub(1)?;
         let q = |p: u32| v[(last as u64 * u64::from(p) / 1_000_000) as usize];
-        let picks = [0, 100_000, 500_000, 900_000, 1_000_000];
+        let picks = [0, 100_000, 250_000, 500_000, 750_000, 900_000, 950_000, 990_000, 1_000_000];
         let mut knots = [(0, 0); MAX_KNOTS];
         for (i, p) in picks.iter().enumerate() {
             knots[i] = (*p, q(*p));
@@ -268,7 +269,9 @@ mod tests {
     #[test]
     fn measured_values_give_their_quantiles() {
         let d = Dist::measured(&[5, 1, 4, 2, 3, 10, 6, 7, 8, 9, 11]).unwrap();
-        assert_eq!(d.knots(), [(0, 1), (100_000, 2), (500_000, 6), (900_000, 10), (1_000_000, 11)]);
+        let at: Vec<u64> = d.knots().iter().map(|k| k.1).collect();
+        assert_eq!(at, [1, 2, 3, 6, 8, 10, 10, 10, 11]);
+        assert_eq!(d.knots()[7].0, 990_000);
         assert!(Dist::measured(&[]).is_none());
     }
 }

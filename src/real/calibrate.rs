@@ -108,7 +108,7 @@ fn line(o: &mut String, name: &str, values: &[f64], default: Dist, how: &str) {
 }
 
 /// The profile: a stack file (`[runtime]` and `[driver]`, each measured time as its
-/// quantiles p0, p10, p50, p90, p100 in ms) with its provenance, a model names by path
+/// quantiles p0 … p100 in ms, `Dist::measured`) with its provenance, a model names by path
 /// (`stack = "..."`). What the target's lines do not measure is the default stack's, each
 /// such line says so.
 pub fn profile(rounds: &[RoundTimes], provenance: &str) -> String {
@@ -172,7 +172,7 @@ mod tests {
         assert!(p.contains("[runtime]\nkind = \"event-loop\"\n"), "{p}");
         assert!(
             p.contains(
-                "first_handler_ms = { p0 = 1.5, p10 = 1.5, p50 = 1.5, p90 = 1.5, p100 = 1.5 }"
+                "first_handler_ms = { p0 = 1.5, p10 = 1.5, p25 = 1.5, p50 = 1.5, p75 = 1.5,"
             ),
             "{p}"
         );

@@ -34,7 +34,7 @@
 // save, reply are kept in the request's own array and appended to the file with one
 // synchronous fs.appendFileSync when the request replies (or drops its connection), so a
 // SIGKILL loses only unanswered requests. Extra fields beyond the contract: on `read`,
-// `accepted_us` (when the server accepted the TCP connection) and `pass` (an event-loop pass
+// `accepted_us` (when the JS side of the server's accept of the TCP connection began) and `pass` (an event-loop pass
 // counter: reads with the same `pass` were read in the same poll phase, before any
 // setImmediate callback ran; counted by one setImmediate scheduled by the first read of a
 // pass, only when tracing); on `reply`, `status` (0 = dropped).
@@ -466,8 +466,22 @@ const server = http.createServer((req, res) => {
   });
 });
 if (TRACE) {
+  // `accepted_us` is when the JS side of the accept begins (the listening handle's
+  // `onconnection`), stamped on the new handle before Node builds its socket: the cold code of a
+  // fresh process's first accept (creating the net.Socket, http's connection listener, about
+  // 1–2 ms) then falls between it and the next accept, where the loop is blocked, as a real
+  // accept costs it (docs/reality.md). Only the native accept before it (~0.3 ms) is unseen.
   server.on('connection', (sock) => {
-    sock._idemsimAcceptedUs = nowUs();
+    sock._idemsimAcceptedUs = sock._handle?._idemsimAcceptedUs ?? nowUs();
+  });
+  server.on('listening', () => {
+    const handle = server._handle;
+    const accept = handle?.onconnection;
+    if (typeof accept !== 'function') return;
+    handle.onconnection = function (err, client) {
+      if (client) client._idemsimAcceptedUs = nowUs();
+      return accept.call(this, err, client);
+    };
   });
 }
 server.keepAliveTimeout = 5000;

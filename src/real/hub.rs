@@ -58,6 +58,10 @@ struct HookCall {
     process: Option<u64>,
     #[serde(default)]
     intent: Option<String>,
+    /// The `X-Attempt` of the request at the point (`request.copy.attempt`, 0-based request
+    /// index in the sim): names the very request, where several share an intent.
+    #[serde(default)]
+    attempt: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -194,6 +198,13 @@ impl HubState {
 
     fn applies(&self, inj: &crate::scenario::Inject, call: &HookCall) -> bool {
         let Some(req) = &inj.request else { return true };
+        // The very request, by its attempt id; a target that does not say it is matched by
+        // intent (every request of that intent).
+        let index =
+            call.attempt.as_deref().and_then(|a| a.split('.').next()?.parse::<usize>().ok());
+        if let Some(q) = index.and_then(|i| self.sim.requests.get(i)) {
+            return q.id == *req || q.group == *req;
+        }
         let intent = call.intent.as_deref().unwrap_or_default();
         self.sim.requests.iter().any(|q| q.intent == intent && (q.id == *req || q.group == *req))
     }

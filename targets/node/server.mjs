@@ -192,7 +192,7 @@ async function effect(ctx) {
 async function hook(ctx, point, step = null) {
   if (!HOOK) return;
   // No timeout: idemsim may kill this process instead of answering (a crash at this point).
-  const a = await postJson(HOOK, '/point', { point, process: PROCESS, key: ctx.key, intent: ctx.intent, step }, 0);
+  const a = await postJson(HOOK, '/point', { point, process: PROCESS, key: ctx.key, intent: ctx.intent, attempt: ctx.attempt, step }, 0);
   if (a.effect === true) await effect(ctx);
   switch (a.then) {
     case 'fail':

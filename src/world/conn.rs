@@ -33,6 +33,11 @@ impl Conn {
         }
     }
 
+    /// The connection's identity (whose commit holds the journal's lock).
+    pub fn id(&self) -> u64 {
+        self.pooled().id
+    }
+
     /// Note that execution `owner` begins a transaction now (see [`Conn::wrote_since_begin`]).
     pub fn mark_begin(&self, owner: u64) {
         self.pooled().mark_begin(owner);

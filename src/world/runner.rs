@@ -339,12 +339,40 @@ impl Runner {
         Failure::Error(Why::CommitUnknown)
     }
 
-    /// The journal's sync at a commit that made writes durable (`driver.commit_ms`).
+    /// The syncs of a commit that made writes durable (`driver.commit_ms`). With a rollback
+    /// journal SQLite syncs twice: the journal (under the RESERVED lock: readers still read),
+    /// then, under the EXCLUSIVE lock, the database pages, before it deletes the journal; the
+    /// second half of the time every other connection's statement finds the database locked
+    /// (`State::syncing`). A WAL commit appends to the log, and readers go on reading their
+    /// snapshot.
     async fn sync_journal(&self) {
         let us = draw(self.world.model.driver.commit_us);
-        if us > 0 {
-            clock::sleep_us(us).await;
+        if us == 0 {
+            return;
         }
+        if self.world.model.driver.journal != crate::model::Journal::Rollback {
+            return clock::sleep_us(us).await;
+        }
+        struct Syncing<'a>(&'a World, u64);
+        impl Drop for Syncing<'_> {
+            fn drop(&mut self) {
+                let mut st = self.0.lock();
+                if st.syncing == Some(self.1) {
+                    st.syncing = None;
+                }
+            }
+        }
+        let journal = us / 2;
+        clock::sleep_us(journal).await;
+        let id = self.conn.id();
+        self.world.lock().syncing = Some(id);
+        let _held = Syncing(&self.world, id);
+        clock::sleep_us(us - journal).await;
+    }
+
+    /// Does another connection's commit hold the database's lock now (its journal sync)?
+    fn locked_by_a_sync(&self) -> bool {
+        self.world.lock().syncing.is_some_and(|c| c != self.conn.id())
     }
 
     /// Run `f`, waiting out a locked database where SQLite would wait.
@@ -359,10 +387,14 @@ impl Runner {
         let mut said = false;
         loop {
             store::busy_reset();
-            match f(&self.conn) {
+            // Another connection's commit is syncing its journal under the EXCLUSIVE lock:
+            // SQLite answers BUSY through the busy handler, as for any lock.
+            let synced = self.locked_by_a_sync();
+            let r = if synced { Err(store::busy_error()) } else { f(&self.conn) };
+            match r {
                 Ok(v) => return Ok(v),
                 Err(e) if store::is_busy(&e) => {
-                    if !store::busy_asked() {
+                    if !synced && !store::busy_asked() {
                         // SQLite returns BUSY without calling its busy handler: no timeout
                         // helps (a transaction that has read cannot take the write lock).
                         let snapshot = store::is_busy_snapshot(&e);

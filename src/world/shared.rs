@@ -154,6 +154,10 @@ pub(crate) struct State {
     pub wire: Wire,
     /// Per request then action (the index into [`World::names`]).
     pub done: Vec<Latch>,
+    /// The connection whose commit is syncing a rollback journal now: SQLite holds the
+    /// database's EXCLUSIVE lock through that fsync, so every other connection's statement
+    /// finds it locked (Runner::sync_journal).
+    pub syncing: Option<u64>,
 }
 
 /// Everything a node of the run can reach.

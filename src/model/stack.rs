@@ -44,6 +44,8 @@ struct RuntimeFile {
     gil: Option<Spanned<bool>>,
     /// thread-per-request with a GIL: its switch interval (CPython's default 5 ms).
     switch_interval_ms: Option<Spanned<f64>>,
+    /// prefork: worker processes per server.
+    workers: Option<Spanned<i64>>,
 }
 
 /// Most threads a thread-per-request process may serve at once.
@@ -171,8 +173,8 @@ fn parse_runtime(
     r: &RuntimeFile,
     table: std::ops::Range<usize>,
 ) -> Result<Runtime, InputError> {
-    let kinds = [("event-loop", false), ("thread-per-request", true)];
-    let threads = file.choice(&Some(r.kind.clone()), "runtime.kind", &kinds)?.unwrap_or(false);
+    let kinds = [("event-loop", 0), ("thread-per-request", 1), ("prefork", 2)];
+    let kind = file.choice(&Some(r.kind.clone()), "runtime.kind", &kinds)?.unwrap_or(0);
     let range = |field: &str, v: &Option<Spanned<toml::Value>>| {
         if v.is_none() {
             return Err(missing(file, table.clone(), &format!("runtime.{field}")));
@@ -182,11 +184,18 @@ fn parse_runtime(
     let not_here = |span: std::ops::Range<usize>, field: &str, kind: &str| {
         Err(file.err(span, format!("runtime.{field}: only a `{kind}` runtime has it")))
     };
-    if threads {
+    if kind > 0 {
         if let Some(t) = &r.turn_ms {
             return not_here(t.span(), "turn_ms", "event-loop");
         }
-        let (threads, gil_switch_us) = thread_fields(file, r)?;
+        let (threads, gil_switch_us) = if kind == 2 {
+            (prefork_fields(file, r, table.clone())?, None)
+        } else {
+            if let Some(w) = &r.workers {
+                return not_here(w.span(), "workers", "prefork");
+            }
+            thread_fields(file, r)?
+        };
         return Ok(Runtime::Threads(ThreadTimes {
             accept_us: range("accept_ms", &r.accept_ms)?,
             first_accept_us: range("first_accept_ms", &r.first_accept_ms)?,
@@ -194,7 +203,11 @@ fn parse_runtime(
             first_handler_us: range("first_handler_ms", &r.first_handler_ms)?,
             threads,
             gil_switch_us,
+            prefork: kind == 2,
         }));
+    }
+    if let Some(w) = &r.workers {
+        return not_here(w.span(), "workers", "prefork");
     }
     if let Some(t) = &r.threads {
         return not_here(t.span(), "threads", "thread-per-request");
@@ -212,6 +225,34 @@ fn parse_runtime(
         handler_us: range("handler_ms", &r.handler_ms)?,
         first_handler_us: range("first_handler_ms", &r.first_handler_ms)?,
     }))
+}
+
+/// A prefork runtime's worker processes (required); it has no threads and no GIL.
+fn prefork_fields(
+    file: Source,
+    r: &RuntimeFile,
+    table: std::ops::Range<usize>,
+) -> Result<u32, InputError> {
+    for (field, span) in [
+        ("threads", r.threads.as_ref().map(|t| t.span())),
+        ("gil", r.gil.as_ref().map(|g| g.span())),
+        ("switch_interval_ms", r.switch_interval_ms.as_ref().map(|s| s.span())),
+    ] {
+        if let Some(span) = span {
+            return Err(file.err(
+                span,
+                format!("runtime.{field}: a prefork runtime's workers are processes (no threads, no shared interpreter lock)"),
+            ));
+        }
+    }
+    match &r.workers {
+        None => Err(file.err(
+            table,
+            "runtime.workers: a prefork runtime states its worker processes (1..=1024)",
+        )),
+        Some(w) if (1..=MAX_THREADS).contains(w.get_ref()) => Ok(*w.get_ref() as u32),
+        Some(w) => Err(file.err(w.span(), format!("runtime.workers: expected 1..={MAX_THREADS}"))),
+    }
 }
 
 /// A thread-per-request runtime's pool size (0: a thread per request) and GIL switch

@@ -301,6 +301,10 @@ impl Runtime {
     pub fn describe(&self) -> String {
         match self {
             Runtime::EventLoop(_) => "Node.js's event loop in phases".to_string(),
+            Runtime::Threads(t) if t.prefork => format!(
+                "{} prefork worker process(es) sharing the socket, each one request at a time with a connection and memory of its own",
+                t.threads
+            ),
             Runtime::Threads(t) => {
                 let pool = match t.threads {
                     0 => "a thread per request".to_string(),
@@ -338,6 +342,10 @@ pub struct ThreadTimes {
     pub threads: u32,
     /// The interpreter lock's switch interval (µs), if the runtime has one (CPython: 5 ms).
     pub gil_switch_us: Option<u64>,
+    /// Prefork (`kind = "prefork"`): the `threads` are worker processes sharing the server's
+    /// listening socket, each accepting for itself when idle, with memory of its own (a
+    /// process-memory key store per worker) and its own cold start.
+    pub prefork: bool,
 }
 
 /// Node.js's event loop in phases, for a synchronous driver: per iteration, the I/O callbacks

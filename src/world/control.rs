@@ -123,8 +123,7 @@ async fn delete_keys(world: &World, action: u32, conn: &Connection) {
                     .collect();
                 st.cache.clear();
                 for p in &mut st.processes {
-                    wiped.extend(p.memory.iter().map(|(s, r)| Collected::of(s, r, now)));
-                    p.memory.clear();
+                    wiped.extend(p.take_memory().iter().map(|(s, r)| Collected::of(s, r, now)));
                 }
                 n += wiped.len();
                 st.collected.extend(wiped);
@@ -206,8 +205,7 @@ pub(crate) async fn crash_process(world: &Arc<World>, idx: usize, restart_us: u6
         let already = std::mem::replace(&mut p.crashing, true);
         p.up = false;
         // Its memory dies with it (also when the run ends before it restarts).
-        p.memory.clear();
-        p.local.clear();
+        p.forget_memory();
         // Requests delivered but not yet admitted die with the process too.
         let mut queued: Vec<(u64, crate::history::Actor)> =
             p.inbox.queue.drain(..).map(|e| (e.reply_tag, e.who)).collect();

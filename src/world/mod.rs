@@ -158,7 +158,7 @@ fn observe(world: &World, sim: &Sim, keep_history: bool) -> Result<Simulated, Ru
     let writes = read_if(world, Step::UpdateDoc, store::read_writes)?;
     let unsent = read_if(world, Step::Outbox, store::unsent_intents)?;
     let mut keys = store::with_observer(&world.db, store::read_keys)?;
-    let st = std::mem::take(&mut *world.lock());
+    let mut st = std::mem::take(&mut *world.lock());
     let h = st.history;
     // Keys held outside SQLite (a TTL cache, process memory) as the judges see them: cache
     // records still alive at the end, and what each process's memory holds (a restart has
@@ -167,7 +167,7 @@ fn observe(world: &World, sim: &Sim, keep_history: bool) -> Result<Simulated, Ru
     let ttl = world.model.key.as_ref().and_then(|k| k.retention_us);
     let live = |r: &KeyRecord| ttl.is_none_or(|ttl| r.created_us.saturating_add(ttl) > end_us);
     keys.extend(st.cache.into_iter().filter(|(_, r)| live(r)));
-    keys.extend(st.processes.into_iter().flat_map(|p| p.memory));
+    keys.extend(st.processes.iter_mut().flat_map(|p| p.take_memory()));
     let observation = Observation {
         requests: st.outcomes,
         rows,

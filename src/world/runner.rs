@@ -92,6 +92,8 @@ pub(crate) struct Runner {
     /// A request's execution that has not yet run on a loop in phases: it takes the grant of
     /// the handler just read, and runs its handler's own code first.
     fresh: std::cell::Cell<bool>,
+    /// The worker process of a prefork server it runs on (its memory); 0 otherwise.
+    pub worker: u32,
 }
 
 impl Drop for Runner {
@@ -119,6 +121,7 @@ impl Runner {
             req,
             commit_rolled_back: std::cell::Cell::new(false),
             fresh: std::cell::Cell::new(req.is_some()),
+            worker: 0,
         }
     }
 

@@ -31,8 +31,7 @@ pub(crate) async fn process_main(world: Arc<World>, idx: usize) {
         p.phases = super::phases::Phases { warm, ..Default::default() };
         p.threads = Default::default();
         p.inbox.queue.clear();
-        p.memory.clear();
-        p.local.clear();
+        p.forget_memory();
     }
     let shared = match store::checkout(&world.db) {
         Ok(c) => Rc::new(c),
@@ -154,14 +153,18 @@ async fn handle(
     world.emit(node, Some(who), What::Arrived);
     let threads = world.model.thread_times();
     // A thread of its own (the permit, held until the request ends), its own code run first.
-    let _thread = match &threads {
+    let thread = match &threads {
         Some(t) => super::threads::start(&world, idx, &env, who, t).await,
         None => None,
     };
     let Some(conn) = connection(&world, idx, shared, pool, &env, threads.is_some()).await else {
         return;
     };
-    let run = Runner::new(world.clone(), idx, conn, who, Some(env.req()));
+    let mut run = Runner::new(world.clone(), idx, conn, who, Some(env.req()));
+    // A prefork worker's memory is its own; threads of one process share theirs.
+    if threads.is_some_and(|t| t.prefork) {
+        run.worker = thread.as_ref().map_or(0, |p| p.worker);
+    }
     let mut ex = Exec::new(run, intent);
     let mut resp = ex.serve(&env).await;
     resp.meta.exec = Some(ex.run.id);

@@ -83,9 +83,46 @@ pub(crate) struct ProcessState {
     pub memory: BTreeMap<Scope, KeyRecord>,
     /// `[key] local_cache`: completed records this process wrote or read (lost on restart).
     pub local: BTreeMap<Scope, KeyRecord>,
+    /// Prefork: the memory (`memory`, `local`) of workers 1, 2, … (worker 0's is above).
+    pub workers_memory: BTreeMap<u32, (BTreeMap<Scope, KeyRecord>, BTreeMap<Scope, KeyRecord>)>,
     /// The rate limiter's bucket: (micro-tokens left, model time of the last refill); None:
     /// full.
     pub bucket: Option<(u64, u64)>,
+}
+
+impl ProcessState {
+    /// The process-memory key store of `worker` (prefork; 0 for every other runtime).
+    pub fn memory_of(&mut self, worker: u32) -> &mut BTreeMap<Scope, KeyRecord> {
+        match worker {
+            0 => &mut self.memory,
+            w => &mut self.workers_memory.entry(w).or_default().0,
+        }
+    }
+
+    /// The local cache of completed records of `worker`.
+    pub fn local_of(&mut self, worker: u32) -> &mut BTreeMap<Scope, KeyRecord> {
+        match worker {
+            0 => &mut self.local,
+            w => &mut self.workers_memory.entry(w).or_default().1,
+        }
+    }
+
+    /// Every worker's process-memory key records, taken out (a wipe, the end of the run).
+    pub fn take_memory(&mut self) -> Vec<(Scope, KeyRecord)> {
+        let mut all: Vec<(Scope, KeyRecord)> =
+            std::mem::take(&mut self.memory).into_iter().collect();
+        for (m, _) in self.workers_memory.values_mut() {
+            all.extend(std::mem::take(m));
+        }
+        all
+    }
+
+    /// The process is gone or fresh: every worker's memory and local cache are empty.
+    pub fn forget_memory(&mut self) {
+        self.memory.clear();
+        self.local.clear();
+        self.workers_memory.clear();
+    }
 }
 
 /// A request or action that others may wait for (`after`, `until`).

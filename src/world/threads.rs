@@ -13,6 +13,12 @@
 //! switch interval when another thread waits (CPython's `sys.getswitchinterval()`, 5 ms); a
 //! thread inside SQLite holds no GIL (the `sqlite3` module releases it around every call), so
 //! statements, fsyncs and lock waits never hold it.
+//!
+//! Prefork (`kind = "prefork"`, `workers = N`: gunicorn's sync workers, a prefork PHP or Ruby
+//! server) is the same machinery without a GIL: N worker processes share the server's socket,
+//! each takes the next connection when it is idle and accepts it itself (`accept_ms`), serves it
+//! alone, with a connection and memory of its own (a process-memory key store per worker), and
+//! runs its own first request cold.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -81,11 +87,14 @@ impl Fifo {
     }
 }
 
-/// A process's threads: its interpreter lock and its pool.
+/// A process's threads: its interpreter lock and its pool (with prefork: its worker
+/// processes, which are busy, and how many requests each has served).
 #[derive(Default)]
 pub(crate) struct ThreadState {
     pub gil: Fifo,
     pub pool: Fifo,
+    busy: std::collections::BTreeSet<u32>,
+    served: std::collections::BTreeMap<u32, u64>,
 }
 
 /// Which semaphore of the process.
@@ -109,6 +118,8 @@ pub(crate) struct Permit {
     idx: usize,
     which: Which,
     starts: u32,
+    /// The worker process it is (prefork), else 0.
+    pub worker: u32,
 }
 
 impl Drop for Permit {
@@ -119,6 +130,9 @@ impl Drop for Permit {
             // A permit of a process's earlier life is void.
             if p.starts != self.starts {
                 return;
+            }
+            if matches!(self.which, Which::Pool) {
+                p.threads.busy.remove(&self.worker);
             }
             fifo(&mut p.threads, self.which).give()
         };
@@ -151,8 +165,17 @@ async fn take(world: &Arc<World>, idx: usize, which: Which, permits: u32) -> Per
     })
     .await;
     std::mem::forget(line);
-    let starts = world.lock().processes[idx].starts;
-    Permit { world: world.clone(), idx, which, starts }
+    let mut st = world.lock();
+    let p = &mut st.processes[idx];
+    // The lowest worker that is not busy (only a pool has workers; at most `permits` busy).
+    let worker = match which {
+        Which::Pool => (0..).find(|w| !p.threads.busy.contains(w)).unwrap_or(0),
+        Which::Gil => 0,
+    };
+    if matches!(which, Which::Pool) {
+        p.threads.busy.insert(worker);
+    }
+    Permit { world: world.clone(), idx, which, starts: p.starts, worker }
 }
 
 /// Run `us` of interpreted code: under the GIL when the runtime has one, in slices of its
@@ -189,13 +212,18 @@ pub(crate) async fn accept_main(
 ) {
     loop {
         for env in net::accept(&world, idx).await {
-            let first = {
-                let mut st = world.lock();
-                let ph = &mut st.processes[idx].phases;
-                ph.accepts += 1;
-                ph.accepts == 1 && !ph.warm
-            };
-            code(&world, idx, &t, draw(if first { t.first_accept_us } else { t.accept_us })).await;
+            // Prefork: the connection waits in the shared socket's queue; an idle worker
+            // accepts it itself (`start`).
+            if !t.prefork {
+                let first = {
+                    let mut st = world.lock();
+                    let ph = &mut st.processes[idx].phases;
+                    ph.accepts += 1;
+                    ph.accepts == 1 && !ph.warm
+                };
+                let us = draw(if first { t.first_accept_us } else { t.accept_us });
+                code(&world, idx, &t, us).await;
+            }
             super::server::spawn_handler(&world, idx, &shared, &None, env, false);
         }
     }
@@ -215,6 +243,17 @@ pub(crate) async fn start(
         0 => None,
         n => Some(take(world, idx, Which::Pool, n).await),
     };
+    let worker = thread.as_ref().map_or(0, |p| p.worker);
+    if t.prefork {
+        // The idle worker accepts the connection itself; a worker's first is cold.
+        let first = {
+            let mut st = world.lock();
+            let p = &mut st.processes[idx];
+            let accepted = p.threads.served.get(&worker).copied().unwrap_or(0) == 0;
+            accepted && !p.phases.warm
+        };
+        code(world, idx, t, draw(if first { t.first_accept_us } else { t.accept_us })).await;
+    }
     let readable = env.arrived_us.saturating_add(env.connect_gap_us);
     let now = world.now_us();
     if readable > now {
@@ -222,9 +261,16 @@ pub(crate) async fn start(
     }
     let first = {
         let mut st = world.lock();
-        let ph = &mut st.processes[idx].phases;
-        ph.served += 1;
-        ph.served == 1 && !ph.warm
+        let p = &mut st.processes[idx];
+        if t.prefork {
+            // Each worker process runs its own first request cold.
+            let n = p.threads.served.entry(worker).or_default();
+            *n += 1;
+            *n == 1 && !p.phases.warm
+        } else {
+            p.phases.served += 1;
+            p.phases.served == 1 && !p.phases.warm
+        }
     };
     let us = draw(if first { t.first_handler_us } else { t.handler_us });
     world.emit(Node::Server(idx as u32), Some(who), What::HandlerCode { us, cold: first });

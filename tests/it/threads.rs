@@ -180,3 +180,67 @@ fn a_rollback_commit_holds_readers_off_while_it_syncs_the_database() {
     assert_eq!(lookup_of_b("wal"), (false, 6_510));
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Prefork: worker processes share the server's socket, each serving one request at a time with
+/// memory of its own. A process-memory key store then remembers a key only in the worker that
+/// served it: a retry that an idle worker of the other kind takes is a new request to it. Each
+/// worker also runs its own first request cold.
+#[test]
+fn prefork_workers_keep_their_own_memory_and_their_own_cold_start() {
+    let d = dir("prefork");
+    let stack = |runtime: &str| {
+        format!(
+            "[runtime]\n{runtime}\naccept_ms = [0, 0]\nfirst_accept_ms = [0, 0]\n\
+             handler_ms = [10, 10]\nfirst_handler_ms = [10, 10]\n\
+             [driver]\nstatement_ms = [0, 0]\ncommit_ms = [0, 0]\nlatency_ms = [0, 0]\n"
+        )
+    };
+    // a takes worker 1 for 10 ms; b, a millisecond later, worker 2; c repeats b's key once
+    // both are done, and the lowest idle worker (1) takes it.
+    let sim = Arc::new(
+        Sim::parse(
+            Path::new("three.toml"),
+            "[world]\nlatency_ms = [0.01, 0.01]\nconnect_gap_ms = [0, 0]\n\
+             [[request]]\nid = \"a\"\nkey = \"ka\"\n\
+             [[request]]\nid = \"b\"\nkey = \"kb\"\ndelay_ms = 1\n\
+             [[request]]\nid = \"c\"\nintent = \"b\"\nkey = \"kb\"\nafter = [\"a\", \"b\"]\n",
+        )
+        .unwrap(),
+    );
+    let run = |runtime: &str| {
+        std::fs::write(d.join("s.toml"), stack(runtime)).unwrap();
+        let m = Arc::new(
+            model("inbox-memory")
+                .on_stack("s.toml", idemsim::model::named_stack("s.toml", &d).unwrap())
+                .unwrap(),
+        );
+        let out = idemsim::run::run(&sim, &m, 0, idemsim::run::RunOptions { keep_history: true })
+            .unwrap();
+        let colds: Vec<bool> = out
+            .history
+            .unwrap()
+            .events
+            .iter()
+            .filter_map(|e| match e.what {
+                What::HandlerCode { cold, .. } => Some(cold),
+                _ => None,
+            })
+            .collect();
+        let rows_of_b = out.report.rows.iter().filter(|r| r.intent == "b").count();
+        (rows_of_b, colds, m.runtime.describe())
+    };
+    let (rows, colds, said) = run("kind = \"prefork\"\nworkers = 2");
+    assert_eq!((rows, colds.as_slice()), (2, &[true, true, false][..]));
+    assert!(said.starts_with("2 prefork worker process(es)"), "{said}");
+    // The same two at once as threads of one process share its memory: the retry is a replay.
+    let (rows, colds, _) = run("kind = \"thread-per-request\"\nthreads = 2");
+    assert_eq!((rows, colds.as_slice()), (1, &[true, false, false][..]));
+    // A prefork stack states its workers, and has no threads or GIL.
+    std::fs::write(d.join("s.toml"), stack("kind = \"prefork\"")).unwrap();
+    let e = idemsim::model::named_stack("s.toml", &d).unwrap_err().to_string();
+    assert!(e.contains("runtime.workers: a prefork runtime states its worker processes"), "{e}");
+    std::fs::write(d.join("s.toml"), stack("kind = \"prefork\"\nworkers = 2\ngil = true")).unwrap();
+    let e = idemsim::model::named_stack("s.toml", &d).unwrap_err().to_string();
+    assert!(e.contains("runtime.gil: a prefork runtime's workers are processes"), "{e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}

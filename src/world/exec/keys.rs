@@ -519,7 +519,7 @@ impl Exec {
         let kp = self.key_policy();
         if kp.store != KeyStore::Cache {
             let mut st = self.world().lock();
-            return Ok(f(&mut st.processes[self.run.idx].memory));
+            return Ok(f(st.processes[self.run.idx].memory_of(self.run.worker)));
         }
         let faults = &self.world().sim.faults.cache;
         if chance(faults.unavailable) {
@@ -592,7 +592,7 @@ impl Exec {
         };
         let ttl = self.key_policy().retention_us;
         let mut st = self.world().lock();
-        let local = &mut st.processes[self.run.idx].local;
+        let local = st.processes[self.run.idx].local_of(self.run.worker);
         match local.get(s) {
             Some(r) if ttl.is_none_or(|t| r.created_us.saturating_add(t) > now) => Some(r.clone()),
             Some(_) => {
@@ -604,7 +604,7 @@ impl Exec {
     }
 
     pub(super) fn local_put(&self, s: &Scope, r: KeyRecord) {
-        self.world().lock().processes[self.run.idx].local.insert(s.clone(), r);
+        self.world().lock().processes[self.run.idx].local_of(self.run.worker).insert(s.clone(), r);
     }
 
     /// A lookup that honours a per-record expiry (`expiry = "on-read"`): a record whose

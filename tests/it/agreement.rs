@@ -55,6 +55,7 @@ const CELLS: &[(&str, &str)] = &[
 const STACKS: &[(&str, fn(&str) -> String)] = &[
     ("Node.js 20 + better-sqlite3", |d| d.to_string()),
     ("Node.js 24 + node:sqlite (the article's)", |d| format!("node24-{d}")),
+    ("Python 3 stdlib, a thread per request", |d| format!("py-{d}")),
 ];
 
 #[test]

@@ -288,20 +288,14 @@ async fn connection(
     env: &Envelope,
     own: bool,
 ) -> Option<Conn> {
-    let (node, who, to) = (Node::Server(idx as u32), env.who, env.req() as u32);
+    let (node, who) = (Node::Server(idx as u32), env.who);
     Some(match pool {
         // A thread opens a connection of its own (given back to the spares at the end).
         None if own => match store::checkout(&world.db) {
             Ok(c) => Conn::Shared(Rc::new(c)),
             Err(e) => {
                 world.emit(node, Some(who), What::CannotOpenDatabase { error: e.to_string() });
-                let resp = Response::error(500, "internal error");
-                world.emit(
-                    node,
-                    Some(who),
-                    What::Reply { to, status: 500, body: resp.body.clone() },
-                );
-                net::send_reply(world, idx, who, env.reply_tag, resp);
+                answer(world, idx, env, Response::error(500, "internal error"));
                 return None;
             }
         },
@@ -317,15 +311,17 @@ async fn connection(
                     world.emit(node, Some(who), What::PoolExhausted { waited_us });
                     let resp = Response::error(503, "no database connection available")
                         .meaning(Reason::SafeToRetry);
-                    world.emit(
-                        node,
-                        Some(who),
-                        What::Reply { to, status: 503, body: resp.body.clone() },
-                    );
-                    net::send_reply(world, idx, who, env.reply_tag, resp);
+                    answer(world, idx, env, resp);
                     return None;
                 }
             }
         }
     })
+}
+
+/// Answer a request that never ran its program (no connection for it): traced and sent.
+fn answer(world: &Arc<World>, idx: usize, env: &Envelope, resp: Response) {
+    let (to, status, body) = (env.req() as u32, resp.status, resp.body.clone());
+    world.emit(Node::Server(idx as u32), Some(env.who), What::Reply { to, status, body });
+    net::send_reply(world, idx, env.who, env.reply_tag, resp);
 }

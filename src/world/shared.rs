@@ -84,11 +84,14 @@ pub(crate) struct ProcessState {
     /// `[key] local_cache`: completed records this process wrote or read (lost on restart).
     pub local: BTreeMap<Scope, KeyRecord>,
     /// Prefork: the memory (`memory`, `local`) of workers 1, 2, … (worker 0's is above).
-    pub workers_memory: BTreeMap<u32, (BTreeMap<Scope, KeyRecord>, BTreeMap<Scope, KeyRecord>)>,
+    pub workers_memory: BTreeMap<u32, (Records, Records)>,
     /// The rate limiter's bucket: (micro-tokens left, model time of the last refill); None:
     /// full.
     pub bucket: Option<(u64, u64)>,
 }
+
+/// Key records by scope (a process's memory, its local cache).
+pub(crate) type Records = BTreeMap<Scope, KeyRecord>;
 
 impl ProcessState {
     /// The process-memory key store of `worker` (prefork; 0 for every other runtime).

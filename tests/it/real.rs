@@ -8,27 +8,12 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Once;
 
-use super::{idemsim, root};
+use super::idemsim;
 
-/// The reference targets' npm packages, installed once (`npm ci --prefix targets/node`) when
-/// they are missing.
+/// The reference targets' npm packages, installed once when they are missing.
 fn node_targets() {
     static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        if root().join("targets/node/node_modules/better-sqlite3").is_dir() {
-            return;
-        }
-        let out = Command::new("npm")
-            .args(["ci", "--prefix", "targets/node", "--no-audit", "--no-fund"])
-            .current_dir(root())
-            .output()
-            .expect("npm (Node.js ≥ 20) is needed for the real-target tests");
-        assert!(
-            out.status.success(),
-            "npm ci --prefix targets/node failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
+    super::npm_install("targets/node", "better-sqlite3", &INSTALL);
 }
 
 /// A target file in a fresh folder; returns its path.

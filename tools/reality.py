@@ -93,6 +93,11 @@ def rate_cell(side):
     return f"{k}/{n} ({pct(p)}, {pct(lo)}–{pct(hi)})"
 
 
+def verdict_cell(verdict):
+    """A cell that does not agree is not validated: the world is not vouched for there."""
+    return "**agree**" if verdict == "agree" else f"**{verdict}**: not validated"
+
+
 def render():
     out = [open(os.path.join(ROOT, "tools", "reality-head.md")).read().rstrip() + "\n"]
     rows, details = [], []
@@ -111,7 +116,7 @@ def render():
             f"| {sim} | {target} | {start} | {rate_cell(viol['sim'])} | {rate_cell(viol['real'])} | "
             f"{ge2['sim'][0]}/{ge2['sim'][1]} · {ge2['real'][0]}/{ge2['real'][1]} | "
             f"{ge10['sim'][0]}/{ge10['sim'][1]} · {ge10['real'][0]}/{ge10['real'][1]} | "
-            f"{hist['p_value']:.3f} | **{val['verdict']}** |")
+            f"{hist['p_value']:.3f} | {verdict_cell(val['verdict'])} |")
         details.append(
             f"- **{sim} × {target}{' (warm)' if warm else ''}**: rows per intent, bins {' | '.join(hist['bins'])}: simulated "
             f"{hist['sim']}, real {hist['real']}; load {real['load_before'][0]:.1f} → "

@@ -369,6 +369,22 @@ def created(ctx, id_):
     return json.dumps({"id": id_, "item": ctx.item, "qty": ctx.qty}, separators=(",", ":"))
 
 
+def commit_and_answer(ctx, body):
+    """COMMIT the request's transaction, then the points after it, then 201 with `body`."""
+    if STEPS:
+        hook(ctx, "step", "commit")
+    run(ctx, "commit", SQL_COMMIT)
+    ctx.in_tx = False
+    ev(ctx, "commit", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
+    if "before-effect" in ARMED:
+        hook(ctx, "before-effect")
+    if "after-commit" in ARMED:
+        hook(ctx, "after-commit")
+    if STEPS:
+        hook(ctx, "step", "reply")  # a crash after the last step, before the answer
+    reply(ctx, 201, body)
+
+
 def no_key(ctx):
     if STEPS:
         hook(ctx, "step", "begin")
@@ -381,18 +397,7 @@ def no_key(ctx):
     ev(ctx, "insert", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
     if "before-commit" in ARMED:
         hook(ctx, "before-commit")
-    if STEPS:
-        hook(ctx, "step", "commit")
-    run(ctx, "commit", SQL_COMMIT)
-    ctx.in_tx = False
-    ev(ctx, "commit", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
-    if "before-effect" in ARMED:
-        hook(ctx, "before-effect")
-    if "after-commit" in ARMED:
-        hook(ctx, "after-commit")
-    if STEPS:
-        hook(ctx, "step", "reply")  # a crash after the last step, before the answer
-    reply(ctx, 201, created(ctx, id_))
+    commit_and_answer(ctx, created(ctx, id_))
 
 
 def check_first(ctx):
@@ -451,18 +456,7 @@ def transactional(ctx):
     body = created(ctx, id_)
     run(ctx, "save-response", SQL_SAVE_KEY, (ctx.user, ctx.operation, ctx.key, ctx.fingerprint, 201, body))
     ev(ctx, "save", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
-    if STEPS:
-        hook(ctx, "step", "commit")
-    run(ctx, "commit", SQL_COMMIT)
-    ctx.in_tx = False
-    ev(ctx, "commit", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
-    if "before-effect" in ARMED:
-        hook(ctx, "before-effect")
-    if "after-commit" in ARMED:
-        hook(ctx, "after-commit")
-    if STEPS:
-        hook(ctx, "step", "reply")  # a crash after the last step, before the answer
-    reply(ctx, 201, body)
+    commit_and_answer(ctx, body)
 
 
 PROGRAM = {"no-key": no_key, "check-first": check_first, "transactional": transactional}[VARIANT]

@@ -369,13 +369,20 @@ def created(ctx, id_):
     return json.dumps({"id": id_, "item": ctx.item, "qty": ctx.qty}, separators=(",", ":"))
 
 
-def commit_and_answer(ctx, body):
-    """COMMIT the request's transaction, then the points after it, then 201 with `body`."""
+def insert_row(ctx):
+    """The insert-row step (and the before-commit point after it): the new row's id."""
     if STEPS:
-        hook(ctx, "step", "commit")
-    run(ctx, "commit", SQL_COMMIT)
-    ctx.in_tx = False
-    ev(ctx, "commit", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
+        hook(ctx, "step", "insert-row")
+    cur, _ = run(ctx, "insert-row", SQL_INSERT_ROW, (ctx.user, ctx.operation, ctx.item, ctx.qty, ctx.intent))
+    id_ = cur.lastrowid
+    ev(ctx, "insert", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
+    if "before-commit" in ARMED:
+        hook(ctx, "before-commit")
+    return id_
+
+
+def answer_created(ctx, body):
+    """The points after the commit, then 201 with `body`."""
     if "before-effect" in ARMED:
         hook(ctx, "before-effect")
     if "after-commit" in ARMED:
@@ -385,18 +392,22 @@ def commit_and_answer(ctx, body):
     reply(ctx, 201, body)
 
 
+def commit_and_answer(ctx, body):
+    """COMMIT the request's transaction, then the points after it, then 201 with `body`."""
+    if STEPS:
+        hook(ctx, "step", "commit")
+    run(ctx, "commit", SQL_COMMIT)
+    ctx.in_tx = False
+    ev(ctx, "commit", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
+    answer_created(ctx, body)
+
+
 def no_key(ctx):
     if STEPS:
         hook(ctx, "step", "begin")
     run(ctx, "begin", SQL_BEGIN)
     ctx.in_tx = True
-    if STEPS:
-        hook(ctx, "step", "insert-row")
-    cur, _ = run(ctx, "insert-row", SQL_INSERT_ROW, (ctx.user, ctx.operation, ctx.item, ctx.qty, ctx.intent))
-    id_ = cur.lastrowid
-    ev(ctx, "insert", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
-    if "before-commit" in ARMED:
-        hook(ctx, "before-commit")
+    id_ = insert_row(ctx)
     commit_and_answer(ctx, created(ctx, id_))
 
 
@@ -410,25 +421,13 @@ def check_first(ctx):
     if STEPS:
         hook(ctx, "step", "await")  # the model's step; no await here (see the header)
     ev(ctx, "resume")
-    if STEPS:
-        hook(ctx, "step", "insert-row")
-    cur, _ = run(ctx, "insert-row", SQL_INSERT_ROW, (ctx.user, ctx.operation, ctx.item, ctx.qty, ctx.intent))
-    id_ = cur.lastrowid
-    ev(ctx, "insert", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)  # autocommit: durable here
-    if "before-commit" in ARMED:
-        hook(ctx, "before-commit")
+    id_ = insert_row(ctx)  # autocommit in check-first: durable here
     if STEPS:
         hook(ctx, "step", "save-response")
     body = created(ctx, id_)
     run(ctx, "save-response", SQL_SAVE_KEY, (ctx.user, ctx.operation, ctx.key, ctx.fingerprint, 201, body))  # PK clash → 500
     ev(ctx, "save", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
-    if "before-effect" in ARMED:
-        hook(ctx, "before-effect")
-    if "after-commit" in ARMED:
-        hook(ctx, "after-commit")
-    if STEPS:
-        hook(ctx, "step", "reply")  # a crash after the last step, before the answer
-    reply(ctx, 201, body)
+    answer_created(ctx, body)
 
 
 def transactional(ctx):
@@ -444,13 +443,7 @@ def transactional(ctx):
         run(ctx, "commit", SQL_COMMIT)
         ctx.in_tx = False
         return hit(ctx, rec)
-    if STEPS:
-        hook(ctx, "step", "insert-row")
-    cur, _ = run(ctx, "insert-row", SQL_INSERT_ROW, (ctx.user, ctx.operation, ctx.item, ctx.qty, ctx.intent))
-    id_ = cur.lastrowid
-    ev(ctx, "insert", dur_us=ctx.stmts[-1][2] if ctx.stmts else None)
-    if "before-commit" in ARMED:
-        hook(ctx, "before-commit")
+    id_ = insert_row(ctx)
     if STEPS:
         hook(ctx, "step", "save-response")
     body = created(ctx, id_)

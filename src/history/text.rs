@@ -58,11 +58,64 @@ impl Legend {
         s
     }
 
+    #[rustfmt::skip] // one line per group of variants, packed: the map of what writes what
     fn write_what(&self, s: &mut String, what: &What) -> fmt::Result {
         match what {
-            What::HandlerCode { .. } | What::DriverAwait { .. } | What::AwaitOnThread => {
-                write_runtime(s, what)
-            }
+            What::HandlerCode { .. } | What::DriverAwait { .. } | What::AwaitOnThread
+                => write_runtime(s, what),
+            What::Sent { .. } | What::Received { .. } | What::TransportFailure { .. }
+            | What::GaveUp { .. } | What::RequestDropped | What::RequestDuplicated { .. }
+            | What::ReplyDropped { .. } | What::Delayed { .. } | What::LostInPartition
+            | What::LostToDownProcess | What::ConnectionRefused | What::ConnectionReset
+            | What::Arrived | What::Reply { .. } | What::ReplyLostAfterCommit
+            | What::ConnectionDropped { .. }
+                => self.write_wire(s, what),
+            What::Rejected(..) | What::LockWait { .. } | What::StillLocked { .. }
+            | What::LockedAtOnce { .. } | What::PoolWait | What::PoolExhausted { .. }
+            | What::SqlError { .. } | What::Begin { .. } | What::Commit
+            | What::CommitNothingWritten | What::Rollback
+                => self.write_sql(s, what),
+            What::LookupMiss | What::Mismatch { .. } | What::InFlight { .. }
+            | What::WaitingForOriginal | What::HitCompleted { .. } | What::Replayed { .. }
+            | What::Claimed | What::ClaimUniqueFailed | What::TookOver | What::AlreadyClaimed
+            | What::ClaimGone | What::RowInserted { .. } | What::RecoveryPointSaved { .. }
+            | What::Resumed { .. } | What::CompleterTookOver { .. }
+            | What::CompleterFinished { .. } | What::CompleterPastHorizon { .. }
+                => self.write_keys(s, what),
+            What::DocUpdated { .. } | What::DocDeleted { .. } | What::DocRefused { .. }
+            | What::DocIgnored { .. } | What::StatusApplied { .. } | What::ProcessStalled { .. }
+            | What::ProcessResumed | What::ClaimKept | What::RollbackOthers | What::Declined { .. }
+            | What::StockTaken { .. } | What::SoldOut { .. } | What::TransactionRetried { .. }
+                => self.write_business(s, what),
+            What::ClaimUnlocked { .. } | What::MarkedFailed { .. } | What::FoundFailed
+            | What::KeyReleased { .. } | What::RateLimited { .. } | What::DeadlineKilled
+            | What::LocalCacheHit | What::InFlightIgnored | What::KeyExpired { .. }
+            | What::ExpiredGone | What::RetookFailed | What::RowClash { .. }
+            | What::RowFound { .. } | What::RowAbsent | What::RowTaken { .. }
+            | What::RowProcessed { .. } | What::OutboxQueued { .. } | What::OutboxMarkedSent { .. }
+            | What::SaveRefused { .. } | What::ClaimCompleted { .. } | What::Stored { .. }
+            | What::EffectCall { .. } | What::EffectUnacknowledged | What::ProviderError
+            | What::CommitLost { .. } | What::CacheRefused | What::CacheUnreachable
+            | What::CacheRestarted | What::CacheEvicted | What::CacheReplyLost
+                => self.write_records(s, what),
+            What::Injected { .. } | What::CrashFault(..) | What::Failed { .. }
+            | What::ClaimReleased { .. } | What::CannotBind { .. }
+            | What::CannotOpenDatabase { .. } | What::ProcessCrashed | What::ProcessRestarted
+            | What::ClockOffset { .. } | What::ProviderErrorAfterSuccess | What::ProviderAnswerLost
+            | What::EffectCallLost | What::EffectCallDuplicated | What::EffectApplied { .. }
+            | What::EffectDeduplicated { .. }
+                => self.write_faults(s, what),
+            What::Partitioned { .. } | What::Reconnected { .. } | What::Quiescent
+            | What::ActionNoDatabase { .. } | What::LockHeld { .. } | What::LockReleased { .. }
+            | What::LockNotTaken { .. } | What::DeleteKeysFailed { .. } | What::KeysDeleted { .. }
+            | What::Collected { .. } | What::Probe { .. } | What::ProbeGaveUp { .. }
+                => self.write_control(s, what),
+        }
+    }
+
+    /// The clients and the network: requests, replies, what was lost or delayed.
+    fn write_wire(&self, s: &mut String, what: &What) -> fmt::Result {
+        match what {
             What::Sent { method, path, key, .. } => {
                 write!(s, "{method} {path} key={}", key.as_deref().unwrap_or("-"))
             }
@@ -95,6 +148,13 @@ impl Legend {
             What::ConnectionDropped { status } => {
                 write!(s, "connection dropped, {status} never sent")
             }
+            _ => Ok(()),
+        }
+    }
+
+    /// Refusals before any step, and the SQL statements: locks, pools, transactions.
+    fn write_sql(&self, s: &mut String, what: &What) -> fmt::Result {
+        match what {
             What::Rejected(Refusal::FrontHalf { status, body }) => {
                 write!(s, "rejected {status}: {body}")
             }
@@ -122,13 +182,13 @@ impl Legend {
             What::LockedAtOnce { stmt, snapshot: false } => write!(
                 s,
                 "{}: database is locked, and SQLite does not wait: this transaction has read \
-                 and another connection holds the write lock",
+             and another connection holds the write lock",
                 stmt.name()
             ),
             What::LockedAtOnce { stmt, snapshot: true } => write!(
                 s,
                 "{}: database is locked (BUSY_SNAPSHOT): another connection committed since \
-                 this transaction read",
+             this transaction read",
                 stmt.name()
             ),
             What::PoolWait => write!(s, "waiting for a pooled connection"),
@@ -140,6 +200,13 @@ impl Legend {
             What::Commit => write!(s, "COMMIT"),
             What::CommitNothingWritten => write!(s, "COMMIT (nothing written)"),
             What::Rollback => write!(s, "ROLLBACK"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Key lookups and claims, recovery points and the completer.
+    fn write_keys(&self, s: &mut String, what: &What) -> fmt::Result {
+        match what {
             What::LookupMiss => write!(s, "lookup: miss"),
             What::Mismatch { status } => {
                 write!(s, "lookup: hit with a different fingerprint → {status}")
@@ -176,6 +243,13 @@ impl Legend {
                 crate::text::printable(intent),
                 crate::text::printable(key)
             ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Business steps: documents, statuses, stock, rate limits and retries.
+    fn write_business(&self, s: &mut String, what: &What) -> fmt::Result {
+        match what {
             What::DocUpdated { doc, version, value } => {
                 write!(s, "update-doc: {doc} = {value}, now version {version}")
             }
@@ -191,7 +265,7 @@ impl Legend {
             What::DocIgnored { doc, stamp, current } => write!(
                 s,
                 "update-doc: client time {stamp} ms is not newer than {doc}'s stamp: ignored, \
-                 still version {current} → 200"
+             still version {current} → 200"
             ),
             What::DocRefused { doc, status, if_match, current: Some(current) } => write!(
                 s,
@@ -228,6 +302,13 @@ impl Legend {
                 s,
                 "database busy: ROLLBACK, the transaction runs again (retry {attempt} of {of})"
             ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Claims released or failed, rows found or taken, the outbox, effects and the cache.
+    fn write_records(&self, s: &mut String, what: &What) -> fmt::Result {
+        match what {
             What::ClaimUnlocked { n } => write!(s, "unlock: {n} claim unlocked, kept for a retry"),
             What::MarkedFailed { n } => write!(s, "mark-failed: {n} claim kept as failed"),
             What::FoundFailed => write!(s, "lookup: a failed record, same payload: run again"),
@@ -290,6 +371,13 @@ impl Legend {
             What::CacheReplyLost => {
                 write!(s, "fault: the cache applied the operation, its reply is lost")
             }
+            _ => Ok(()),
+        }
+    }
+
+    /// Injections, crashes, restarts, clocks and the provider's faults.
+    fn write_faults(&self, s: &mut String, what: &What) -> fmt::Result {
+        match what {
             What::Injected { point, action } => write!(s, "@{point}: {action}"),
             What::CrashFault(site) => match site {
                 CrashSite::BeforeStep(step) => write!(s, "fault: crash before {step}"),
@@ -324,6 +412,13 @@ impl Legend {
                 "duplicate delivery for intent {intent} ignored (from {})",
                 self.actor(*from)
             ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Partitions, quiescence and the sims' actions (locks, deletes, collection, probes).
+    fn write_control(&self, s: &mut String, what: &What) -> fmt::Result {
+        match what {
             What::Partitioned { process } => {
                 write!(s, "fault: server-{} partitioned from the network", process + 1)
             }
@@ -360,6 +455,7 @@ impl Legend {
                 "after {}: probe gave up (the database stayed locked)",
                 self.request(*req)
             ),
+            _ => Ok(()),
         }
     }
 }

@@ -441,8 +441,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Compare(args)) => compare::compare_cmd(args),
         Some(Command::Completions(args)) => complete::completions(args),
         Some(Command::Man(args)) => complete::man(args),
-        Some(Command::Real(args)) => crate::real::cmd::real_cmd(args).map(real_exit),
-        Some(Command::Validate(args)) => crate::real::cmd::validate_cmd(args).map(real_exit),
+        Some(Command::Real(args)) => crate::real::cmd::real_cmd(args, out::quiet()).map(real_exit),
+        Some(Command::Validate(args)) => {
+            crate::real::cmd::validate_cmd(args, out::quiet()).map(real_exit)
+        }
         Some(Command::Calibrate(args)) => crate::real::cmd::calibrate_cmd(args).map(real_exit),
     }
 }

@@ -51,12 +51,16 @@ pub struct AttemptOutcome {
     /// The server execution that answered (instrumentation).
     #[serde(skip)]
     pub exec: Option<u64>,
+    /// The created row's id where the answer keeps it elsewhere than a top-level `id` (a real
+    /// target's `[[request]] id` pointer); None: read `id` from the body.
+    #[serde(skip)]
+    pub row: Option<i64>,
 }
 
 impl AttemptOutcome {
     /// The `id` field of the reply's JSON body, if any.
     pub fn id(&self) -> Option<i64> {
-        body_id(self.body.as_deref()?)
+        self.row.or_else(|| body_id(self.body.as_deref()?))
     }
 
     /// A 2xx reply.
@@ -242,7 +246,7 @@ pub struct KeyRecord {
 }
 
 /// What one run of the simulated world observed: plain data, judged outside the world.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observation {
     /// What the clients saw, per `[[request]]` (in sim order).
     pub requests: Vec<RequestReport>,

@@ -60,7 +60,29 @@ pub fn load(
         }
     };
     let model = catalog::model(&model_name)?;
+    let unmapped = super::mapping::unmapped(&target, &sim);
+    if !unmapped.is_empty() {
+        anyhow::bail!(
+            "target `{}` maps its own API, and has no [[request]] for the sim's {} (its \
+             [[request]] tables map: {})",
+            target.name,
+            unmapped.join(", "),
+            target
+                .requests
+                .iter()
+                .map(|m| format!("{} {}", m.sim_method, m.sim_path))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok((sim, model, target))
+}
+
+/// Whether a real command shows its per-round progress line: on a terminal, and not `silent`
+/// (`--quiet`, `--json`): progress is for a person watching, as the sweeps' bars are.
+pub fn shows_progress(silent: bool) -> bool {
+    use std::io::IsTerminal;
+    !silent && std::io::stderr().is_terminal()
 }
 
 /// Warm-up requests per process for a real round: `--warm N` when given; else a sim that
@@ -101,7 +123,8 @@ pub enum Ending {
 }
 
 /// Run the `real` command.
-pub fn real_cmd(a: RealArgs) -> anyhow::Result<Ending> {
+/// `quiet`: the global `--quiet` (no progress line).
+pub fn real_cmd(a: RealArgs, quiet: bool) -> anyhow::Result<Ending> {
     let (sim, model, target) = load(&a.sim, a.model.as_deref(), &a.target)?;
     super::procs::end_servers_on_interrupt();
     let opts = RealOptions {
@@ -113,14 +136,18 @@ pub fn real_cmd(a: RealArgs) -> anyhow::Result<Ending> {
             warm: warm_count(a.warm, &sim)?,
         },
     };
-    let quiet = a.json;
+    let progress = shows_progress(a.json || quiet);
+    let runs = a.runs;
     let report = super::real(&sim, &model, &target, &opts, |line| {
-        if !quiet {
-            eprint!("\rround {} · {:.1} ms · rows {}   ", line.round + 1, line.wall_ms, line.rows);
+        if progress {
+            eprint!(
+                "\rround {} of 0..{runs} · {:.1} ms · rows {}   ",
+                line.round, line.wall_ms, line.rows
+            );
         }
     })
     .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
-    if !quiet {
+    if progress {
         eprintln!();
     }
     if a.json {
@@ -274,7 +301,8 @@ pub struct ValidateArgs {
 }
 
 /// Run the `validate` command.
-pub fn validate_cmd(a: ValidateArgs) -> anyhow::Result<Ending> {
+/// `quiet`: the global `--quiet` (no progress line).
+pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
     if !(0.01..=1.0).contains(&a.tolerance) {
         anyhow::bail!("--tolerance {}: expected a difference in rate from 0.01 to 1", a.tolerance);
     }
@@ -306,19 +334,21 @@ pub fn validate_cmd(a: ValidateArgs) -> anyhow::Result<Ending> {
             warm,
         },
     };
-    let quiet = a.json;
+    let progress = shows_progress(a.json || quiet);
     let real = super::real(&sim, &model, &target, &opts, |line| {
-        if !quiet {
-            eprint!("\rround {} of {runs} · rows {}   ", line.round + 1, line.rows);
+        if progress {
+            eprint!("\rround {} of 0..{runs} · rows {}   ", line.round, line.rows);
         }
     })
     .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
-    if !quiet {
+    if progress {
         eprintln!();
     }
     let v = super::validate::compare(&simulated, &real.cell, a.tolerance);
     if a.json {
         let out = serde_json::json!({
+            "format": "idemsim-validate",
+            "version": 1,
             "kind": "validation",
             "sim": sim.name,
             "model": model.name,

@@ -10,9 +10,12 @@ pub mod calibrate;
 pub mod cmd;
 pub mod db;
 pub mod hub;
+pub mod mapping;
 pub mod procs;
 pub mod round;
+pub mod services;
 pub mod target;
+pub mod template;
 pub mod validate;
 pub mod wire;
 
@@ -63,6 +66,10 @@ pub struct RoundLine {
 /// A real run: the cell over its rounds, and each round.
 #[derive(Debug, Clone, Serialize)]
 pub struct RealReport {
+    /// Always "idemsim-real" (schemas/real.v1.schema.json).
+    pub format: &'static str,
+    /// The format's version: 1.
+    pub version: u32,
     /// Always "real": this report is of a real, not a deterministic, run.
     pub kind: &'static str,
     /// The target's name.
@@ -183,6 +190,8 @@ pub fn real(
     }
     cell.seeds = format!("{} rounds", cell.runs);
     Ok(RealReport {
+        format: "idemsim-real",
+        version: 1,
         kind: "real",
         target: target.name.clone(),
         cell,

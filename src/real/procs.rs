@@ -11,12 +11,13 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::target::Target;
+use super::target::{Listen, Target};
+use super::template::{Mode, Template};
 
 /// Process groups of every live server process, for the SIGINT handler (0: a free slot).
 static LIVE: [AtomicI32; 64] = [const { AtomicI32::new(0) }; 64];
 
-fn register(pid: i32) {
+pub(super) fn register(pid: i32) {
     for slot in &LIVE {
         if slot.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
             return;
@@ -24,7 +25,7 @@ fn register(pid: i32) {
     }
 }
 
-fn unregister(pid: i32) {
+pub(super) fn unregister(pid: i32) {
     for slot in &LIVE {
         let _ = slot.compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
@@ -62,11 +63,15 @@ pub struct Launch {
     pub points: String,
     /// `IDEMSIM_TRACE`, when instrumentation is asked for.
     pub trace: Option<PathBuf>,
+    /// The ports of the round's services, by name (`${service.NAME.port}`).
+    pub services: Vec<(String, u16)>,
 }
 
 struct Proc {
     child: Child,
     pid: i32,
+    /// `IDEMSIM_OWNER`'s value in its environment (and its descendants').
+    token: String,
 }
 
 /// Why a server process could not be started.
@@ -108,8 +113,7 @@ impl Servers {
     pub fn kill(&self, i: usize) {
         self.ports.lock().unwrap()[i] = None;
         if let Some(mut p) = self.procs.lock().unwrap()[i].take() {
-            // SAFETY: kill on the process group we created for this child.
-            unsafe { libc::kill(-p.pid, libc::SIGKILL) };
+            kill_tree(p.pid, &p.token);
             let _ = p.child.wait();
             unregister(p.pid);
         }
@@ -142,55 +146,111 @@ impl Servers {
         let err_path = self.stderr_path(i, start);
         let stderr = std::fs::File::create(&err_path)
             .map_err(|e| StartError(format!("cannot create {}: {e}", err_path.display())))?;
-        let mut cmd = self.command(i);
+        let picked = match self.target.listen {
+            Listen::Line => None,
+            Listen::Port { .. } => Some(free_port().map_err(|e| self.failed(i, &e))?),
+        };
+        let token = owner_token(&self.launch.dir, &format!("server-{}.{start}", i + 1));
+        let mut cmd = self.command(i, picked);
+        cmd.env(OWNER, &token);
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr);
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().map_err(|e| {
+        let mut child = spawn(&mut cmd).map_err(|e| {
             StartError(format!("cannot start `{}`: {e}", self.target.command.join(" ")))
         })?;
         let pid = child.id() as i32;
         register(pid);
         let stdout = child.stdout.take().expect("piped");
-        self.procs.lock().unwrap()[i] = Some(Proc { child, pid });
+        self.procs.lock().unwrap()[i] = Some(Proc { child, pid, token });
         let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || read_stdout(stdout, tx));
         let waited = Duration::from_micros(self.target.start_timeout_us);
-        let port = match rx.recv_timeout(waited) {
-            Ok(Ok(port)) => port,
-            Ok(Err(why)) => return Err(self.failed(i, &why)),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let why = format!("printed no `IDEMSIM_LISTENING <port>` within {waited:?}");
-                return Err(self.failed(i, &why));
+        let port = match (&self.target.listen, picked) {
+            (Listen::Port { probe, .. }, Some(port)) => {
+                std::thread::spawn(move || drain(stdout));
+                self.wait_ready(i, port, probe.as_deref(), waited)?;
+                port
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(self.failed(i, "exited before it printed its port"));
+            _ => {
+                std::thread::spawn(move || read_stdout(stdout, tx));
+                match rx.recv_timeout(waited) {
+                    Ok(Ok(port)) => port,
+                    Ok(Err(why)) => return Err(self.failed(i, &why)),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        let why =
+                            format!("printed no `IDEMSIM_LISTENING <port>` within {waited:?}");
+                        return Err(self.failed(i, &why));
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        return Err(self.failed(i, "exited before it printed its port"));
+                    }
+                }
             }
         };
         self.ports.lock().unwrap()[i] = Some(port);
         Ok(())
     }
 
-    fn command(&self, i: usize) -> Command {
+    /// Wait until process `i` answers on `port`: a GET of `probe` gets any HTTP answer, or
+    /// without one, the port accepts a connection. An exit meanwhile ends the wait.
+    fn wait_ready(
+        &self,
+        i: usize,
+        port: u16,
+        probe: Option<&str>,
+        waited: Duration,
+    ) -> Result<(), StartError> {
+        let until = std::time::Instant::now() + waited;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        loop {
+            if let Some(status) = self.exited(i) {
+                return Err(self.failed(i, &format!("exited ({status}) before it was ready")));
+            }
+            if ready(addr, probe) {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= until {
+                let what = probe.map_or("accepted no connection".to_string(), |p| {
+                    format!("answered no GET {p}")
+                });
+                return Err(self.failed(i, &format!("{what} on port {port} within {waited:?}")));
+            }
+            if crate::sweep::INTERRUPTED.load(Ordering::Relaxed) {
+                return Err(self.failed(i, "was interrupted while starting"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// How process `i` ended, if it has.
+    fn exited(&self, i: usize) -> Option<String> {
+        let mut procs = self.procs.lock().unwrap();
+        let p = procs[i].as_mut()?;
+        p.child.try_wait().ok().flatten().map(|s| s.to_string())
+    }
+
+    fn command(&self, i: usize, port: Option<u16>) -> Command {
         let t = &self.target;
-        // Absolute: the program's path is joined to it and the process also runs in it (a
-        // relative folder would be looked for again inside itself).
-        let dir = t.dir();
-        let dir = std::path::absolute(&dir).unwrap_or(dir);
-        let program = &t.command[0];
-        let program =
-            if program.contains('/') { dir.join(program) } else { PathBuf::from(program) };
-        let mut cmd = Command::new(program);
-        cmd.args(&t.command[1..]).current_dir(&dir).process_group(0);
-        cmd.envs(t.env.iter().map(|(k, v)| (k, v)));
         let l = &self.launch;
+        let process = (i + 1).to_string();
+        let value = |n: &str| -> Option<serde_json::Value> {
+            let text = match n {
+                "process" => process.clone(),
+                "db" => l.db.display().to_string(),
+                "port" => port?.to_string(),
+                _ => {
+                    let name = n.strip_prefix("service.")?.strip_suffix(".port")?;
+                    l.services.iter().find(|(s, _)| s == name)?.1.to_string()
+                }
+            };
+            Some(serde_json::Value::String(text))
+        };
+        let line: Vec<String> = t.command.iter().map(|a| fill(a, &value)).collect();
+        let mut cmd = program(&t.dir(), &line);
+        cmd.envs(t.env.iter().map(|(k, v)| (k.clone(), fill(v, &value))));
+        if let (Listen::Port { env: Some(name), .. }, Some(p)) = (&t.listen, port) {
+            cmd.env(name, p.to_string());
+        }
         cmd.env("IDEMSIM_DB", &l.db)
-            .env("IDEMSIM_PROCESS", (i + 1).to_string())
+            .env("IDEMSIM_PROCESS", process.as_str())
             .env("IDEMSIM_BUSY_TIMEOUT_MS", l.busy_timeout_ms.to_string())
             .env("IDEMSIM_HOOK", &l.hub_url)
             .env("IDEMSIM_PROVIDER", &l.hub_url)
@@ -209,6 +269,122 @@ impl Servers {
             if tail.is_empty() { String::new() } else { format!("; its stderr ends:\n{tail}") };
         StartError(format!("process {} of target `{}` {why}{tail}", i + 1, self.target.name))
     }
+}
+
+/// The environment variable that marks every process a round started, and every process
+/// those start (a child in its own session, a daemon): what [`kill_tree`] finds them by.
+pub const OWNER: &str = "IDEMSIM_OWNER";
+
+/// A token no other process of this machine carries: idemsim's pid, the round's folder and
+/// what is started.
+pub(super) fn owner_token(dir: &Path, what: &str) -> String {
+    let round = dir.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("{}.{round}.{what}", std::process::id())
+}
+
+/// Kill a started process's group, then every process left whose environment carries its
+/// owner token (children that left the group: `setsid`, a daemon's double fork), until none
+/// is found (a few passes: one may fork while the last is killed).
+pub(super) fn kill_tree(pgid: i32, token: &str) {
+    // SAFETY: kill on the process group created for this child.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let needle = format!("{OWNER}={token}\0").into_bytes();
+    for _ in 0..5 {
+        let found = owned_by(&needle);
+        if found.is_empty() {
+            return;
+        }
+        for pid in found {
+            // SAFETY: kill of a process that carries this round's token.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The processes whose environment holds `needle` (`NAME=value\0`); unreadable ones (another
+/// user's) are skipped; each environment is read up to 256 KiB.
+fn owned_by(needle: &[u8]) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(f) = std::fs::File::open(entry.path().join("environ")) else { continue };
+        let mut env = Vec::new();
+        if std::io::Read::read_to_end(&mut std::io::Read::take(f, 256 * 1024), &mut env).is_ok()
+            && (env.starts_with(needle)
+                || env.windows(needle.len() + 1).any(|w| w[0] == 0 && &w[1..] == needle))
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A template from a target file (checked when the file was read) filled in; a placeholder
+/// without a value is left empty.
+pub(super) fn fill(text: &str, value: &dyn Fn(&str) -> Option<serde_json::Value>) -> String {
+    let any = |_: &str| true;
+    Template::parse(text, &any)
+        .ok()
+        .and_then(|t| t.render(Mode::Text, &|n| value(n).or(Some(serde_json::Value::from("")))))
+        .unwrap_or_else(|| text.to_string())
+}
+
+/// A command in the target's folder: a program path with `/` resolves against it, and the
+/// process runs in it, in a process group of its own.
+pub(super) fn program(dir: &Path, line: &[String]) -> Command {
+    // Absolute: the program's path is joined to it and the process also runs in it (a
+    // relative folder would be looked for again inside itself).
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let first = line.first().map(String::as_str).unwrap_or_default();
+    let program = if first.contains('/') { dir.join(first) } else { PathBuf::from(first) };
+    let mut cmd = Command::new(program);
+    cmd.args(line.iter().skip(1)).current_dir(&dir).process_group(0);
+    cmd
+}
+
+/// Spawn a command that dies with idemsim (PR_SET_PDEATHSIG).
+pub(super) fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// A free loopback port (the kernel's pick, released for the process to take).
+pub(super) fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("could not find a free loopback port: {e}"))
+}
+
+/// Is something answering on `addr`: a GET of `probe` gets an HTTP answer, or without a
+/// probe, a connection is accepted?
+pub(super) fn ready(addr: std::net::SocketAddr, probe: Option<&str>) -> bool {
+    let Ok(mut c) = super::wire::connect(addr, Duration::from_millis(200)) else { return false };
+    let Some(path) = probe else { return true };
+    let get = super::wire::request_bytes("GET", path, &[], b"");
+    let deadline = std::time::Instant::now() + Duration::from_millis(500);
+    super::wire::send(&mut c, &get)
+        && super::wire::read_message(&mut c, deadline).is_ok_and(|m| m.status().is_some())
+}
+
+/// Read a process's stdout to its end (so it never blocks on a full pipe).
+fn drain(mut stdout: std::process::ChildStdout) {
+    let mut sink = [0u8; 8192];
+    while matches!(std::io::Read::read(&mut stdout, &mut sink), Ok(n) if n > 0) {}
 }
 
 impl Drop for Servers {

@@ -14,6 +14,7 @@ use rand::{Rng, SeedableRng};
 
 use super::hub::Hub;
 use super::procs::{Launch, Servers};
+use super::services::Services;
 use super::target::Target;
 use super::{db, wire};
 use crate::model::Model;
@@ -144,7 +145,13 @@ fn play_in(
     let hub = Hub::start(sim.clone(), round, start)
         .map_err(|e| RoundError(format!("cannot listen on loopback for the hook: {e}")))?;
     let db_path = dir.join("db.sqlite");
-    let servers = match start_servers(sim, model, target, opts, dir, &hub) {
+    let started = Services::start(target, dir)
+        .map_err(|e| RoundError(format!("target `{}`: {e}", target.name)))
+        .and_then(|services| {
+            let ports = services.ports();
+            start_servers(sim, model, target, opts, dir, &hub, ports).map(|s| (services, s))
+        });
+    let (services, servers) = match started {
         Ok(s) => s,
         Err(e) => {
             hub.finish();
@@ -152,7 +159,7 @@ fn play_in(
         }
     };
     hub.attach(servers.clone());
-    if let Err(e) = warm_up(sim, &servers, opts.warm) {
+    if let Err(e) = warm_up(sim, target, &servers, opts.warm) {
         hub.finish();
         servers.kill_all();
         return Err(RoundError(format!("target `{}`: {e}", target.name)));
@@ -175,15 +182,14 @@ fn play_in(
     let wall_us = traffic.elapsed().as_micros() as u64;
     let log = hub.finish();
     servers.kill_all();
+    drop(services);
     if let Some(bad) = log.bad_calls.first().or(ctx.garbage.lock().unwrap().as_ref()) {
         return Err(RoundError(format!("target `{}`: {bad}", target.name)));
     }
     let state = db::read_final(&db_path, target)
         .map_err(|e| RoundError(format!("target `{}`: {e}", target.name)))?;
-    let mut bounds_hit = Vec::new();
-    if bound {
-        bounds_hit.push(format!("round time limit {} ms", limit / 1000));
-    }
+    let bounds_hit =
+        if bound { vec![format!("round time limit {} ms", limit / 1000)] } else { vec![] };
     let observation = Observation {
         requests,
         rows: state.rows(sim),
@@ -192,12 +198,8 @@ fn play_in(
         deliveries: log.deliveries,
         collected,
         bounds_hit,
-        unsent: Vec::new(),
-        resources: Vec::new(),
-        writes: Vec::new(),
         end_us: wall_us,
-        events: 0,
-        trace_hash: 0,
+        ..Observation::default()
     };
     Ok(RoundResult { observation, wall_us, dir: None })
 }
@@ -205,7 +207,7 @@ fn play_in(
 /// Warm every process up: `n` requests one after the other, each answered before the next,
 /// shaped as the sim's first request but sent by [`WARMUP_USER`] with keys of their own. What
 /// they store is left out of the round ([`db`] skips that user). An error names the process.
-fn warm_up(sim: &Sim, servers: &Servers, n: u32) -> Result<(), String> {
+fn warm_up(sim: &Sim, target: &Target, servers: &Servers, n: u32) -> Result<(), String> {
     let Some(first) = sim.requests.first() else { return Ok(()) };
     let mut spec = first.clone();
     spec.user = Some(WARMUP_USER.to_string());
@@ -215,7 +217,8 @@ fn warm_up(sim: &Sim, servers: &Servers, n: u32) -> Result<(), String> {
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         for i in 0..n {
             let key = format!("{WARMUP_USER}-{}-{i}", p + 1);
-            let req = spec.request(1, first.key.as_ref().map(|_| key.as_str()), None);
+            let k = first.key.as_ref().map(|_| key.as_str());
+            let req = super::mapping::request_for(target, &spec, 1, k, &key);
             let bytes = wire::request_bytes(&req.method, &req.path, &req.headers, &req.body);
             let deadline = Instant::now() + Duration::from_secs(10);
             let answered = wire::connect(addr, Duration::from_secs(2))
@@ -245,6 +248,7 @@ fn start_servers(
     opts: &RoundOptions,
     dir: &Path,
     hub: &Hub,
+    services: Vec<(String, u16)>,
 ) -> Result<Arc<Servers>, RoundError> {
     let launch = Launch {
         dir: dir.to_path_buf(),
@@ -253,6 +257,7 @@ fn start_servers(
         hub_url: hub.url(),
         points: armed_points(sim),
         trace: opts.trace.then(|| dir.join("trace.jsonl")),
+        services,
     };
     Servers::start(target, launch, sim.world.processes).map_err(|e| RoundError(e.0))
 }
@@ -438,8 +443,7 @@ fn attempt_once(
     rng: &mut StdRng,
 ) -> AttemptOutcome {
     let attempt_id = format!("{qi}.{copy}.{attempt}");
-    let mut req = spec.request(attempt, key.as_deref(), None);
-    req.headers.push(("X-Attempt".into(), attempt_id.into()));
+    let req = super::mapping::request_for(&ctx.target, spec, attempt, key.as_deref(), &attempt_id);
     let bytes = wire::request_bytes(&req.method, &req.path, &req.headers, &req.body);
     let faults = NetFaults::draw(&ctx.sim, rng);
     let sent = Instant::now();
@@ -451,6 +455,9 @@ fn attempt_once(
         outcome: if answer.is_some() { Outcome::Reply } else { Outcome::TransportFailure },
         status: answer.as_ref().and_then(|m| m.status()),
         replayed: answer.as_ref().is_some_and(|m| m.header(marker).is_some()),
+        row: answer.as_ref().and_then(|m| {
+            super::mapping::reply_id(&ctx.target, spec, &String::from_utf8_lossy(&m.body))
+        }),
         body: answer.map(|m| String::from_utf8_lossy(&m.body).into_owned()),
         key,
         sent_ms: ms_since(ctx, sent),
@@ -499,9 +506,14 @@ fn exchange(
     let msg = match wire::read_message(&mut conn, deadline) {
         Ok(m) if m.status().is_some() => m,
         // An answer that is not HTTP is the target's fault: the round is refused.
-        Ok(_) | Err(wire::ReadError::Garbage(_)) => {
-            let why = format!("process {} answered something that is not HTTP", process + 1);
-            ctx.garbage.lock().unwrap().get_or_insert(why);
+        Ok(m) => {
+            let why = format!("process {} answered `{}`, not an HTTP answer", process + 1, m.start);
+            ctx.garbage.lock().unwrap().get_or_insert(crate::text::printable(&why));
+            return None;
+        }
+        Err(wire::ReadError::Garbage(why)) => {
+            let why = format!("process {} answered {why}", process + 1);
+            ctx.garbage.lock().unwrap().get_or_insert(crate::text::printable(&why));
             return None;
         }
         Err(_) => return None,

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::template::Template;
 use crate::input::{InputError, Source, is_kebab, read_file};
 
 /// A real server to run a sim's client side against.
@@ -32,10 +33,76 @@ pub struct Target {
     pub start_timeout_us: u64,
     /// The query that lists the business rows.
     pub rows_sql: String,
-    /// The query that lists the key records.
-    pub keys_sql: String,
+    /// Whose rows are: the query's `user` column, or nobody's (the schema keeps no user).
+    pub row_user: RowUser,
+    /// How a row is tied to the intent that wrote it.
+    pub attribute: Attribute,
+    /// The query that lists the key records (None: the key store is not in the database;
+    /// key records are not observed).
+    pub keys_sql: Option<String>,
     /// The statement that deletes every key record (the sims' delete-keys action).
     pub delete_keys_sql: Option<String>,
+    /// How idemsim finds a started process's port.
+    pub listen: Listen,
+    /// Helper processes every round starts before the servers (a Redis, say).
+    pub services: Vec<Service>,
+    /// Commands run before every round, after the services started (resetting external
+    /// state); each a program and its arguments, templates over the launch names.
+    pub reset: Vec<Vec<String>>,
+    /// How a sim's requests are sent (empty: the reference article's API, as the sim says).
+    pub requests: Vec<super::mapping::RequestMap>,
+}
+
+/// Whose a stored row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowUser {
+    /// The rows query returns a `user` column (the principal, as the sim's requests carry it).
+    Column,
+    /// The schema keeps no user (`user = "none"`): a row belongs to the user of the request
+    /// it is attributed to, and a reply that leaks another user's row cannot be observed.
+    None,
+}
+
+/// How a stored row is tied to the intent that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attribute {
+    /// The query's `intent` column (the server stores `X-Intent`); rows where it is NULL are
+    /// attributed by body.
+    Intent,
+    /// By body (`attribute = "body"`): the row's columns named after fields of a sim
+    /// request's body (and its user, with a user column) equal that request's; a row that
+    /// matches requests of more than one intent belongs to none.
+    Body,
+}
+
+/// How idemsim learns a started server process's port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// The process prints `IDEMSIM_LISTENING <port>` on stdout.
+    Line,
+    /// idemsim picks a free loopback port, passes it in the environment variable `env` (and
+    /// as `${port}` in the command and env), and waits until the process is ready: `probe`
+    /// (a path) answers a GET with any HTTP status, or without one, the port accepts a TCP
+    /// connection.
+    Port {
+        /// The environment variable that carries the port.
+        env: Option<String>,
+        /// A path to GET until it answers.
+        probe: Option<String>,
+    },
+}
+
+/// A helper process started for every round (a Redis server, say), on a free port of its
+/// own (`${port}` in its command), ready once that port accepts a TCP connection; servers
+/// see the port as `${service.NAME.port}`. Ended with the round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    /// Kebab-case name.
+    pub name: String,
+    /// The program and its arguments (templates: `${port}`).
+    pub command: Vec<String>,
+    /// How long it may take to accept connections (µs).
+    pub start_timeout_us: u64,
 }
 
 #[derive(Deserialize)]
@@ -51,14 +118,37 @@ struct TargetFile {
     env: std::collections::BTreeMap<String, String>,
     start_timeout_ms: Option<Spanned<f64>>,
     database: DatabaseFile,
+    listen: Option<ListenFile>,
+    #[serde(default)]
+    service: Vec<ServiceFile>,
+    reset: Option<Spanned<Vec<Vec<String>>>>,
+    #[serde(default)]
+    request: Vec<super::mapping::RequestFile>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DatabaseFile {
     rows: Spanned<String>,
-    keys: Spanned<String>,
+    keys: Option<Spanned<String>>,
     delete_keys: Option<String>,
+    user: Option<Spanned<String>>,
+    attribute: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListenFile {
+    env: Option<Spanned<String>>,
+    probe: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServiceFile {
+    name: Spanned<String>,
+    command: Spanned<Vec<String>>,
+    start_timeout_ms: Option<Spanned<f64>>,
 }
 
 /// Reserved environment names: idemsim sets them for every process.
@@ -70,6 +160,7 @@ const RESERVED: &[&str] = &[
     "IDEMSIM_POINTS",
     "IDEMSIM_PROVIDER",
     "IDEMSIM_TRACE",
+    "IDEMSIM_OWNER",
 ];
 
 impl Target {
@@ -89,7 +180,7 @@ impl Target {
         if f.command.get_ref().is_empty() || f.command.get_ref()[0].is_empty() {
             return Err(file.err(f.command.span(), "expected a program and its arguments"));
         }
-        for q in [&f.database.rows, &f.database.keys] {
+        for q in std::iter::once(&f.database.rows).chain(f.database.keys.as_ref()) {
             if !q.get_ref().trim_start().to_ascii_lowercase().starts_with("select") {
                 return Err(file.err(q.span(), "expected a SELECT query"));
             }
@@ -97,6 +188,20 @@ impl Target {
         if let Some(name) = f.env.keys().find(|k| RESERVED.contains(&k.as_str())) {
             return Err(InputError::file(path, format!("env sets `{name}`, which idemsim sets")));
         }
+        let services = services(&file, &f.service)?;
+        let listen = listen(&file, f.listen.as_ref())?;
+        let picks_port = matches!(listen, Listen::Port { .. });
+        let known = |n: &str| launch_name(n, picks_port, &services);
+        for arg in f.command.get_ref().iter().chain(f.env.values()) {
+            Template::parse(arg, &known).map_err(|e| file.err(f.command.span(), e))?;
+        }
+        check_reset(&file, f.reset.as_ref(), &services)?;
+        let requests = f
+            .request
+            .iter()
+            .map(|r| super::mapping::RequestMap::parse(&file, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (row_user, attribute) = choices(&file, &f.database)?;
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -126,8 +231,14 @@ impl Target {
             env: f.env.into_iter().collect(),
             start_timeout_us,
             rows_sql: f.database.rows.into_inner(),
-            keys_sql: f.database.keys.into_inner(),
+            row_user,
+            attribute,
+            keys_sql: f.database.keys.map(Spanned::into_inner),
             delete_keys_sql: f.database.delete_keys,
+            listen,
+            services,
+            reset: f.reset.map(Spanned::into_inner).unwrap_or_default(),
+            requests,
         })
     }
 
@@ -138,6 +249,95 @@ impl Target {
             _ => PathBuf::from("."),
         }
     }
+}
+
+/// A name the command, environment and reset commands may use: `${process}` (1, 2, …),
+/// `${db}` (the database file), `${port}` (where idemsim picks the port) and
+/// `${service.NAME.port}`.
+pub fn launch_name(n: &str, port: bool, services: &[Service]) -> bool {
+    matches!(n, "process" | "db")
+        || (port && n == "port")
+        || n.strip_prefix("service.")
+            .and_then(|r| r.strip_suffix(".port"))
+            .is_some_and(|s| services.iter().any(|x| x.name == s))
+}
+
+fn check_reset(
+    file: &Source,
+    reset: Option<&Spanned<Vec<Vec<String>>>>,
+    services: &[Service],
+) -> Result<(), InputError> {
+    let Some(reset) = reset else { return Ok(()) };
+    for cmd in reset.get_ref() {
+        if cmd.first().is_none_or(|p| p.is_empty()) {
+            return Err(file.err(reset.span(), "expected a program and its arguments"));
+        }
+        for arg in cmd {
+            Template::parse(arg, &|n| launch_name(n, false, services))
+                .map_err(|e| file.err(reset.span(), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// `[database] user` and `attribute`.
+fn choices(file: &Source, d: &DatabaseFile) -> Result<(RowUser, Attribute), InputError> {
+    let row_user = match d.user.as_ref().map(|u| (u.get_ref().as_str(), u.span())) {
+        None | Some(("column", _)) => RowUser::Column,
+        Some(("none", _)) => RowUser::None,
+        Some((_, span)) => return Err(file.err(span, "expected \"column\" or \"none\"")),
+    };
+    let attribute = match d.attribute.as_ref().map(|a| (a.get_ref().as_str(), a.span())) {
+        None | Some(("intent", _)) => Attribute::Intent,
+        Some(("body", _)) => Attribute::Body,
+        Some((_, span)) => return Err(file.err(span, "expected \"intent\" or \"body\"")),
+    };
+    Ok((row_user, attribute))
+}
+
+fn services(file: &Source, list: &[ServiceFile]) -> Result<Vec<Service>, InputError> {
+    let mut out: Vec<Service> = Vec::new();
+    for s in list {
+        let name = s.name.get_ref();
+        if !is_kebab(name) || out.iter().any(|o| &o.name == name) {
+            return Err(file.err(s.name.span(), "expected a kebab-case name no other service has"));
+        }
+        if s.command.get_ref().first().is_none_or(|p| p.is_empty()) {
+            return Err(file.err(s.command.span(), "expected a program and its arguments"));
+        }
+        for arg in s.command.get_ref() {
+            Template::parse(arg, &|n| n == "port").map_err(|e| file.err(s.command.span(), e))?;
+        }
+        let start_timeout_us =
+            file.ms("start_timeout_ms", &s.start_timeout_ms, 10_000_000, 100_000)?.min(120_000_000);
+        out.push(Service {
+            name: name.clone(),
+            command: s.command.get_ref().clone(),
+            start_timeout_us,
+        });
+    }
+    Ok(out)
+}
+
+fn listen(file: &Source, l: Option<&ListenFile>) -> Result<Listen, InputError> {
+    let Some(l) = l else { return Ok(Listen::Line) };
+    if let Some(e) = &l.env {
+        let ok = !e.get_ref().is_empty()
+            && e.get_ref().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !RESERVED.contains(&e.get_ref().as_str());
+        if !ok {
+            return Err(file.err(e.span(), "expected an environment variable's name (A-Z, 0-9, _)"));
+        }
+    }
+    if let Some(p) = &l.probe
+        && !p.get_ref().starts_with('/')
+    {
+        return Err(file.err(p.span(), "expected a path starting with `/` (sent as a GET)"));
+    }
+    Ok(Listen::Port {
+        env: l.env.as_ref().map(|e| e.get_ref().clone()),
+        probe: l.probe.as_ref().map(|p| p.get_ref().clone()),
+    })
 }
 
 /// Find a target by name (under `targets/`) or path.

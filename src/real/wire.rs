@@ -1,6 +1,8 @@
-//! Just enough HTTP/1.1 over blocking loopback sockets for real runs: a client that sends one
-//! request per connection (`Connection: close`) and reads one answer, and the server side of
-//! the hook and provider endpoints. Every read is bounded in bytes and time.
+//! HTTP/1.1 over blocking loopback sockets for real runs: a client that sends one request per
+//! connection (`Connection: close`) and reads one answer, and the server side of the hook and
+//! provider endpoints. Heads are parsed by `httparse`; bodies are framed as RFC 9112 §6.3 says
+//! (chunked, `Content-Length`, or to the end of the connection); every read is bounded in bytes
+//! and time, and every refusal says what was wrong.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -9,6 +11,9 @@ use std::time::{Duration, Instant};
 /// The largest head or body read from a peer (a target's answer, a hook call).
 pub const MAX_MESSAGE: usize = 1 << 20;
 
+/// The most header lines a message may have.
+const MAX_HEADERS: usize = 96;
+
 /// An HTTP message as read off a socket: the first line, the headers and the body.
 #[derive(Debug, Clone, Default)]
 pub struct Message {
@@ -16,7 +21,7 @@ pub struct Message {
     pub start: String,
     /// Header names as sent, values trimmed.
     pub headers: Vec<(String, String)>,
-    /// The body (`Content-Length` bytes, or up to the end of the stream without one).
+    /// The body, de-chunked.
     pub body: Vec<u8>,
 }
 
@@ -45,11 +50,11 @@ impl Message {
 /// Why a message could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadError {
-    /// The peer closed or reset the connection before a whole message arrived.
+    /// The peer closed or reset the connection before any byte of a message arrived.
     Closed,
-    /// Nothing complete within the deadline.
+    /// Nothing arrived before the deadline.
     Timeout,
-    /// Not HTTP, or too large.
+    /// What arrived is not a whole HTTP/1.1 message: why, in words (the peer's fault).
     Garbage(String),
 }
 
@@ -93,96 +98,340 @@ pub fn send(stream: &mut TcpStream, bytes: &[u8]) -> bool {
     stream.write_all(bytes).and_then(|_| stream.flush()).is_ok()
 }
 
-/// Read one message before `deadline`.
+/// Read one message before `deadline`: a request, or an answer (interim `1xx` answers are
+/// skipped).
 pub fn read_message(stream: &mut TcpStream, deadline: Instant) -> Result<Message, ReadError> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 8192];
-    let mut head_end = None;
-    let mut need: Option<usize> = None;
+    let started = Instant::now();
+    let mut r = Reader { stream, buf: Vec::with_capacity(1024), deadline, read: 0 };
     loop {
-        if let Some(h) = head_end
-            && need.is_some_and(|n| buf.len() >= h + n)
-        {
-            break;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(ReadError::Timeout);
-        }
-        let _ = stream.set_read_timeout(Some((deadline - now).max(Duration::from_micros(100))));
-        match stream.read(&mut chunk) {
-            Ok(0) if head_end.is_some() && need.is_none() => break,
-            Ok(0) => return Err(ReadError::Closed),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(ReadError::Timeout);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return Err(ReadError::Closed),
-        }
-        if buf.len() > MAX_MESSAGE {
-            return Err(ReadError::Garbage(format!("a message over {MAX_MESSAGE} bytes")));
-        }
-        if head_end.is_none()
-            && let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n")
-        {
-            head_end = Some(i + 4);
-            need = content_length(&buf[..i])?;
-        }
+        let (mut msg, framing) = r.head()?;
+        let late = |what: &str| {
+            let ms = (deadline.saturating_duration_since(started).as_micros() + 500) / 1000;
+            ReadError::Garbage(format!("no complete reply within {ms} ms ({what})"))
+        };
+        msg.body = match framing {
+            Framing::Interim => continue,
+            Framing::Empty => Vec::new(),
+            Framing::Length(n) => r.exact(n).map_err(|e| e.or_late(late("its body")))?,
+            Framing::Chunked => r.chunked().map_err(|e| e.or_late(late("its chunked body")))?,
+            Framing::ToClose => r.until_close().map_err(|e| {
+                e.or_late(late(
+                    "it has neither Content-Length nor chunked encoding, and the \
+                     connection stayed open",
+                ))
+            })?,
+        };
+        return Ok(msg);
     }
-    let h = head_end.unwrap_or(buf.len());
-    let mut msg = parse_head(&buf[..h])?;
-    let end = need.map_or(buf.len(), |n| h + n);
-    msg.body = buf[h..end.min(buf.len())].to_vec();
-    Ok(msg)
 }
 
-fn content_length(head: &[u8]) -> Result<Option<usize>, ReadError> {
-    let text = String::from_utf8_lossy(head);
-    for line in text.split("\r\n").skip(1) {
-        if let Some((k, v)) = line.split_once(':')
-            && k.trim().eq_ignore_ascii_case("content-length")
-        {
-            let n: usize = v
+/// How a message's body is delimited (RFC 9112 §6.3).
+enum Framing {
+    /// A `1xx` answer: another answer follows.
+    Interim,
+    /// No body.
+    Empty,
+    /// `Content-Length` bytes.
+    Length(usize),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Up to the end of the connection (an answer with neither).
+    ToClose,
+}
+
+/// A failure inside a body: the deadline passed after the head had arrived, or a refusal.
+enum BodyError {
+    Late,
+    Bad(ReadError),
+}
+
+impl BodyError {
+    fn or_late(self, late: ReadError) -> ReadError {
+        match self {
+            BodyError::Late => late,
+            BodyError::Bad(e) => e,
+        }
+    }
+}
+
+fn garbage(why: impl Into<String>) -> ReadError {
+    ReadError::Garbage(why.into())
+}
+
+struct Reader<'a> {
+    stream: &'a mut TcpStream,
+    /// Bytes read and not yet consumed.
+    buf: Vec<u8>,
+    deadline: Instant,
+    /// Bytes read in all.
+    read: usize,
+}
+
+/// What one read gave.
+enum Got {
+    Bytes,
+    End,
+    Late,
+}
+
+impl Reader<'_> {
+    /// Read more bytes into the buffer.
+    fn fill(&mut self) -> Result<Got, ReadError> {
+        let mut chunk = [0u8; 8192];
+        loop {
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Ok(Got::Late);
+            }
+            let wait = (self.deadline - now).max(Duration::from_micros(100));
+            let _ = self.stream.set_read_timeout(Some(wait));
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Ok(Got::End),
+                Ok(n) => {
+                    self.read += n;
+                    if self.read > 2 * MAX_MESSAGE {
+                        return Err(garbage(format!("a message over {MAX_MESSAGE} bytes")));
+                    }
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(Got::Bytes);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Ok(Got::Late);
+                }
+                // A reset: the same as a close to whoever waits for the message.
+                Err(_) => return Ok(Got::End),
+            }
+        }
+    }
+
+    /// Read and parse a head; the buffer keeps what follows it.
+    fn head(&mut self) -> Result<(Message, Framing), ReadError> {
+        loop {
+            if let Some(done) = parse_head(&self.buf)? {
+                let (msg, framing, len) = done;
+                self.buf.drain(..len);
+                return Ok((msg, framing));
+            }
+            if self.buf.len() > MAX_MESSAGE / 8 {
+                return Err(garbage(format!("a head over {} bytes", MAX_MESSAGE / 8)));
+            }
+            match self.fill()? {
+                Got::Bytes => {}
+                Got::End if self.buf.is_empty() && self.read == 0 => {
+                    return Err(ReadError::Closed);
+                }
+                Got::End => {
+                    return Err(garbage(format!(
+                        "the connection closed in the middle of a head ({} bytes: {})",
+                        self.buf.len(),
+                        crate::text::shown(&String::from_utf8_lossy(
+                            &self.buf[..self.buf.len().min(60)]
+                        ))
+                    )));
+                }
+                Got::Late if self.read == 0 => return Err(ReadError::Timeout),
+                Got::Late => {
+                    return Err(garbage(format!(
+                        "no complete head before the deadline ({} bytes: {})",
+                        self.buf.len(),
+                        crate::text::shown(&String::from_utf8_lossy(
+                            &self.buf[..self.buf.len().min(60)]
+                        ))
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Fill until `n` bytes are buffered.
+    fn need(&mut self, n: usize, what: &str) -> Result<(), BodyError> {
+        while self.buf.len() < n {
+            match self.fill().map_err(BodyError::Bad)? {
+                Got::Bytes => {}
+                Got::End => {
+                    return Err(BodyError::Bad(garbage(format!(
+                        "the connection closed {} bytes into {what}",
+                        self.buf.len()
+                    ))));
+                }
+                Got::Late => return Err(BodyError::Late),
+            }
+        }
+        Ok(())
+    }
+
+    fn exact(&mut self, n: usize) -> Result<Vec<u8>, BodyError> {
+        self.need(n, &format!("a {n}-byte body"))?;
+        Ok(self.buf.drain(..n).collect())
+    }
+
+    fn until_close(&mut self) -> Result<Vec<u8>, BodyError> {
+        loop {
+            if self.buf.len() > MAX_MESSAGE {
+                return Err(BodyError::Bad(garbage(format!("a body over {MAX_MESSAGE} bytes"))));
+            }
+            match self.fill().map_err(BodyError::Bad)? {
+                Got::Bytes => {}
+                Got::End => return Ok(std::mem::take(&mut self.buf)),
+                Got::Late => return Err(BodyError::Late),
+            }
+        }
+    }
+
+    fn chunked(&mut self) -> Result<Vec<u8>, BodyError> {
+        let mut body = Vec::new();
+        loop {
+            let (start, size) = loop {
+                match httparse::parse_chunk_size(&self.buf) {
+                    Ok(httparse::Status::Complete(c)) => break c,
+                    Ok(httparse::Status::Partial) if self.buf.len() < 4096 => {
+                        self.need(self.buf.len() + 1, "a chunk's size line")?;
+                    }
+                    _ => {
+                        return Err(BodyError::Bad(garbage(format!(
+                            "a chunk size line that is not hex: {}",
+                            crate::text::shown(&String::from_utf8_lossy(
+                                &self.buf[..self.buf.len().min(40)]
+                            ))
+                        ))));
+                    }
+                }
+            };
+            let size = usize::try_from(size).unwrap_or(usize::MAX);
+            if size > MAX_MESSAGE.saturating_sub(body.len()) {
+                return Err(BodyError::Bad(garbage(format!("a body over {MAX_MESSAGE} bytes"))));
+            }
+            self.buf.drain(..start);
+            if size == 0 {
+                return self.trailers().map(|()| body);
+            }
+            self.need(size + 2, "a chunk")?;
+            body.extend(self.buf.drain(..size));
+            if !self.buf.starts_with(b"\r\n") {
+                return Err(BodyError::Bad(garbage("a chunk not followed by CRLF")));
+            }
+            self.buf.drain(..2);
+        }
+    }
+
+    /// Skip the trailer section after the last chunk, up to its empty line.
+    fn trailers(&mut self) -> Result<(), BodyError> {
+        loop {
+            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let empty = i == 0;
+                self.buf.drain(..i + 2);
+                if empty {
+                    return Ok(());
+                }
+                continue;
+            }
+            if self.buf.len() > 16 * 1024 {
+                return Err(BodyError::Bad(garbage("a trailer section over 16384 bytes")));
+            }
+            self.need(self.buf.len() + 1, "the trailers after the last chunk")?;
+        }
+    }
+}
+
+/// Parse a head at the start of `buf`: None while it is incomplete.
+fn parse_head(buf: &[u8]) -> Result<Option<(Message, Framing, usize)>, ReadError> {
+    if buf.len() < 5 {
+        return Ok(None);
+    }
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let refused = |e: httparse::Error| {
+        garbage(format!(
+            "a head that is not HTTP/1.1 ({e}): {}",
+            crate::text::shown(&String::from_utf8_lossy(&buf[..buf.len().min(60)]))
+        ))
+    };
+    if buf.starts_with(b"HTTP/") {
+        let mut res = httparse::Response::new(&mut slots);
+        let len = match res.parse(buf).map_err(refused)? {
+            httparse::Status::Complete(n) => n,
+            httparse::Status::Partial => return Ok(None),
+        };
+        let code = res.code.unwrap_or(0);
+        let start =
+            format!("HTTP/1.{} {code} {}", res.version.unwrap_or(1), res.reason.unwrap_or(""));
+        let headers = owned(res.headers);
+        let framing = match code {
+            100..=199 => Framing::Interim,
+            204 | 304 => Framing::Empty,
+            _ => body_framing(&headers, Framing::ToClose)?,
+        };
+        return Ok(Some((Message { start, headers, body: Vec::new() }, framing, len)));
+    }
+    let mut req = httparse::Request::new(&mut slots);
+    let len = match req.parse(buf).map_err(refused)? {
+        httparse::Status::Complete(n) => n,
+        httparse::Status::Partial => return Ok(None),
+    };
+    let start = format!(
+        "{} {} HTTP/1.{}",
+        req.method.unwrap_or(""),
+        req.path.unwrap_or(""),
+        req.version.unwrap_or(1)
+    );
+    let headers = owned(req.headers);
+    let framing = body_framing(&headers, Framing::Empty)?;
+    Ok(Some((Message { start, headers, body: Vec::new() }, framing, len)))
+}
+
+fn owned(headers: &[httparse::Header]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).trim().to_string()))
+        .collect()
+}
+
+/// The framing a head declares; `otherwise` when it declares none.
+fn body_framing(headers: &[(String, String)], otherwise: Framing) -> Result<Framing, ReadError> {
+    fn named<'h>(
+        headers: &'h [(String, String)],
+        n: &'static str,
+    ) -> impl Iterator<Item = &'h (String, String)> {
+        headers.iter().filter(move |(k, _)| k.eq_ignore_ascii_case(n))
+    }
+    if let Some((_, te)) = named(headers, "transfer-encoding").last() {
+        // The final coding decides: chunked is read; anything else runs to the close.
+        let last = te.rsplit(',').next().unwrap_or("").trim();
+        return Ok(if last.eq_ignore_ascii_case("chunked") {
+            Framing::Chunked
+        } else {
+            Framing::ToClose
+        });
+    }
+    let mut length: Option<usize> = None;
+    for (_, v) in named(headers, "content-length") {
+        for part in v.split(',') {
+            let n: usize = part
                 .trim()
                 .parse()
-                .map_err(|_| ReadError::Garbage(format!("Content-Length `{}`", v.trim())))?;
-            if n > MAX_MESSAGE {
-                return Err(ReadError::Garbage(format!("a body of {n} bytes")));
+                .map_err(|_| garbage(format!("Content-Length `{}`", crate::text::printable(v))))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(garbage(format!(
+                    "two different Content-Length values ({} and {n}): RFC 9112 §6.3 calls \
+                     that unrecoverable",
+                    length.unwrap_or(0)
+                )));
             }
-            return Ok(Some(n));
-        }
-        if let Some((k, v)) = line.split_once(':')
-            && k.trim().eq_ignore_ascii_case("transfer-encoding")
-            && v.trim().eq_ignore_ascii_case("chunked")
-        {
-            return Err(ReadError::Garbage("a chunked body (send Content-Length)".into()));
+            length = Some(n);
         }
     }
-    Ok(None)
-}
-
-fn parse_head(head: &[u8]) -> Result<Message, ReadError> {
-    let text = std::str::from_utf8(head)
-        .map_err(|_| ReadError::Garbage("a message head that is not UTF-8".into()))?;
-    let mut lines = text.split("\r\n");
-    let start = lines.next().unwrap_or_default().to_string();
-    if start.is_empty() {
-        return Err(ReadError::Garbage("an empty first line".into()));
+    match length {
+        Some(n) if n > MAX_MESSAGE => {
+            Err(garbage(format!("a body of {n} bytes, over the {MAX_MESSAGE}-byte limit")))
+        }
+        Some(n) => Ok(Framing::Length(n)),
+        None => Ok(otherwise),
     }
-    let mut headers = Vec::new();
-    for line in lines.filter(|l| !l.is_empty()) {
-        let (k, v) = line
-            .split_once(':')
-            .ok_or_else(|| ReadError::Garbage(format!("a header line without `:`: {line:?}")))?;
-        headers.push((k.trim().to_string(), v.trim().to_string()));
-    }
-    Ok(Message { start, headers, body: Vec::new() })
 }
 
 #[cfg(test)]
@@ -190,26 +439,73 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
-    #[test]
-    fn an_answer_is_read_by_its_length_and_a_bad_one_is_named() {
+    /// Send a request to a peer that answers `raw` (then closes, or holds the connection open
+    /// for 2 s), and read its answer within `within_ms`.
+    fn answered(raw: &[u8], close: bool, within_ms: u64) -> Result<Message, ReadError> {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
+        let raw = raw.to_vec();
         let t = std::thread::spawn(move || {
-            for answer in [json_answer(201, "{\"id\":1}"), b"garbage\r\n\r\n".to_vec()] {
-                let (mut s, _) = l.accept().unwrap();
-                let _ = read_message(&mut s, Instant::now() + Duration::from_secs(5)).unwrap();
-                send(&mut s, &answer);
+            let (mut s, _) = l.accept().unwrap();
+            let _ = read_message(&mut s, Instant::now() + Duration::from_secs(5)).unwrap();
+            send(&mut s, &raw);
+            if !close {
+                std::thread::sleep(Duration::from_millis(2000));
             }
         });
-        let deadline = || Instant::now() + Duration::from_secs(5);
         let mut s = connect(addr, Duration::from_secs(1)).unwrap();
         send(&mut s, &request_bytes("POST", "/x", &[], b"{}"));
-        let m = read_message(&mut s, deadline()).unwrap();
-        assert_eq!((m.status(), m.body.as_slice()), (Some(201), &b"{\"id\":1}"[..]));
-        let mut s = connect(addr, Duration::from_secs(1)).unwrap();
-        send(&mut s, &request_bytes("POST", "/x", &[], b"{}"));
-        let m = read_message(&mut s, deadline()).unwrap();
-        assert_eq!(m.status(), None);
+        let m = read_message(&mut s, Instant::now() + Duration::from_millis(within_ms));
+        drop(s);
         t.join().unwrap();
+        m
+    }
+
+    fn refusal(raw: &'static [u8], close: bool) -> String {
+        match answered(raw, close, 300) {
+            Err(ReadError::Garbage(why)) => why,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn answers_are_framed_as_servers_send_them() {
+        let m = answered(&json_answer(201, "{\"id\":1}"), true, 5000).unwrap();
+        assert_eq!((m.status(), m.body.as_slice()), (Some(201), &b"{\"id\":1}"[..]));
+        // Node's res.writeHead + res.end: chunked, with a chunk extension and a trailer.
+        let raw = b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n\
+                    4;x=1\r\n{\"id\r\n4\r\n\":7}\r\n0\r\nX-T: 1\r\n\r\n";
+        let m = answered(raw, false, 5000).unwrap();
+        assert_eq!((m.status(), m.body.as_slice()), (Some(201), &b"{\"id\":7}"[..]));
+        // Neither length nor chunks: the body runs to the close.
+        let m = answered(b"HTTP/1.1 200 OK\r\n\r\n{\"ok\":1}", true, 5000).unwrap();
+        assert_eq!(m.body, b"{\"ok\":1}");
+        // An interim 100 is skipped; bare LF line endings are read (RFC 9112 §2.2).
+        let raw = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 409 Conflict\nContent-Length: 2\n\n{}";
+        let m = answered(raw, false, 5000).unwrap();
+        assert_eq!((m.status(), m.body.as_slice()), (Some(409), &b"{}"[..]));
+    }
+
+    #[test]
+    fn a_reply_that_cannot_be_framed_is_refused_with_its_cause() {
+        let why =
+            refusal(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", true);
+        assert!(why.contains("two different Content-Length values (2 and 3)"), "{why}");
+        let why = refusal(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n{\"id\":1}", true);
+        assert!(why.contains("closed 8 bytes into a 40-byte body"), "{why}");
+        let why = refusal(b"HTTP/1.1 200 OK\r\nContent-Length: 104857600\r\n\r\n", true);
+        assert!(why.contains("a body of 104857600 bytes, over the 1048576-byte limit"), "{why}");
+        let why = refusal(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\n\r\n{}", false);
+        assert!(
+            why.starts_with("no complete reply within 300 ms") && why.contains("stayed open"),
+            "{why}"
+        );
+        let why = refusal(b"garbage\r\n\r\n", true);
+        assert!(why.starts_with("a head that is not HTTP/1.1"), "{why}");
+        let why = refusal(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true);
+        assert!(why.contains("not hex"), "{why}");
+        // Nothing at all is the client's ordinary transport failure, not a refusal.
+        assert_eq!(answered(b"", true, 5000).unwrap_err(), ReadError::Closed);
+        assert_eq!(answered(b"", false, 200).unwrap_err(), ReadError::Timeout);
     }
 }

@@ -127,5 +127,6 @@ async fn send_attempt(world: &Arc<World>, req: usize, copy: u32, attempt: u32) -
         done_ms: world.now_ms_f(),
         reason: reply_meta.reason,
         exec: reply_meta.exec,
+        row: None,
     }
 }

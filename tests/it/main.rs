@@ -24,6 +24,7 @@ mod keystates;
 mod lesson;
 mod oracle_rules;
 mod real;
+mod real_api;
 mod schemas;
 mod shard;
 mod sim_claims;

@@ -42,6 +42,7 @@ fn reply(status: u16, body: &str, key: &str, sent_ms: f64) -> AttemptOutcome {
         done_ms: sent_ms + 1.0,
         reason: None,
         exec: None,
+        row: None,
     }
 }
 

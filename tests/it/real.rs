@@ -13,7 +13,7 @@ use super::idemsim;
 /// The reference targets' npm packages, installed once when they are missing.
 fn node_targets() {
     static INSTALL: Once = Once::new();
-    super::npm_install("targets/node", "better-sqlite3", &INSTALL);
+    super::npm_install("targets/node", "express-idempotency", &INSTALL);
 }
 
 /// A target file in a fresh folder; returns its path.

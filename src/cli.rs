@@ -420,7 +420,9 @@ pub fn main() -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Errors quote what users and servers wrote (file text, SQLite's messages, a
+            // server's stderr): escaped, so none can drive the terminal.
+            eprintln!("error: {}", crate::text::printable_lines(&format!("{e:#}")));
             EXIT_INPUT
         }
     }

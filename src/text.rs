@@ -19,6 +19,13 @@ pub fn printable(s: &str) -> String {
         .collect()
 }
 
+/// A message of several lines made safe to print: control characters other than the line
+/// breaks escaped (a server's error text carrying terminal escapes cannot set a window title,
+/// clear the screen or colour what follows).
+pub fn printable_lines(s: &str) -> String {
+    s.split('\n').map(printable).collect::<Vec<_>>().join("\n")
+}
+
 /// A user's value as an error message echoes it: printable, and cut after 60 characters.
 pub fn shown(s: &str) -> String {
     let p = printable(s);

@@ -186,7 +186,7 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
         "idemsim real: sim {} · target {} (`{}`) judged as model {} · {}",
         sim.name,
         target.name,
-        target.command.join(" "),
+        crate::text::printable(&target.command.join(" ")),
         model.name,
         c.seeds
     );
@@ -199,6 +199,17 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
         started(r.warm)
     );
     let _ = writeln!(o, "  faults: {}", sim.faults.describe());
+    if sim.faults.crash > 0.0 {
+        let _ = writeln!(o, "  crashes injected: {} over {} rounds", r.crashes, c.runs);
+    }
+    if r.successes_without_id > 0 {
+        let _ = writeln!(
+            o,
+            "  note: {} 2xx answer(s) named no row (no top-level `id`, nothing at the target's \
+             [[request]] `id` pointer): the oracle cannot check them against the stored rows",
+            r.successes_without_id
+        );
+    }
     if c.interrupted {
         let _ = writeln!(o, "  INTERRUPTED: the {} round(s) that finished", c.runs);
     }

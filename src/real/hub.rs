@@ -27,6 +27,8 @@ pub struct HubLog {
     pub crashes: Vec<(usize, u64)>,
     /// Hook calls that could not be understood.
     pub bad_calls: Vec<String>,
+    /// Hook calls answered (or ended by a crash), at any point.
+    pub calls: u64,
 }
 
 /// The hook and provider server of one round.
@@ -144,6 +146,7 @@ fn serve(st: &Arc<HubState>, mut conn: TcpStream) {
         }
         Some("/point") => match serde_json::from_slice::<HookCall>(&msg.body) {
             Ok(call) => {
+                st.log.lock().unwrap().calls += 1;
                 if let Some(answer) = st.answer(&call) {
                     wire::send(&mut conn, &wire::json_answer(200, &answer));
                 }

@@ -86,6 +86,12 @@ pub struct RealReport {
     pub cpus: usize,
     /// Warm-up requests each process answered before a round's traffic (0: cold processes).
     pub warm: u32,
+    /// Crashes idemsim caused over every round (a sim's `crash` rate is a chance per step:
+    /// this is how many happened).
+    pub crashes: u64,
+    /// 2xx answers that named no row (no top-level `id`, nothing at the target's `id`
+    /// pointer): the oracle cannot check them against the stored rows.
+    pub successes_without_id: u64,
 }
 
 /// A real run that could not go on.
@@ -153,19 +159,12 @@ pub fn real(
     opts: &RealOptions,
     mut on_round: impl FnMut(&RoundLine),
 ) -> Result<RealReport, RealError> {
-    if let Some(why) = unsupported(sim) {
-        return Err(RealError(format!("sim `{}`: {why}", sim.name)));
-    }
-    if let Some(why) = run::not_applicable(sim, model) {
-        return Err(RealError(format!(
-            "sim `{}` does not apply to model `{}`: {why}",
-            sim.name, model.name
-        )));
-    }
+    playable(sim, model)?;
     let runs = opts.runs.clamp(1, MAX_RUNS);
     let mut cell = Cell::new(sim, model, &(0..runs));
     let load_before = load_average();
     let mut rounds = Vec::new();
+    let mut tally = Tally::default();
     for r in 0..runs {
         if crate::sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
             cell.interrupted = true;
@@ -173,6 +172,12 @@ pub fn real(
         }
         let res = round::play(sim, model, target, r, &opts.round)
             .map_err(|e| RealError(format!("round {r}: {}", e.0)))?;
+        if crate::sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+            // A round cut short by SIGINT or SIGTERM is not a finding: it is not judged.
+            cell.interrupted = true;
+            break;
+        }
+        tally.add(&res);
         let wall_ms = res.wall_us as f64 / 1000.0;
         let report = run::judge(sim, model, r, res.observation);
         let line = RoundLine {
@@ -188,6 +193,15 @@ pub fn real(
         rounds.push(line);
         cell.add(&SeedResult { cell: 0, seed: r, report, nondeterministic: false });
     }
+    let armed = round::armed_points(sim);
+    if tally.hook_calls == 0 && !armed.is_empty() && !rounds.is_empty() {
+        return Err(RealError(format!(
+            "the target never called the hook (IDEMSIM_HOOK) in {} round(s), though the sim \
+             arms `{armed}`: its injected faults never fired, so no round played this sim \
+             (docs/targets.md, \"Points\")",
+            rounds.len()
+        )));
+    }
     cell.seeds = format!("{} rounds", cell.runs);
     Ok(RealReport {
         format: "idemsim-real",
@@ -200,5 +214,39 @@ pub fn real(
         load_after: load_average(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         warm: opts.round.warm,
+        crashes: tally.crashes,
+        successes_without_id: tally.successes_without_id,
     })
+}
+
+/// Can real rounds play `sim` judged as `model`?
+fn playable(sim: &Sim, model: &Model) -> Result<(), RealError> {
+    if let Some(why) = unsupported(sim) {
+        return Err(RealError(format!("sim `{}`: {why}", sim.name)));
+    }
+    if let Some(why) = run::not_applicable(sim, model) {
+        return Err(RealError(format!(
+            "sim `{}` does not apply to model `{}`: {why}",
+            sim.name, model.name
+        )));
+    }
+    Ok(())
+}
+
+/// What the rounds add up to besides the cell.
+#[derive(Default)]
+struct Tally {
+    hook_calls: u64,
+    crashes: u64,
+    successes_without_id: u64,
+}
+
+impl Tally {
+    fn add(&mut self, res: &round::RoundResult) {
+        self.hook_calls += res.hook_calls;
+        self.crashes += res.crashes;
+        let answers = res.observation.requests.iter().flat_map(|q| q.copies.iter().flatten());
+        self.successes_without_id +=
+            answers.filter(|a| a.is_success() && a.id().is_none()).count() as u64;
+    }
 }

@@ -31,8 +31,10 @@ pub(super) fn unregister(pid: i32) {
     }
 }
 
-/// On SIGINT: kill every live server process group, then mark the run interrupted (the
-/// rounds in flight end at once, and no new one starts); a second SIGINT terminates.
+/// On SIGINT or SIGTERM: kill every live server process group, then mark the run
+/// interrupted (the rounds in flight end at once, are not judged, and no new one starts); a
+/// second signal terminates. Processes that left their group are ended by the round's clean-up
+/// ([`kill_tree`]) as the interrupted round unwinds.
 pub fn end_servers_on_interrupt() {
     extern "C" fn on_sigint(_: libc::c_int) {
         for slot in &LIVE {
@@ -46,6 +48,16 @@ pub fn end_servers_on_interrupt() {
     }
     // The handler uses only atomics and kill, both async-signal-safe.
     crate::sweep::on_first_sigint(on_sigint);
+    // SIGTERM (what `timeout` and a CI's cancel send) ends a real run the same way: servers
+    // killed, the round in flight not judged, the report of the rounds before it printed.
+    // SAFETY: sigaction with a zeroed struct, an empty mask and the async-signal-safe handler.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESETHAND;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+    }
 }
 
 /// What the processes of a round are given.
@@ -185,6 +197,9 @@ impl Servers {
                 }
             }
         };
+        if self.launch.hub_url.ends_with(&format!(":{port}")) {
+            return Err(self.failed(i, &format!("listens on idemsim's own hook port {port}")));
+        }
         self.ports.lock().unwrap()[i] = Some(port);
         Ok(())
     }
@@ -218,6 +233,30 @@ impl Servers {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// The processes that ended on their own (idemsim killed none of them), with how: a
+    /// server that exits, crashes or is killed by a signal mid-round, named as the target's
+    /// fault, with the end of its stderr.
+    pub fn died(&self) -> Vec<String> {
+        let n = self.ports.lock().unwrap().len();
+        (0..n)
+            .filter_map(|i| {
+                let how = self.exited(i)?;
+                let tail = self.stderr_tail(i);
+                let tail = if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!("; its stderr ends:\n{tail}")
+                };
+                Some(format!("process {} ended on its own during the round ({how}){tail}", i + 1))
+            })
+            .collect()
+    }
+
+    /// How many times process `i` has been started (a restart after a crash is a start).
+    pub fn generation(&self, i: usize) -> u32 {
+        self.starts.lock().unwrap()[i]
     }
 
     /// How process `i` ended, if it has.

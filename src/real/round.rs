@@ -49,6 +49,10 @@ pub struct RoundResult {
     pub wall_us: u64,
     /// The round's folder when kept.
     pub dir: Option<PathBuf>,
+    /// Calls the target made to the hook.
+    pub hook_calls: u64,
+    /// Crashes idemsim caused (between steps).
+    pub crashes: u64,
 }
 
 /// A real round could not be played (the target, not the design, is at fault).
@@ -145,12 +149,10 @@ fn play_in(
     let hub = Hub::start(sim.clone(), round, start)
         .map_err(|e| RoundError(format!("cannot listen on loopback for the hook: {e}")))?;
     let db_path = dir.join("db.sqlite");
-    let started = Services::start(target, dir)
-        .map_err(|e| RoundError(format!("target `{}`: {e}", target.name)))
-        .and_then(|services| {
-            let ports = services.ports();
-            start_servers(sim, model, target, opts, dir, &hub, ports).map(|s| (services, s))
-        });
+    let started = Services::start(target, dir).map_err(RoundError).and_then(|services| {
+        let ports = services.ports();
+        start_servers(sim, model, target, opts, dir, &hub, ports).map(|s| (services, s))
+    });
     let (services, servers) = match started {
         Ok(s) => s,
         Err(e) => {
@@ -162,7 +164,7 @@ fn play_in(
     if let Err(e) = warm_up(sim, target, &servers, opts.warm) {
         hub.finish();
         servers.kill_all();
-        return Err(RoundError(format!("target `{}`: {e}", target.name)));
+        return Err(RoundError(e));
     }
     let limit = opts.limit_us.min(sim.world.time_limit_us);
     let traffic = Instant::now();
@@ -180,16 +182,18 @@ fn play_in(
     });
     let (requests, collected, bound) = play_items(&ctx);
     let wall_us = traffic.elapsed().as_micros() as u64;
+    let died = servers.died();
     let log = hub.finish();
     servers.kill_all();
     drop(services);
-    if let Some(bad) = log.bad_calls.first().or(ctx.garbage.lock().unwrap().as_ref()) {
-        return Err(RoundError(format!("target `{}`: {bad}", target.name)));
+    let refused = ctx.garbage.lock().unwrap().clone();
+    if let Some(bad) = died.first().or(log.bad_calls.first()).or(refused.as_ref()) {
+        return Err(RoundError(bad.clone()));
     }
-    let state = db::read_final(&db_path, target)
-        .map_err(|e| RoundError(format!("target `{}`: {e}", target.name)))?;
+    let state = db::read_final(&db_path, target).map_err(RoundError)?;
     let bounds_hit =
         if bound { vec![format!("round time limit {} ms", limit / 1000)] } else { vec![] };
+    let (hook_calls, crashes) = (log.calls, log.crashes.len() as u64);
     let observation = Observation {
         requests,
         rows: state.rows(sim),
@@ -201,7 +205,7 @@ fn play_in(
         end_us: wall_us,
         ..Observation::default()
     };
-    Ok(RoundResult { observation, wall_us, dir: None })
+    Ok(RoundResult { observation, wall_us, dir: None, hook_calls, crashes })
 }
 
 /// Warm every process up: `n` requests one after the other, each answered before the next,
@@ -263,7 +267,7 @@ fn start_servers(
 }
 
 /// The points the sim injects at, plus `steps` when it crashes processes between steps.
-fn armed_points(sim: &Sim) -> String {
+pub fn armed_points(sim: &Sim) -> String {
     let mut points: BTreeSet<&str> = sim.injects.iter().map(|i| i.point.as_str()).collect();
     if sim.faults.crash > 0.0 {
         points.insert("steps");
@@ -525,10 +529,29 @@ fn exchange(
     Some(msg)
 }
 
+/// A connection to process `process`; None when it is down (crashed, restarting) or the
+/// connection fails. A refusal by a process that is up and was not restarted meanwhile is the
+/// target's fault (nothing listens on the port it gave), recorded for the round.
 fn connect(ctx: &Ctx, process: usize) -> Option<std::net::TcpStream> {
+    let generation = ctx.servers.generation(process);
     let port = ctx.servers.port(process)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    wire::connect(addr, Duration::from_secs(2)).ok()
+    match wire::connect(addr, Duration::from_secs(2)) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            let same = ctx.servers.port(process) == Some(port)
+                && ctx.servers.generation(process) == generation;
+            if e.kind() == std::io::ErrorKind::ConnectionRefused && same {
+                let why = format!(
+                    "process {} refused a connection on port {port}, the port it gave: nothing \
+                     listens there",
+                    process + 1
+                );
+                ctx.garbage.lock().unwrap().get_or_insert(why);
+            }
+            None
+        }
+    }
 }
 
 fn run_action(ctx: &Arc<Ctx>, ai: usize, collected: &Mutex<Vec<crate::report::Collected>>) {

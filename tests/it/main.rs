@@ -25,6 +25,7 @@ mod lesson;
 mod oracle_rules;
 mod real;
 mod real_api;
+mod real_hostile;
 mod schemas;
 mod shard;
 mod sim_claims;

@@ -1,0 +1,105 @@
+//! A broken or hostile real server is named, never scored (docs/targets.md): one that dies
+//! mid-round, gives a port nothing listens on, never calls the hook a sim's faults need,
+//! answers successes that name no row, or writes terminal escapes into its errors.
+
+use std::path::{Path, PathBuf};
+
+use super::idemsim;
+
+/// A target whose server is `behaviour` (Python) inside a minimal article-API server that
+/// prints `IDEMSIM_LISTENING`: `behaviour` runs per request with `self` the handler and
+/// `n` the request count, and returns the status and body to answer.
+fn fake(name: &str, setup: &str, behaviour: &str, database: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("idemsim-hostile-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = format!(
+        r#"import json, os, sqlite3, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+db = sqlite3.connect(os.environ["IDEMSIM_DB"], isolation_level=None)
+db.execute("CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, user TEXT, operation TEXT, item TEXT, qty INTEGER, intent TEXT)")
+db.execute("CREATE TABLE IF NOT EXISTS keys (user TEXT, operation TEXT, key TEXT, status INTEGER)")
+count = [0]
+{setup}
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        count[0] += 1
+        n = count[0]
+{behaviour}
+        data = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+s = HTTPServer(("127.0.0.1", 0), H)
+print("IDEMSIM_LISTENING", PORT if "PORT" in dir() else s.server_address[1], flush=True)
+s.serve_forever()
+"#
+    );
+    std::fs::write(dir.join("server.py"), script).unwrap();
+    let path = dir.join(format!("{name}.toml"));
+    let text = format!(
+        "name = \"{name}\"\nmodel = \"check-first\"\ncommand = [\"python3\", {:?}]\n\
+         [database]\n{database}\n",
+        dir.join("server.py").display().to_string()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const ROWS: &str = "rows = \"SELECT id, user, operation, item, qty, intent FROM rows\"\n\
+                    keys = \"SELECT user, operation, key, status FROM keys\"";
+
+/// A row for the request, answered 201 with it.
+const INSERT: &str = r#"        o = json.loads(body)
+        cur = db.execute("INSERT INTO rows(user, operation, item, qty, intent) VALUES (?, 'orders', ?, ?, ?)", (self.headers.get("X-User"), o["item"], o["qty"], self.headers.get("X-Intent")))
+        status, doc = 201, {"id": cur.lastrowid, "item": o["item"], "qty": o["qty"]}"#;
+
+fn real(sim: &str, t: &Path) -> (i32, String, String) {
+    let (code, out, err) = idemsim(&["real", sim, "--target", t.to_str().unwrap(), "--runs", "2"]);
+    (code, out, err)
+}
+
+#[test]
+fn a_server_that_dies_or_listens_elsewhere_is_named_not_scored() {
+    let exits = fake("exits", "", &format!("{INSERT}\n        if n >= 2: os._exit(3)"), ROWS);
+    let (code, out, err) = real("double-submit", &exits);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("ended on its own during the round (exit status: 3)"), "{err}");
+    assert!(!out.contains("unfinished-intent"), "scored as a finding:\n{out}");
+
+    let setup = "import socket\nspare = socket.socket(); spare.bind(('127.0.0.1', 0))\n\
+                 PORT = spare.getsockname()[1]";
+    let elsewhere = fake("elsewhere", setup, INSERT, ROWS);
+    let (code, out, err) = real("double-submit", &elsewhere);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("refused a connection on port") && err.contains("nothing listens"),
+        "{err}"
+    );
+}
+
+#[test]
+fn faults_a_server_never_lets_fire_and_answers_without_rows_are_said() {
+    // crash-between-steps arms `steps`: a server that never calls the hook runs no crash.
+    let (code, out, err) = real("crash-between-steps", &fake("no-hook", "", INSERT, ROWS));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("never called the hook") && err.contains("`steps`"), "{err}");
+
+    // 201 {"ok": true}, nothing stored: a success that names no row is reported.
+    let nothing = "        status, doc = 201, {\"ok\": True}";
+    let (_, out, err) = real("double-submit", &fake("stores-nothing", "", nothing, ROWS));
+    assert!(out.contains("2xx answer(s) named no row"), "{out}{err}");
+}
+
+#[test]
+fn escapes_in_what_a_server_controls_are_printed_escaped() {
+    // SQLite's error names the missing table: the server's schema controls that text.
+    let rows = "rows = \"SELECT id, user, operation, item, qty, intent FROM \\\"\\u001b]0;owned\\u0007\\\"\"";
+    let (code, _, err) = real("double-submit", &fake("escapes", "", INSERT, rows));
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "raw escapes in: {err:?}");
+    assert!(err.contains("\\u{1b}]0;owned"), "{err}");
+}

@@ -227,9 +227,10 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
     for (name, v) in c.violations_in_order() {
         let (p, lo, hi) = pct(v.seeds);
         let star = if v.permitted { "*" } else { "" };
+        let label = format!("{name}{star}");
         let _ = writeln!(
             o,
-            "  {name}{star:<1} {:>24} rounds {p:>6.1}%  95% CI {lo:.1}%–{hi:.1}%  first round {}",
+            "  {label:<26} {:>6} rounds {p:>6.1}%  95% CI {lo:.1}%–{hi:.1}%  first round {}",
             v.seeds, v.first_seed
         );
     }

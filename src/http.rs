@@ -469,6 +469,138 @@ pub fn parse_etag(h: &str) -> Option<i64> {
     inner.parse().ok().filter(|v| (1..=1_000_000_000).contains(v))
 }
 
+/// The body as JavaScript's `JSON.stringify(JSON.parse(body))` writes it: whitespace gone,
+/// the fields of each object in the order a JavaScript object keeps them (array-index keys
+/// ascending first, then the others in the order written; a repeated key keeps its first place
+/// and its last value), numbers as JavaScript prints them. The `[key] fingerprint = "parsed"`
+/// input (express-idempotency, @node-idempotency). None when the body is not JSON.
+pub fn js_reserialized(body: &[u8]) -> Option<String> {
+    let v: JsValue = serde_json::from_slice(body).ok()?;
+    let mut out = String::with_capacity(body.len());
+    v.write(&mut out);
+    Some(out)
+}
+
+/// A JSON value as `JSON.parse` builds it: objects keep their keys' order.
+enum JsValue {
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Array(Vec<JsValue>),
+    Object(Vec<(String, JsValue)>),
+}
+
+impl JsValue {
+    fn write(&self, out: &mut String) {
+        match self {
+            JsValue::Null => out.push_str("null"),
+            JsValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            JsValue::Number(n) => out.push_str(&js_number(*n)),
+            JsValue::String(s) => out.push_str(&serde_json::to_string(s).expect("a string")),
+            JsValue::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    item.write(out);
+                }
+                out.push(']');
+            }
+            JsValue::Object(fields) => {
+                out.push('{');
+                for (i, (k, v)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::to_string(k).expect("a string"));
+                    out.push(':');
+                    v.write(out);
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+/// A number as JavaScript's `Number.prototype.toString` prints it (shortest round trip; an
+/// exponent below 1e-6 and from 1e21 on).
+fn js_number(n: f64) -> String {
+    let a = n.abs();
+    if a == 0.0 {
+        "0".to_string()
+    } else if (1e-6..1e21).contains(&a) {
+        format!("{n}")
+    } else {
+        let e = format!("{n:e}");
+        match e.split_once('e') {
+            Some((m, x)) if !x.starts_with('-') => format!("{m}e+{x}"),
+            _ => e,
+        }
+    }
+}
+
+/// Is `k` an array index (a canonical decimal below 2^32 - 1)? JavaScript orders such keys
+/// first, ascending.
+fn array_index(k: &str) -> Option<u32> {
+    let canonical = k == "0" || (!k.starts_with('0') && k.bytes().all(|b| b.is_ascii_digit()));
+    k.parse::<u32>().ok().filter(|i| canonical && *i < u32::MAX)
+}
+
+impl<'de> serde::Deserialize<'de> for JsValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(JsVisitor)
+    }
+}
+
+struct JsVisitor;
+
+impl<'de> serde::de::Visitor<'de> for JsVisitor {
+    type Value = JsValue;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<JsValue, E> {
+        Ok(JsValue::Null)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<JsValue, E> {
+        Ok(JsValue::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<JsValue, E> {
+        Ok(JsValue::Number(n as f64))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<JsValue, E> {
+        Ok(JsValue::Number(n as f64))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<JsValue, E> {
+        Ok(JsValue::Number(n))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<JsValue, E> {
+        Ok(JsValue::String(s.to_string()))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<JsValue, A::Error> {
+        let mut items = Vec::new();
+        while let Some(v) = a.next_element()? {
+            items.push(v);
+        }
+        Ok(JsValue::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<JsValue, A::Error> {
+        let mut fields: Vec<(String, JsValue)> = Vec::new();
+        while let Some((k, v)) = a.next_entry::<String, JsValue>()? {
+            match fields.iter_mut().find(|(f, _)| *f == k) {
+                Some(slot) => slot.1 = v,
+                None => fields.push((k, v)),
+            }
+        }
+        // Array-index keys first, ascending; the others keep their order (a stable sort).
+        fields.sort_by_key(|(k, _)| array_index(k).map_or((1, 0), |i| (0, i)));
+        Ok(JsValue::Object(fields))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,5 +717,28 @@ mod tests {
             admit(&req("/api/docs/doc-1", Some("u1"), r#"{"value":7}"#)).unwrap_err().status,
             404
         );
+    }
+
+    #[test]
+    fn a_body_reserialized_as_javascript_keeps_its_field_order_not_its_whitespace() {
+        let js = |b: &str| js_reserialized(b.as_bytes());
+        assert_eq!(
+            js(r#"{ "item": "test-item", "qty": 1 }"#).unwrap(),
+            r#"{"item":"test-item","qty":1}"#
+        );
+        assert_eq!(
+            js(r#"{"qty":1,"item":"test-item"}"#).unwrap(),
+            r#"{"qty":1,"item":"test-item"}"#
+        );
+        // JavaScript: a repeated key keeps its first place and its last value; array-index
+        // keys come first, ascending; numbers as Number.prototype.toString prints them.
+        assert_eq!(js(r#"{"b":1,"a":2,"b":3}"#).unwrap(), r#"{"b":3,"a":2}"#);
+        assert_eq!(js(r#"{"x":0,"10":1,"2":2,"02":3}"#).unwrap(), r#"{"2":2,"10":1,"x":0,"02":3}"#);
+        assert_eq!(
+            js("[1.0, 1.5, -0.0, 1e21, 1e-7, 123e-2]").unwrap(),
+            "[1,1.5,0,1e+21,1e-7,1.23]"
+        );
+        assert_eq!(js(r#""\u0041\n""#).unwrap(), r#""A\n""#);
+        assert_eq!(js("{"), None);
     }
 }

@@ -686,9 +686,15 @@ pub enum What {
     /// request of the process began on the shared connection.
     RollbackOthers,
     /// An `await` step on a thread per request with a synchronous driver: there is no event
-    /// loop to yield to; other threads run meanwhile anyway. (Last: a variant's position is
-    /// part of every trace hash.)
+    /// loop to yield to; other threads run meanwhile anyway.
     AwaitOnThread,
+    /// `clean_up_on`: a failure of a kind the design does not clean up after (an exception
+    /// that escapes its code): the claim is left in progress. (Last: a variant's position is
+    /// part of every trace hash.)
+    ClaimLeftAfter {
+        /// The kind of failure, as `clean_up_on` names it.
+        failure: &'static str,
+    },
 }
 
 /// One event. `t_us` is simulated time since the run started, in microseconds.

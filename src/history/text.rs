@@ -84,7 +84,8 @@ impl Legend {
                 => self.write_keys(s, what),
             What::DocUpdated { .. } | What::DocDeleted { .. } | What::DocRefused { .. }
             | What::DocIgnored { .. } | What::StatusApplied { .. } | What::ProcessStalled { .. }
-            | What::ProcessResumed | What::ClaimKept | What::RollbackOthers | What::Declined { .. }
+            | What::ProcessResumed | What::ClaimKept | What::ClaimLeftAfter { .. }
+            | What::RollbackOthers | What::Declined { .. }
             | What::StockTaken { .. } | What::SoldOut { .. } | What::TransactionRetried { .. }
                 => self.write_business(s, what),
             What::ClaimUnlocked { .. } | What::MarkedFailed { .. } | What::FoundFailed
@@ -286,6 +287,9 @@ impl Legend {
             }
             What::ProcessResumed => write!(s, "process runs again"),
             What::ClaimKept => write!(s, "the save failed: claim left in progress"),
+            What::ClaimLeftAfter { failure } => {
+                write!(s, "claim left in progress (no clean-up after a failure of kind {failure})")
+            }
             What::RollbackOthers => {
                 write!(s, "ROLLBACK (of the transaction another request began on this connection)")
             }

@@ -55,6 +55,7 @@ pub(super) fn check_structure(
     has_key: bool,
 ) -> Result<(), InputError> {
     check_one_write(file, program, program_span.clone())?;
+    check_reply(file, program)?;
     let (mut open, mut inserted, mut claimed) = (false, false, false);
     let mut points: Vec<&str> = Vec::new();
     for (step, span) in program {
@@ -98,6 +99,41 @@ fn check_one_write(
                 "a program needs exactly one `insert-row` (or, for status events, one \
                  `apply-status`; for document updates, one `update-doc`) step (found {inserts})"
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// `reply` sends the pending answer: at most one, after the business write, outside a
+/// transaction (what is sent must not be rolled back), and no `lookup` or `claim` after it
+/// (they could only answer a request already answered).
+fn check_reply(file: Source, program: &[SpannedStep]) -> Result<(), InputError> {
+    let Some(at) = program.iter().position(|(s, _)| *s == Step::Reply) else { return Ok(()) };
+    let span = program[at].1.clone();
+    if let Some((_, again)) = program[at + 1..].iter().find(|(s, _)| *s == Step::Reply) {
+        return Err(file.err(again.clone(), "a second `reply`: the answer is sent once"));
+    }
+    if !program[..at].iter().any(|(s, _)| s.is_write()) {
+        return Err(file.err(span, "`reply` before `insert-row`: there is no answer to send yet"));
+    }
+    let open = program[..at].iter().fold(false, |open, (s, _)| match s {
+        Step::Begin => true,
+        Step::Commit => false,
+        _ => open,
+    });
+    if open {
+        return Err(file.err(
+            span,
+            "`reply` inside a transaction: the answer would be sent before its writes commit; \
+             expected it after `commit`",
+        ));
+    }
+    if let Some((s, later)) =
+        program[at..].iter().find(|(s, _)| matches!(s, Step::Lookup | Step::Claim))
+    {
+        return Err(file.err(
+            later.clone(),
+            format!("`{}` after `reply`: the request is already answered", s.name()),
         ));
     }
     Ok(())
@@ -170,7 +206,7 @@ pub const POINTS: &[(&str, &str)] = &[
     (
         "after-commit",
         "the business write, the saved outcome and every effect are done and committed; only \
-         the reply is left",
+         the reply is left (not yet sent by a `reply` step)",
     ),
 ];
 
@@ -183,6 +219,8 @@ struct PointFacts {
     save: Option<usize>,
     save_committed: Option<usize>,
     effects: Vec<usize>,
+    /// A `reply` step: the answer is sent there.
+    reply: Option<usize>,
 }
 
 impl PointFacts {
@@ -193,6 +231,7 @@ impl PointFacts {
             save: None,
             save_committed: None,
             effects: Vec::new(),
+            reply: None,
         };
         let (mut open, mut pending_write, mut pending_save) = (false, false, false);
         for (i, (step, _)) in program.iter().enumerate() {
@@ -216,6 +255,7 @@ impl PointFacts {
                     if open { pending_save = true } else { f.save_committed = Some(i) }
                 }
                 Step::Effect => f.effects.push(i),
+                Step::Reply => f.reply = Some(i),
                 _ => {}
             }
         }
@@ -247,6 +287,7 @@ impl PointFacts {
                     && after(self.save_committed)
                     && self.save_committed.is_some() == self.save.is_some()
                     && effects_before
+                    && before(self.reply)
             }
             _ => true,
         }

@@ -12,6 +12,7 @@ pub(super) struct ModelFile {
     pub(super) program: Spanned<Vec<Spanned<String>>>,
     #[serde(default)]
     pub(super) on_error: Vec<Spanned<String>>,
+    pub(super) clean_up_on: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) key: Option<KeyFile>,
     pub(super) stack: Option<Spanned<String>>,
     /// Refused with its location: a model names its stack, whose runtime it is.
@@ -87,7 +88,7 @@ pub(super) struct KeyFile {
     pub(super) local_cache: bool,
     pub(super) retention_ms: Option<Spanned<f64>>,
     pub(super) store: Option<Spanned<String>>,
-    pub(super) store_latency_ms: Option<Spanned<Vec<f64>>>,
+    pub(super) store_latency_ms: Option<Spanned<toml::Value>>,
     pub(super) store_timeout_ms: Option<Spanned<f64>>,
     pub(super) lease_ms: Option<Spanned<toml::Value>>,
     pub(super) completer_every_ms: Option<Spanned<f64>>,

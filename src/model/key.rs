@@ -29,13 +29,8 @@ pub(super) fn parse_key(file: Source, k: &KeyFile) -> Result<KeyPolicy, InputErr
     let on_mismatch = parse_on_mismatch(file, &k.on_mismatch)?;
     let in_flight = parse_in_flight(file, &k.in_flight)?;
     let store = parse_store(file, &k.store)?;
-    let store_latency_us = file.ms_range(
-        "key.store_latency_ms",
-        &k.store_latency_ms,
-        (1_000, 3_000),
-        |lo, hi| lo <= hi && hi <= 60_000_000,
-        "[low, high] with low <= high <= 60000",
-    )?;
+    let store_latency_us =
+        file.ms_dist("key.store_latency_ms", &k.store_latency_ms, (1_000, 3_000).into())?;
     let lease = parse_lease(file, &k.lease_ms)?;
     let retention_us = optional_ms(file, "key.retention_ms", &k.retention_ms)?;
     let replay = parse_replay(file, &k.replay)?;
@@ -131,6 +126,7 @@ fn parse_fingerprint(
                 ("validated", Fingerprint::Validated),
                 ("raw", Fingerprint::Raw),
                 ("none", Fingerprint::None),
+                ("parsed", Fingerprint::Parsed),
             ],
         )?
         .unwrap_or(Fingerprint::Validated);
@@ -203,15 +199,15 @@ fn parse_key_source(
     Ok((key_from, min_len, uuid))
 }
 
-/// `on_mismatch`: 400, 409 or 422 (the default).
+/// `on_mismatch`: 400, 409, 417 or 422 (the default).
 fn parse_on_mismatch(file: Source, v: &Option<Spanned<u16>>) -> Result<u16, InputError> {
     Ok(match v {
         None => 422,
-        Some(s) if [400, 409, 422].contains(s.get_ref()) => *s.get_ref(),
+        Some(s) if [400, 409, 417, 422].contains(s.get_ref()) => *s.get_ref(),
         Some(s) => {
             return Err(file.err(
                 s.span(),
-                format!("on_mismatch {} not allowed; expected 400, 409 or 422", s.get_ref()),
+                format!("on_mismatch {} not allowed; expected 400, 409, 417 or 422", s.get_ref()),
             ));
         }
     })
@@ -371,10 +367,15 @@ fn parse_max_len(file: Source, k: &KeyFile, min_len: usize) -> Result<usize, Inp
     Ok(max_len)
 }
 
-/// `replay_marker`: a header name of its own (`Idempotent-Replayed` by default).
+/// `replay_marker`: a header name of its own (`Idempotent-Replayed` by default), or `""`:
+/// none.
 fn parse_replay_marker(file: Source, m: &Option<Spanned<String>>) -> Result<String, InputError> {
     let Some(m) = m else { return Ok("Idempotent-Replayed".to_string()) };
     let v = m.get_ref();
+    if v.is_empty() {
+        // No marker: a replay looks like a fresh answer to the client.
+        return Ok(String::new());
+    }
     let token = !v.is_empty()
         && v.len() <= 64
         && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
@@ -383,7 +384,7 @@ fn parse_replay_marker(file: Source, m: &Option<Spanned<String>>) -> Result<Stri
             m.span(),
             format!(
                 "key.replay_marker `{}`: expected a header name (1 to 64 letters, digits \
-                 or !#$%&'*+-.^_`|~)",
+                 or !#$%&'*+-.^_`|~), or \"\" for none",
                 crate::input::shown(v)
             ),
         ));

@@ -15,8 +15,8 @@ use super::file::{
 use super::key::parse_key;
 use super::steps::{SpannedStep, parse_program};
 use super::{
-    Awaits, BeginMode, ClaimCleanup, Dist, Driver, EffectDedupe, Journal, MAX_POOL, Model, OnClash,
-    OnError, Rollback, RowField, RowsPolicy, Step, StoreOutcomes, VersionCheck,
+    Awaits, BeginMode, ClaimCleanup, Dist, Driver, EffectDedupe, FailureKind, Journal, MAX_POOL,
+    Model, OnClash, OnError, Rollback, RowField, RowsPolicy, Step, StoreOutcomes, VersionCheck,
 };
 use crate::input::{InputError, Source};
 
@@ -59,7 +59,8 @@ impl Model {
         check_rows_steps(file, &program, &f.rows)?;
         check_structure(file, &program, f.program.span(), f.key.is_some())?;
         check_points(file, &program)?;
-        let on_error = parse_on_error(file, &f.on_error)?;
+        let mut on_error = parse_on_error(file, &f.on_error)?;
+        on_error.clean_up_on = parse_clean_up_on(file, &f.clean_up_on, on_error.claim)?;
         let retry_tx = on_error.retry_transaction;
         let mut key = f.key.as_ref().map(|k| parse_key(file, k)).transpose()?;
         fill_lease_deadline(file, &f, key.as_mut())?;
@@ -176,8 +177,12 @@ fn parse_effect_dedupe(file: Source, e: &EffectsFile) -> Result<EffectDedupe, In
 
 /// `on_error`: the error path's actions; at most one rollback and one claim clean-up.
 fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, InputError> {
-    let mut on_error =
-        OnError { rollback: Rollback::None, claim: ClaimCleanup::Keep, retry_transaction: false };
+    let mut on_error = OnError {
+        rollback: Rollback::None,
+        claim: ClaimCleanup::Keep,
+        retry_transaction: false,
+        clean_up_on: None,
+    };
     for e in list {
         let (rollback, claim) = match e.get_ref().as_str() {
             "rollback" => (Some(Rollback::Own), None),
@@ -222,6 +227,45 @@ fn parse_on_error(file: Source, list: &[Spanned<String>]) -> Result<OnError, Inp
         }
     }
     Ok(on_error)
+}
+
+/// `clean_up_on`: the kinds of failure after which `on_error`'s claim clean-up runs (known,
+/// at least one, no repeats); it needs a claim clean-up to restrict.
+fn parse_clean_up_on(
+    file: Source,
+    list: &Option<Spanned<Vec<Spanned<String>>>>,
+    claim: ClaimCleanup,
+) -> Result<Option<Vec<FailureKind>>, InputError> {
+    let Some(list) = list else { return Ok(None) };
+    if claim == ClaimCleanup::Keep {
+        return Err(file.err(
+            list.span(),
+            "clean_up_on says after which failures on_error's claim clean-up runs: on_error \
+             has none (release-claim, release-key, unlock or mark-failed)",
+        ));
+    }
+    if list.get_ref().is_empty() {
+        return Err(file.err(list.span(), "clean_up_on: expected at least one kind of failure"));
+    }
+    let mut kinds = Vec::new();
+    for e in list.get_ref() {
+        let Some((_, kind)) = FailureKind::NAMES.iter().find(|(n, _)| *n == e.get_ref()) else {
+            let names: Vec<&str> = FailureKind::NAMES.iter().map(|(n, _)| *n).collect();
+            return Err(file.err(
+                e.span(),
+                format!(
+                    "unknown clean_up_on failure `{}`; expected {}",
+                    crate::input::shown(e.get_ref()),
+                    names.join(", ")
+                ),
+            ));
+        };
+        if kinds.contains(kind) {
+            return Err(file.err(e.span(), format!("clean_up_on: `{}` listed twice", kind.name())));
+        }
+        kinds.push(*kind);
+    }
+    Ok(Some(kinds))
 }
 
 /// `[rows]`: `unique` a non-empty set of order fields, `on_clash` 409, 200 or "existing".

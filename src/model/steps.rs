@@ -58,6 +58,9 @@ pub enum Step {
     /// version + 1 WHERE id = ?`, with `AND version = ?` (the `If-Match`) when `[updates]
     /// check` asks for it; 0 rows is 412, a business refusal the rest of the program stores.
     UpdateDoc,
+    /// Send the pending reply to the client now; the steps after it run after the client has
+    /// its answer and cannot change it (a reply sent before the outcome is stored).
+    Reply,
 }
 
 /// A kind of step: how a program writes it and what it does. `STEPS` lists every kind once.
@@ -94,6 +97,7 @@ pub const STEPS: &[StepKind] = &[
     plain(Step::Claim, "claim", true, false),
     plain(Step::InsertRow, "insert-row", true, true),
     plain(Step::SaveResponse, "save-response", true, false),
+    plain(Step::Reply, "reply", false, false),
     plain(Step::Await, "await", false, false),
     plain(Step::Effect, "effect", false, false),
     plain(Step::Outbox, "outbox", true, false),
@@ -202,7 +206,7 @@ mod tests {
     fn the_list_of_steps_is_unchanged() {
         assert_eq!(
             *STEP_NAMES,
-            "begin, commit, lookup, claim, insert-row, save-response, await, effect, outbox, \
+            "begin, commit, lookup, claim, insert-row, save-response, reply, await, effect, outbox, \
              take-stock, check-row, mark-processed, rate-limit, apply-status, update-doc, \
              recovery-point:<name>, @<point-name>"
         );

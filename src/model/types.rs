@@ -77,6 +77,9 @@ pub enum Fingerprint {
     Raw,
     /// No fingerprint: a different payload under a used key replays.
     None,
+    /// SHA-256 of the body parsed and serialized again in its own field order (JavaScript's
+    /// `JSON.stringify(JSON.parse(body))`): field order counts, whitespace does not.
+    Parsed,
 }
 
 /// What a lookup answers when it finds the key's record still in progress (`[key] in_flight`).
@@ -198,8 +201,9 @@ pub struct KeyPolicy {
     pub expiry: Expiry,
     /// Where key records live (SQLite, a TTL cache, process memory).
     pub store: KeyStore,
-    /// Latency of one cache operation (µs, inclusive), for `store = "cache"`.
-    pub store_latency_us: (u64, u64),
+    /// Latency of one cache operation (µs: a range drawn uniformly, or measured quantiles),
+    /// for `store = "cache"`.
+    pub store_latency_us: Dist,
     /// How long the server waits for a cache reply before it gives up (µs).
     pub store_timeout_us: u64,
     /// How long an in-progress claim is leased before another request may take it over.
@@ -439,6 +443,64 @@ pub struct OnError {
     /// A busy database inside a transaction: roll back and run the transaction again from its
     /// `begin`, up to `transaction_retries` times (Firestore's and ORMs' retry loops).
     pub retry_transaction: bool,
+    /// `clean_up_on`: the kinds of failure after which the claim clean-up runs; after any
+    /// other the claim is left as it is. None: after every failure.
+    pub clean_up_on: Option<Vec<FailureKind>>,
+}
+
+impl OnError {
+    /// Does the claim clean-up run after a failure of this kind?
+    pub fn cleans_up_after(&self, kind: FailureKind) -> bool {
+        self.clean_up_on.as_ref().is_none_or(|kinds| kinds.contains(&kind))
+    }
+}
+
+/// The kinds of failure the error path tells apart (`clean_up_on`), as a design's code does:
+/// what its own `catch` answers, and what it lets escape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// `busy`: the database stayed locked past the wait budget (503, safe to retry).
+    Busy,
+    /// `sql-error`: an SQL statement failed (500), a `claim` clash with
+    /// `claim_conflict = "error"` included.
+    SqlError,
+    /// `commit-lost`: the connection was lost at a `COMMIT` (500, outcome unknown).
+    CommitLost,
+    /// `injected`: a sim's injected `fail` at a point: an exception the code throws.
+    Injected,
+    /// `effect`: the effect provider answered an error, or no answer came in time (500).
+    Effect,
+    /// `declined`: the provider declined the call (402).
+    Declined,
+    /// `rate-limited`: the rate limiter had no token (429).
+    RateLimited,
+    /// `store`: the key store failed or could not be reached (`on_store_error`).
+    Store,
+    /// `save-refused`: `save-response` found its claim gone or no longer its own (500).
+    SaveRefused,
+    /// `internal`: a run bound was hit, or the program ended without a response (500).
+    Internal,
+}
+
+impl FailureKind {
+    /// Every kind with its name in a model file, in the order an error lists them.
+    pub const NAMES: &[(&str, FailureKind)] = &[
+        ("busy", FailureKind::Busy),
+        ("sql-error", FailureKind::SqlError),
+        ("commit-lost", FailureKind::CommitLost),
+        ("injected", FailureKind::Injected),
+        ("effect", FailureKind::Effect),
+        ("declined", FailureKind::Declined),
+        ("rate-limited", FailureKind::RateLimited),
+        ("store", FailureKind::Store),
+        ("save-refused", FailureKind::SaveRefused),
+        ("internal", FailureKind::Internal),
+    ];
+
+    /// The kind's name in a model file (`busy`, `sql-error`, …).
+    pub fn name(self) -> &'static str {
+        Self::NAMES.iter().find(|(_, k)| *k == self).map_or("?", |(n, _)| n)
+    }
 }
 
 /// A field of an order that a business key is made of.

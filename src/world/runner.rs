@@ -38,6 +38,25 @@ pub(crate) enum Failure {
     RateLimited,
 }
 
+impl Failure {
+    /// The kind of failure, as `clean_up_on` names it.
+    pub fn kind(&self) -> crate::model::FailureKind {
+        use crate::model::FailureKind as K;
+        match self {
+            Failure::Busy => K::Busy,
+            Failure::Error(Why::Sql(_) | Why::ClaimUnique) => K::SqlError,
+            Failure::Error(Why::CommitUnknown) => K::CommitLost,
+            Failure::Error(Why::Injected(_)) => K::Injected,
+            Failure::Error(Why::EffectUnacknowledged | Why::ProviderError) => K::Effect,
+            Failure::Error(Why::SaveRefused { .. }) => K::SaveRefused,
+            Failure::Error(Why::NoResponse | Why::SaveBeforeInsert) | Failure::Bound => K::Internal,
+            Failure::StoreUnavailable => K::Store,
+            Failure::Declined => K::Declined,
+            Failure::RateLimited => K::RateLimited,
+        }
+    }
+}
+
 /// What went wrong, for the trace (`failed: …`).
 pub(crate) enum Why {
     /// SQLite's own message.

@@ -167,6 +167,10 @@ async fn handle(
     }
     let mut ex = Exec::new(run, intent);
     let mut resp = ex.serve(&env).await;
+    if ex.replied {
+        // A `reply` step sent the answer (`answer_now`); this is what came after it.
+        return;
+    }
     resp.meta.exec = Some(ex.run.id);
     if ex.drop_reply {
         // The server drops the connection: its client sees a reset.
@@ -185,6 +189,27 @@ async fn handle(
     // The execution (and its pooled connection, its hold on the event loop) ends here.
     drop(ex);
     net::send_reply(&world, idx, who, env.reply_tag, resp);
+}
+
+/// A `reply` step's answer, sent while the execution goes on: as `handle` sends one (the
+/// connection dropped by an injection, the reply of a fresh success lost, or the reply), and
+/// the client's connection is no longer the process's to reset when it crashes.
+pub(crate) fn answer_now(run: &Runner, tag: u64, drop_reply: bool, fresh: bool, resp: Response) {
+    let (world, idx, who) = (&run.world, run.idx, run.who);
+    world.lock().processes[idx].serving.remove(&tag);
+    if drop_reply {
+        run.event(What::ConnectionDropped { status: resp.status });
+        let to = Dest::Tag { tag, process: None };
+        world.send(Some(idx), to, Some(who), Msg::Reset, world.latency_us());
+        return;
+    }
+    if fresh && chance(world.sim.faults.reply_drop_after_commit) {
+        run.event(What::ReplyLostAfterCommit);
+        return;
+    }
+    let to = run.req.unwrap_or(0) as u32;
+    run.event(What::Reply { to, status: resp.status, body: resp.body.clone() });
+    net::send_reply(world, idx, who, tag, resp);
 }
 
 /// The outbox relay: a background task in every server process of a model with an `outbox`

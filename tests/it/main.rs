@@ -30,6 +30,7 @@ mod schemas;
 mod shard;
 mod sim_claims;
 mod stacks;
+mod thirdparty;
 mod threads;
 mod tidy;
 mod updates;

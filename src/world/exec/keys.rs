@@ -9,8 +9,8 @@ use super::{Claim, Exec, Flow, WAIT_POLL_US, in_flight};
 use crate::history::{Refusal, Stmt, What};
 use crate::http::{self, Order, Reason, Response};
 use crate::model::{
-    ClaimCleanup, ClaimConflict, Expiry, Fingerprint, InFlight, KeyStore, Lease, Replay, Rollback,
-    StoreOutcomes,
+    ClaimCleanup, ClaimConflict, Expiry, FailureKind, Fingerprint, InFlight, KeyStore, Lease,
+    Replay, Rollback, StoreOutcomes,
 };
 use crate::report::Collected;
 use crate::report::{KeyRecord, RecordState, Scope};
@@ -117,6 +117,10 @@ impl Exec {
                     },
                     Fingerprint::Raw => http::sha256_hex(&env.http.body),
                     Fingerprint::None => String::new(),
+                    Fingerprint::Parsed => {
+                        let body = http::js_reserialized(&env.http.body).unwrap_or_default();
+                        http::sha256_hex(body.as_bytes())
+                    }
                 };
                 Ok(())
             }
@@ -304,7 +308,9 @@ impl Exec {
         if status == 409 && resp.body == http::TAKEN_BODY {
             resp.meta.reason = Some(Reason::Taken);
         }
-        resp.headers.push((kp.replay_marker.clone().into(), "true".into()));
+        if !kp.replay_marker.is_empty() {
+            resp.headers.push((kp.replay_marker.clone().into(), "true".into()));
+        }
         Ok(Flow::Finish(resp))
     }
 
@@ -382,6 +388,7 @@ impl Exec {
             self.claim = Claim::Held;
         }
         self.roll_back_on_error();
+        let kind = f.kind();
         let declined = matches!(f, Failure::Declined);
         let provider_failed =
             matches!(f, Failure::Error(Why::ProviderError | Why::EffectUnacknowledged));
@@ -435,7 +442,7 @@ impl Exec {
             StoreOutcomes::Dependency => declined || provider_failed,
             StoreOutcomes::Success => false,
         };
-        self.clean_up_claim(store, &resp).await;
+        self.clean_up_claim(store, &resp, kind).await;
         resp
     }
 
@@ -459,13 +466,19 @@ impl Exec {
 
     /// The error path's work on this request's claim, if it holds one it has not completed:
     /// store the failure as the key's outcome (`store`), or the model's `on_error` clean-up
-    /// (release it, mark it failed, or unlock it for a takeover).
-    pub(super) async fn clean_up_claim(&mut self, store: bool, resp: &Response) {
+    /// (release it, mark it failed, or unlock it for a takeover) if it runs after a failure of
+    /// this `kind` (`clean_up_on`).
+    pub(super) async fn clean_up_claim(&mut self, store: bool, resp: &Response, kind: FailureKind) {
         if self.claim != Claim::Held {
             return;
         }
         if store {
             let _ = self.save(resp.status, &resp.body.clone()).await;
+            return;
+        }
+        if !self.run.world.model.on_error.cleans_up_after(kind) {
+            // `clean_up_on`: the design's code does not clean up after this kind of failure.
+            self.event(What::ClaimLeftAfter { failure: kind.name() });
             return;
         }
         let (s, me) = (self.scope(), self.run.id);
@@ -558,7 +571,7 @@ impl Exec {
         }
         if chance(faults.reply_drop) {
             self.event(What::CacheReplyLost);
-            let rest = kp.store_timeout_us.saturating_sub(kp.store_latency_us.1);
+            let rest = kp.store_timeout_us.saturating_sub(kp.store_latency_us.max());
             self.run.wait(clock::sleep_us(rest)).await;
             return Err(Failure::StoreUnavailable);
         }

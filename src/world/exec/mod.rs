@@ -77,6 +77,11 @@ pub(crate) struct Exec {
     /// When the request was admitted: model time, and this process's clock (µs).
     pub admitted_us: u64,
     pub admitted_app_us: u64,
+    /// The client connection's reply tag, until a `reply` step answers on it (None: no client,
+    /// the completer's execution).
+    pub reply_tag: Option<u64>,
+    /// A `reply` step sent the answer: what the program does after it reaches no client.
+    pub replied: bool,
 }
 
 impl Exec {
@@ -99,6 +104,8 @@ impl Exec {
             expired: false,
             admitted_us: 0,
             admitted_app_us: 0,
+            reply_tag: None,
+            replied: false,
         }
     }
 
@@ -152,7 +159,12 @@ impl Exec {
             return resp;
         }
         self.order = Some(order);
+        self.reply_tag = Some(env.reply_tag);
         let resp = self.run_program(0).await;
+        if self.replied {
+            // A `reply` step answered already, at its own crash site.
+            return resp;
+        }
         // The last step boundary: the work is done, the reply not yet written (a process
         // that dies here leaves a committed outcome its client never hears of).
         self.run.maybe_crash(|| CrashSite::BeforeStep("reply".into())).await;
@@ -281,7 +293,22 @@ impl Exec {
             }
             Step::Outbox => self.outbox().await,
             Step::Point(p) => self.named_point(p).await,
+            Step::Reply => self.reply_now(),
         }
+    }
+
+    /// `reply`: send the pending answer now, as the end of the request would; the steps after
+    /// it run on, and what they do (a failure included) reaches no client.
+    fn reply_now(&mut self) -> Result<Flow, Failure> {
+        let Some(tag) = self.reply_tag.take() else { return Ok(Flow::Next) };
+        let Some(mut resp) = self.response.clone() else {
+            return Err(Failure::Error(Why::NoResponse));
+        };
+        resp.meta.exec = Some(self.run.id);
+        self.replied = true;
+        let fresh = self.fresh_success(&resp);
+        crate::world::server::answer_now(&self.run, tag, self.drop_reply, fresh, resp);
+        Ok(Flow::Next)
     }
 
     /// `retry-transaction`: a busy database inside a transaction, with retries left.

@@ -356,7 +356,7 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
     if progress {
         eprintln!();
     }
-    let v = super::validate::compare(&simulated, &real.cell, a.tolerance);
+    let v = super::validate::compare(&simulated, &real.cell, a.tolerance, unobserved(&target));
     if a.json {
         let out = serde_json::json!({
             "format": "idemsim-validate",
@@ -382,6 +382,11 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
         crate::agree::Verdict::Disagree => Ending::Failed,
         crate::agree::Verdict::Inconclusive => Ending::Inconclusive,
     })
+}
+
+/// What `target` cannot show of a run: key records, without a keys query.
+fn unobserved(target: &Target) -> &'static [&'static str] {
+    if target.keys_sql.is_none() { super::validate::FROM_KEY_RECORDS } else { &[] }
 }
 
 fn validate_header(

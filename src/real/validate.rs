@@ -57,6 +57,8 @@ pub struct Validation {
     pub tolerance: f64,
     /// Overall.
     pub verdict: Verdict,
+    /// Violations the real side cannot observe, not compared (`runs with …` left out).
+    pub unobserved: Vec<String>,
 }
 
 fn rate(statistic: &str, (ks, ns): (u64, u64), (kr, nr): (u64, u64), tol: f64) -> RateRow {
@@ -141,16 +143,31 @@ fn outcome_rows(sim: &Cell, real: &Cell, tolerance: f64) -> Vec<RateRow> {
 }
 
 /// Compare a simulated cell with a real one.
-pub fn compare(sim: &Cell, real: &Cell, tolerance: f64) -> Validation {
+/// Violations read from the key records: what a target that keeps its keys outside the
+/// database (no `keys` query: a Redis, a process's memory) cannot show.
+pub const FROM_KEY_RECORDS: &[&str] = &["stuck-key"];
+
+/// The violations either side saw, less the ones the real side cannot observe.
+fn violation_names<'c>(
+    sim: &'c Cell,
+    real: &'c Cell,
+    unobserved: &[&str],
+) -> std::collections::BTreeSet<&'c String> {
+    let seen = sim.violations.keys().chain(real.violations.keys());
+    seen.filter(|n| !unobserved.contains(&n.as_str())).collect()
+}
+
+/// The simulated cell beside the real one, statistic by statistic. `unobserved`: violations
+/// the real side cannot observe ([`FROM_KEY_RECORDS`] for a target without a keys query): not
+/// compared, and listed in [`Validation::unobserved`].
+pub fn compare(sim: &Cell, real: &Cell, tolerance: f64, unobserved: &[&str]) -> Validation {
     let mut rates = vec![rate(
         "runs with a violation",
         (sim.violating_seeds, sim.runs),
         (real.violating_seeds, real.runs),
         tolerance,
     )];
-    let names: std::collections::BTreeSet<&String> =
-        sim.violations.keys().chain(real.violations.keys()).collect();
-    for name in names {
+    for name in violation_names(sim, real, unobserved) {
         let k = |c: &Cell| c.violations.get(name).map_or(0, |v| v.seeds);
         rates.push(rate(
             &format!("runs with {name}"),
@@ -201,7 +218,12 @@ pub fn compare(sim: &Cell, real: &Cell, tolerance: f64) -> Validation {
         (Verdict::Inconclusive, _) | (_, Verdict::Inconclusive) => Verdict::Inconclusive,
         _ => Verdict::Agree,
     });
-    Validation { rates, histograms, tolerance, verdict }
+    let unobserved = unobserved
+        .iter()
+        .filter(|n| sim.violations.contains_key(**n) || real.violations.contains_key(**n))
+        .map(|n| n.to_string())
+        .collect();
+    Validation { rates, histograms, tolerance, verdict, unobserved }
 }
 
 fn pct(x: f64) -> String {
@@ -229,6 +251,13 @@ pub fn text(v: &Validation) -> String {
             r.p_value,
             format!("±{}", pct(r.detectable)),
             r.verdict
+        );
+    }
+    if !v.unobserved.is_empty() {
+        let _ = writeln!(
+            o,
+            "not compared (the target cannot show them: no keys query): runs with {}",
+            v.unobserved.join(", ")
         );
     }
     for h in &v.histograms {
@@ -278,7 +307,7 @@ mod tests {
         // the copies and fails every round's expectations.
         let sim = cell(200, &[("201", 4000)], 0);
         let real = cell(200, &[("201", 3200), ("409", 800)], 200);
-        let v = compare(&sim, &real, 0.15);
+        let v = compare(&sim, &real, 0.15, &[]);
         assert_eq!(row(&v, "runs with a violation").verdict, Verdict::Agree);
         let failed = row(&v, "runs whose expectations failed");
         assert_eq!((failed.real.0, failed.verdict), (200, Verdict::Disagree));
@@ -292,7 +321,24 @@ mod tests {
         assert_eq!(conflict.verdict, Verdict::Disagree);
         assert_eq!(v.verdict, Verdict::Disagree);
         // The same answers on both sides agree.
-        let v = compare(&real, &cell(200, &[("201", 3180), ("409", 820)], 200), 0.15);
+        let v = compare(&real, &cell(200, &[("201", 3180), ("409", 820)], 200), 0.15, &[]);
         assert_eq!(row(&v, "answers 409 (share)").verdict, Verdict::Agree);
+    }
+
+    #[test]
+    fn what_the_target_cannot_observe_is_not_compared_and_is_said() {
+        // The simulated design leaves a key in progress on every run; a target whose keys live
+        // in Redis shows none. Compared, that would be a disagreement about what nobody saw.
+        let mut sim = cell(40, &[("500", 40)], 0);
+        let stuck = serde_json::json!({"seeds": 40, "occurrences": 40, "first_seed": 0,
+                                       "permitted": false});
+        sim.violations.insert("stuck-key".into(), serde_json::from_value(stuck).unwrap());
+        let real = cell(40, &[("500", 40)], 0);
+        let seen = compare(&sim, &real, 0.15, &[]);
+        assert_eq!(row(&seen, "runs with stuck-key").verdict, Verdict::Disagree);
+        let blind = compare(&sim, &real, 0.15, FROM_KEY_RECORDS);
+        assert!(blind.rates.iter().all(|r| r.statistic != "runs with stuck-key"));
+        assert_eq!(blind.unobserved, vec!["stuck-key".to_string()]);
+        assert!(text(&blind).contains("not compared (the target cannot show them"));
     }
 }

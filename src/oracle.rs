@@ -19,15 +19,15 @@ use crate::scenario::{InjectAction, RequestSpec, Sim};
 
 use ViolationKind as V;
 
-/// A final client-visible outcome: a success or a definitive refusal (a 409 for a key reused
+/// A final client-visible outcome: a success or a definitive answer (a 409 for a key reused
 /// with another payload is one; a 409 "in progress" is not). The one rule both liveness
 /// (`unfinished-intent`) and `phantom-success` read: a 5xx is ambiguous (the write may have
-/// committed), a 429 or a 503 "safe to retry" says "try again", a 410 "key expired" says the
-/// server no longer knows; none of them is final, none tells the client it failed.
+/// committed) and a 429 or a 503 "safe to retry" says "try again": neither is final. A 410
+/// "key expired" is the design's final answer (no retry will ever be told more), though it
+/// says nothing of the first execution: final, and not a failure answer.
 fn is_final(a: &AttemptOutcome) -> bool {
     match a.status {
         Some(_) if a.is_success() => true,
-        Some(410) if a.reason == Some(Reason::Expired) => false,
         Some(s) if [400, 401, 402, 403, 404, 410, 412, 422, 428].contains(&s) => true,
         Some(_) if a.reason == Some(Reason::AlreadyDone) => true,
         Some(409) => matches!(a.reason, Some(Reason::Mismatch | Reason::Taken)),
@@ -37,10 +37,12 @@ fn is_final(a: &AttemptOutcome) -> bool {
 
 /// A reply that tells the client its request failed: a final answer that is not a success (a
 /// definitive refusal: 409 "already exists", 402 declined, 422, 400 …). An "already
-/// processed" says it was done; everything that is not final (`is_final`) says nothing either
-/// way.
+/// processed" says it was done and a 410 "key expired" that the server no longer knows;
+/// everything that is not final (`is_final`) says nothing either way.
 fn is_failure_answer(a: &AttemptOutcome) -> bool {
-    is_final(a) && !a.is_success() && a.reason != Some(Reason::AlreadyDone)
+    is_final(a)
+        && !a.is_success()
+        && !matches!(a.reason, Some(Reason::AlreadyDone | Reason::Expired))
 }
 
 /// Canonical JSON of a body (field order ignored), or the raw text if it is not JSON.

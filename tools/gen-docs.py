@@ -11,6 +11,12 @@ The command runs with bash in the repository root, with `idemsim` on PATH (the r
 and two helpers: `fence LANG` wraps its input in a fenced code block, `excerpt` appends a
 line `...` (for an excerpt of a longer output).
 
+A model file (models/*.toml) holds such blocks inside comments, every line starting `# `:
+
+    # <!-- gen: python3 tools/found.py check-first -->
+    # ...the command's output, each line commented...
+    # <!-- /gen -->
+
     python3 tools/gen-docs.py           # rewrite every block
     python3 tools/gen-docs.py --check   # exit 1 and show a diff if any block is stale
 """
@@ -24,6 +30,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(<!-- gen: (.*?) -->\n)(.*?)(<!-- /gen -->)", re.S)
+COMMENTED = re.compile(r"(# <!-- gen: (.*?) -->\n)(.*?)(# <!-- /gen -->)", re.S)
 PRELUDE = r"""
 set -euo pipefail
 # exit 1 means "the run found a failure", which is the point of most examples
@@ -54,14 +61,19 @@ def run(command: str) -> str:
 def main() -> int:
     check = "--check" in sys.argv[1:]
     files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    models = sorted((ROOT / "models").glob("*.toml"))
     stale = 0
-    for path in files:
+    for path in files + models:
         text = path.read_text()
 
         def render(m: re.Match) -> str:
             return m.group(1) + run(m.group(2)) + m.group(4)
 
-        new = BLOCK.sub(render, text)
+        def render_commented(m: re.Match) -> str:
+            lines = run(m.group(2)).splitlines()
+            return m.group(1) + "".join(f"# {l}\n" for l in lines) + m.group(4)
+
+        new = COMMENTED.sub(render_commented, text) if path in models else BLOCK.sub(render, text)
         if new == text:
             continue
         if check:

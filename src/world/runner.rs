@@ -303,12 +303,16 @@ impl Runner {
             && (driver.commit_us.max() > 0 || self.world.sim.faults.commit_lost > 0.0);
         let commit_lost = self.world.sim.faults.commit_lost;
         if !implicit {
-            let commit = matches!(stmt, Stmt::Commit | Stmt::CommitReadOnly);
-            if commit && self.conn.wrote_since_begin() {
+            // A COMMIT with no transaction open fails at once ("cannot commit - no transaction
+            // is active"): no sync, and nothing for a lost connection to make ambiguous.
+            let commit = matches!(stmt, Stmt::Commit | Stmt::CommitReadOnly)
+                && !self.conn.is_autocommit()
+                && self.conn.wrote_since_begin();
+            if commit {
                 self.sync_journal().await;
             }
             // Only a commit that wrote is ambiguous when its connection is lost.
-            if commit && self.conn.wrote_since_begin() && chance(commit_lost) {
+            if commit && chance(commit_lost) {
                 return Err(self.lose_connection_at_commit(stmt).await);
             }
             let r = self.run_waiting(stmt, &f).await;

@@ -278,10 +278,11 @@ fn every_format_renders_the_same_verdict() {
     assert!(checked > 2000 && unsafe_cells > 100 && unspecified > 100, "{checked}");
 }
 
-/// One rule of final answers for liveness and phantom-success alike: a 5xx (ambiguous), a 429
-/// (try again) and a 410 "key expired" (the server no longer knows) are not final and tell the
-/// client nothing, so an applied intent that ends on one is unfinished, not a phantom
-/// success; a definitive refusal (409 "already exists") is final and is one.
+/// One rule of final answers for liveness and phantom-success alike: a 5xx (ambiguous) and a
+/// 429 (try again) are not final and tell the client nothing, so an applied intent that ends
+/// on one is unfinished, not a phantom success; a 410 "key expired" is the design's final
+/// answer but no refusal of the order (the server no longer knows): neither; a definitive
+/// refusal (409 "already exists") is final and is a phantom success.
 #[test]
 fn only_a_definitive_refusal_is_a_failure_answer() {
     let s = sim(ONE);
@@ -291,10 +292,12 @@ fn only_a_definitive_refusal_is_a_failure_answer() {
     };
     let mut expired = reply(410, r#"{"error":"expired"}"#, "k1", 0.0);
     expired.reason = Some(Reason::Expired);
-    for a in [reply(500, "{}", "k1", 0.0), reply(429, "{}", "k1", 0.0), expired] {
+    for a in [reply(500, "{}", "k1", 0.0), reply(429, "{}", "k1", 0.0)] {
         let v = ends_on(a.clone());
         assert!(v.contains(&V::UnfinishedIntent) && !v.contains(&V::PhantomSuccess), "{a:?}");
     }
+    let v = ends_on(expired);
+    assert!(!v.contains(&V::UnfinishedIntent) && !v.contains(&V::PhantomSuccess), "{v:?}");
     let mut taken = reply(409, r#"{"error":"already exists"}"#, "k1", 0.0);
     taken.reason = Some(Reason::Taken);
     let v = ends_on(taken);

@@ -454,6 +454,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
 /// Exit code of `validate` when the rounds were too few to tell.
 pub const EXIT_INCONCLUSIVE: i32 = 4;
 
+/// Exit code of `real` and `validate` when the target failed (a server died or refused,
+/// answered something that is not HTTP, never called the hook the sim's faults need): never
+/// scored as a finding about the design.
+pub const EXIT_TARGET_FAULT: i32 = 5;
+
 fn real_exit(e: crate::real::cmd::Ending) -> i32 {
     use crate::real::cmd::Ending;
     match e {
@@ -461,6 +466,8 @@ fn real_exit(e: crate::real::cmd::Ending) -> i32 {
         Ending::Failed => EXIT_FAILED,
         Ending::Inconclusive => EXIT_INCONCLUSIVE,
         Ending::Interrupted => EXIT_INTERRUPTED,
+        Ending::NotApplicable => EXIT_NOT_APPLICABLE,
+        Ending::TargetFault => EXIT_TARGET_FAULT,
     }
 }
 

@@ -120,6 +120,36 @@ pub enum Ending {
     Inconclusive,
     /// Stopped by SIGINT.
     Interrupted,
+    /// The sim does not apply to the model (it injects at a point the model lacks).
+    NotApplicable,
+    /// The target failed (a server died, refused, answered something that is not HTTP, never
+    /// called the hook a sim's faults need): said on stderr, never scored.
+    TargetFault,
+}
+
+/// Say a target's fault on stderr (escaped) and end with [`Ending::TargetFault`].
+fn target_fault(target: &Target, e: &super::RealError) -> Ending {
+    let msg = format!("target `{}`: {e}", target.name);
+    eprintln!("error: target fault: {}", crate::text::printable_lines(&msg));
+    Ending::TargetFault
+}
+
+/// Before any round: a sim real rounds cannot play is bad input (an error); one that does not
+/// apply to the model ends with [`Ending::NotApplicable`], as `run` does.
+fn precheck(sim: &Sim, model: &Model) -> anyhow::Result<Option<Ending>> {
+    if let Some(why) = crate::run::not_applicable(sim, model) {
+        eprintln!(
+            "sim `{}` does not apply to model `{}`: {}",
+            sim.name,
+            model.name,
+            crate::text::printable(&why.to_string())
+        );
+        return Ok(Some(Ending::NotApplicable));
+    }
+    if let Some(why) = super::unsupported(sim) {
+        anyhow::bail!("sim `{}`: {why}", sim.name);
+    }
+    Ok(None)
 }
 
 /// Run the `real` command.
@@ -138,15 +168,20 @@ pub fn real_cmd(a: RealArgs, quiet: bool) -> anyhow::Result<Ending> {
     };
     let progress = shows_progress(a.json || quiet);
     let runs = a.runs;
-    let report = super::real(&sim, &model, &target, &opts, |line| {
+    if let Some(end) = precheck(&sim, &model)? {
+        return Ok(end);
+    }
+    let report = match super::real(&sim, &model, &target, &opts, |line| {
         if progress {
             eprint!(
                 "\rround {} of 0..{runs} · {:.1} ms · rows {}   ",
                 line.round, line.wall_ms, line.rows
             );
         }
-    })
-    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
+    }) {
+        Ok(r) => r,
+        Err(e) => return Ok(target_fault(&target, &e)),
+    };
     if progress {
         eprintln!();
     }
@@ -319,6 +354,9 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
         anyhow::bail!("--tolerance {}: expected a difference in rate from 0.01 to 1", a.tolerance);
     }
     let (sim, model, target) = load(&a.sim, a.model.as_deref(), &a.target)?;
+    if let Some(end) = precheck(&sim, &model)? {
+        return Ok(end);
+    }
     let warm = warm_count(a.warm, &sim)?;
     // Both sides start the same way: real processes warmed up, simulated ones started warm.
     let sim = if warm > 0 && sim.world.start != crate::scenario::Start::Warm {
@@ -347,12 +385,14 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
         },
     };
     let progress = shows_progress(a.json || quiet);
-    let real = super::real(&sim, &model, &target, &opts, |line| {
+    let real = match super::real(&sim, &model, &target, &opts, |line| {
         if progress {
             eprint!("\rround {} of 0..{runs} · rows {}   ", line.round, line.rows);
         }
-    })
-    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
+    }) {
+        Ok(r) => r,
+        Err(e) => return Ok(target_fault(&target, &e)),
+    };
     if progress {
         eprintln!();
     }

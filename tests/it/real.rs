@@ -47,7 +47,7 @@ fn a_target_that_exits_or_never_listens_is_named_and_ended() {
         "--runs",
         "2",
     ]);
-    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(code, 5, "{out}{err}");
     assert!(err.contains("target `exits`") && err.contains("round 0"), "{err}");
     assert!(err.contains("exited before it printed its port") && err.contains("boom"), "{err}");
 
@@ -56,7 +56,7 @@ fn a_target_that_exits_or_never_listens_is_named_and_ended() {
     let t = target_file("silent", &cmd, "start_timeout_ms = 300");
     let (code, _, err) =
         idemsim(&["real", "01-same-key-same-content", "--target", t.to_str().unwrap()]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 5, "{err}");
     assert!(err.contains("printed no `IDEMSIM_LISTENING <port>` within 300ms"), "{err}");
     assert!(!still_running(&marker), "the silent target was left running");
 }
@@ -76,7 +76,7 @@ fn a_target_that_answers_garbage_is_refused() {
     );
     let (code, _, err) =
         idemsim(&["real", "01-same-key-same-content", "--target", t.to_str().unwrap()]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 5, "{err}");
     assert!(err.contains("target `garbage`") && err.contains("not HTTP"), "{err}");
 }
 

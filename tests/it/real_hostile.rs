@@ -66,7 +66,7 @@ fn real(sim: &str, t: &Path) -> (i32, String, String) {
 fn a_server_that_dies_or_listens_elsewhere_is_named_not_scored() {
     let exits = fake("exits", "", &format!("{INSERT}\n        if n >= 2: os._exit(3)"), ROWS);
     let (code, out, err) = real("double-submit", &exits);
-    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(code, 5, "{out}{err}");
     assert!(err.contains("ended on its own during the round (exit status: 3)"), "{err}");
     assert!(!out.contains("unfinished-intent"), "scored as a finding:\n{out}");
 
@@ -74,7 +74,7 @@ fn a_server_that_dies_or_listens_elsewhere_is_named_not_scored() {
                  PORT = spare.getsockname()[1]";
     let elsewhere = fake("elsewhere", setup, INSERT, ROWS);
     let (code, out, err) = real("double-submit", &elsewhere);
-    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(code, 5, "{out}{err}");
     assert!(
         err.contains("refused a connection on port") && err.contains("nothing listens"),
         "{err}"
@@ -85,7 +85,7 @@ fn a_server_that_dies_or_listens_elsewhere_is_named_not_scored() {
 fn faults_a_server_never_lets_fire_and_answers_without_rows_are_said() {
     // crash-between-steps arms `steps`: a server that never calls the hook runs no crash.
     let (code, out, err) = real("crash-between-steps", &fake("no-hook", "", INSERT, ROWS));
-    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(code, 5, "{out}{err}");
     assert!(err.contains("never called the hook") && err.contains("`steps`"), "{err}");
 
     // 201 {"ok": true}, nothing stored: a success that names no row is reported.
@@ -99,7 +99,16 @@ fn escapes_in_what_a_server_controls_are_printed_escaped() {
     // SQLite's error names the missing table: the server's schema controls that text.
     let rows = "rows = \"SELECT id, user, operation, item, qty, intent FROM \\\"\\u001b]0;owned\\u0007\\\"\"";
     let (code, _, err) = real("double-submit", &fake("escapes", "", INSERT, rows));
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 5, "{err}");
     assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "raw escapes in: {err:?}");
     assert!(err.contains("\\u{1b}]0;owned"), "{err}");
+}
+
+#[test]
+fn a_sim_that_does_not_apply_exits_as_run_does() {
+    // express-idempotency replies before it saves: it has no @after-commit point to inject at.
+    let args = ["real", "16-effect-after-commit-lost", "--target", "express-idempotency-memory"];
+    let (code, _, err) = idemsim(&args);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("does not apply to model `express-idempotency-memory`"), "{err}");
 }

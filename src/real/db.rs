@@ -77,6 +77,9 @@ fn raw_rows(c: &Connection, t: &Target) -> Result<Vec<RawRow>, String> {
     let mut rows = st.query([]).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     while let Some(r) = rows.next().map_err(|e| e.to_string())? {
+        if out.len() as u64 >= t.max_rows {
+            return Err(format!("it returned more than {} rows ([database] max_rows)", t.max_rows));
+        }
         let get = |i: usize| r.get_ref(i).map(json_of).map_err(|e| e.to_string());
         let id = match get(id)? {
             Value::Number(n) if n.is_i64() => n.as_i64().unwrap_or_default(),
@@ -118,7 +121,16 @@ fn key_rows(c: &Connection, t: &Target) -> Result<Vec<(Scope, Option<i64>)>, Str
             Ok((scope, r.get::<_, Option<i64>>(3)?))
         })
         .map_err(|e| e.to_string())?;
-    let rows: rusqlite::Result<Vec<(Scope, Option<i64>)>> = rows.collect();
+    let rows: rusqlite::Result<Vec<(Scope, Option<i64>)>> =
+        rows.take(usize::try_from(t.max_rows).unwrap_or(usize::MAX).saturating_add(1)).collect();
+    let rows = rows.map_err(|e| e.to_string())?;
+    if rows.len() as u64 > t.max_rows {
+        return Err(format!(
+            "it returned more than {} key records ([database] max_rows)",
+            t.max_rows
+        ));
+    }
+    let rows: rusqlite::Result<Vec<(Scope, Option<i64>)>> = Ok(rows);
     Ok(rows
         .map_err(|e| e.to_string())?
         .into_iter()

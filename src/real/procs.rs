@@ -167,7 +167,12 @@ impl Servers {
         cmd.env(OWNER, &token);
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr);
         let mut child = spawn(&mut cmd).map_err(|e| {
-            StartError(format!("cannot start `{}`: {e}", self.target.command.join(" ")))
+            let program = cmd.get_program().to_string_lossy().into_owned();
+            let dir = cmd.get_current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+            StartError(format!(
+                "cannot start `{}` (program {program}, in {dir}): {e}",
+                crate::text::printable(&self.target.command.join(" "))
+            ))
         })?;
         let pid = child.id() as i32;
         register(pid);

@@ -35,7 +35,12 @@ impl Services {
             let mut cmd = program(&target.dir(), &line);
             cmd.env(OWNER, &token).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
             let child = spawn(&mut cmd).map_err(|e| {
-                format!("service `{}`: cannot start `{}`: {e}", s.name, line.join(" "))
+                let program = cmd.get_program().to_string_lossy().into_owned();
+                format!(
+                    "service `{}`: cannot start `{}` (program {program}): {e}",
+                    s.name,
+                    line.join(" ")
+                )
             })?;
             let pid = child.id() as i32;
             register(pid);

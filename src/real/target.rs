@@ -42,6 +42,8 @@ pub struct Target {
     pub keys_sql: Option<String>,
     /// The statement that deletes every key record (the sims' delete-keys action).
     pub delete_keys_sql: Option<String>,
+    /// The most rows (and key records) a query may return; more refuses the round.
+    pub max_rows: u64,
     /// How idemsim finds a started process's port.
     pub listen: Listen,
     /// Helper processes every round starts before the servers (a Redis, say).
@@ -134,6 +136,7 @@ struct DatabaseFile {
     delete_keys: Option<String>,
     user: Option<Spanned<String>>,
     attribute: Option<Spanned<String>>,
+    max_rows: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -202,6 +205,11 @@ impl Target {
             .map(|r| super::mapping::RequestMap::parse(&file, r))
             .collect::<Result<Vec<_>, _>>()?;
         let (row_user, attribute) = choices(&file, &f.database)?;
+        let max_rows = match &f.database.max_rows {
+            None => DEFAULT_MAX_ROWS,
+            Some(n) if (1..=10_000_000).contains(n.get_ref()) => *n.get_ref() as u64,
+            Some(n) => return Err(file.err(n.span(), "max_rows: expected 1 to 10000000")),
+        };
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -219,8 +227,7 @@ impl Target {
                 })
             }
         };
-        let start_timeout_us =
-            file.ms("start_timeout_ms", &f.start_timeout_ms, 10_000_000, 100_000)?.min(120_000_000);
+        let start_timeout_us = start_timeout(&file, &f.start_timeout_ms)?;
         Ok(Target {
             name: f.name.into_inner(),
             model: f.model,
@@ -235,6 +242,7 @@ impl Target {
             attribute,
             keys_sql: f.database.keys.map(Spanned::into_inner),
             delete_keys_sql: f.database.delete_keys,
+            max_rows,
             listen,
             services,
             reset: f.reset.map(Spanned::into_inner).unwrap_or_default(),
@@ -260,6 +268,24 @@ pub fn launch_name(n: &str, port: bool, services: &[Service]) -> bool {
         || n.strip_prefix("service.")
             .and_then(|r| r.strip_suffix(".port"))
             .is_some_and(|s| services.iter().any(|x| x.name == s))
+}
+
+/// The most rows a target's query may return, unless its `[database] max_rows` says.
+pub const DEFAULT_MAX_ROWS: u64 = 100_000;
+
+/// The longest a process may take to be ready (µs): two minutes.
+const MAX_START_US: u64 = 120_000_000;
+
+/// `start_timeout_ms`: 10 s when absent, from 100 ms to two minutes, or an error at the value.
+fn start_timeout(file: &Source, v: &Option<Spanned<f64>>) -> Result<u64, InputError> {
+    let us = file.ms("start_timeout_ms", v, 10_000_000, 100_000)?;
+    match v {
+        Some(v) if us > MAX_START_US => Err(file.err(
+            v.span(),
+            format!("start_timeout_ms = {}: expected at most 120000 (two minutes)", v.get_ref()),
+        )),
+        _ => Ok(us),
+    }
 }
 
 fn check_reset(
@@ -308,8 +334,7 @@ fn services(file: &Source, list: &[ServiceFile]) -> Result<Vec<Service>, InputEr
         for arg in s.command.get_ref() {
             Template::parse(arg, &|n| n == "port").map_err(|e| file.err(s.command.span(), e))?;
         }
-        let start_timeout_us =
-            file.ms("start_timeout_ms", &s.start_timeout_ms, 10_000_000, 100_000)?.min(120_000_000);
+        let start_timeout_us = start_timeout(file, &s.start_timeout_ms)?;
         out.push(Service {
             name: name.clone(),
             command: s.command.get_ref().clone(),
@@ -383,6 +408,9 @@ keys = "SELECT user, operation, key, status FROM keys"
         let bad = GOOD.replace("SELECT user", "DELETE user");
         let e = Target::parse(Path::new("t.toml"), &bad).unwrap_err().to_string();
         assert!(e.contains("t.toml:8:8:") && e.contains("expected a SELECT query"), "{e}");
+        let bad = format!("start_timeout_ms = 3600000\n{GOOD}");
+        let e = Target::parse(Path::new("t.toml"), &bad).unwrap_err().to_string();
+        assert!(e.contains("t.toml:1:") && e.contains("expected at most 120000"), "{e}");
         let bad = GOOD.replace("VARIANT", "IDEMSIM_DB");
         let e = Target::parse(Path::new("t.toml"), &bad).unwrap_err().to_string();
         assert!(e.contains("`IDEMSIM_DB`"), "{e}");

@@ -75,6 +75,12 @@ fn a_target_that_cannot_be_driven_is_named_before_or_instead_of_a_verdict() {
             "returns no `user` column",
         ),
         (
+            "too-many-rows",
+            "double-submit",
+            &|t| t.replace("user = \"none\"", "user = \"none\"\nmax_rows = 2"),
+            "more than 2 rows ([database] max_rows)",
+        ),
+        (
             "dies",
             "double-submit",
             &|t| t.replace("command = [", "command = [\"sh\", \"-c\", \"exit 7\", "),

@@ -170,13 +170,14 @@ pub fn real(
             cell.interrupted = true;
             break;
         }
-        let res = round::play(sim, model, target, r, &opts.round)
-            .map_err(|e| RealError(format!("round {r}: {}", e.0)))?;
+        let res = round::play(sim, model, target, r, &opts.round);
         if crate::sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
-            // A round cut short by SIGINT or SIGTERM is not a finding: it is not judged.
+            // A round cut short by a signal is not a finding, nor a target's fault (its
+            // servers were ended by the signal's handler): it is not judged.
             cell.interrupted = true;
             break;
         }
+        let res = res.map_err(|e| RealError(format!("round {r}: {}", e.0)))?;
         tally.add(&res);
         let wall_ms = res.wall_us as f64 / 1000.0;
         let report = run::judge(sim, model, r, res.observation);

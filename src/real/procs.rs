@@ -31,7 +31,7 @@ pub(super) fn unregister(pid: i32) {
     }
 }
 
-/// On SIGINT or SIGTERM: kill every live server process group, then mark the run
+/// On SIGINT, SIGTERM or SIGHUP: kill every live server process group, then mark the run
 /// interrupted (the rounds in flight end at once, are not judged, and no new one starts); a
 /// second signal terminates. Processes that left their group are ended by the round's clean-up
 /// ([`kill_tree`]) as the interrupted round unwinds.
@@ -48,7 +48,7 @@ pub fn end_servers_on_interrupt() {
     }
     // The handler uses only atomics and kill, both async-signal-safe.
     crate::sweep::on_first_sigint(on_sigint);
-    // SIGTERM (what `timeout` and a CI's cancel send) ends a real run the same way: servers
+    // SIGTERM (what `timeout` and a CI's cancel send) and SIGHUP end a real run the same way: servers
     // killed, the round in flight not judged, the report of the rounds before it printed.
     // SAFETY: sigaction with a zeroed struct, an empty mask and the async-signal-safe handler.
     unsafe {
@@ -57,6 +57,8 @@ pub fn end_servers_on_interrupt() {
         sa.sa_flags = libc::SA_RESETHAND;
         libc::sigemptyset(&mut sa.sa_mask);
         libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+        // A closed terminal (SIGHUP) too.
+        libc::sigaction(libc::SIGHUP, &sa, std::ptr::null_mut());
     }
 }
 

@@ -112,3 +112,34 @@ fn a_sim_that_does_not_apply_exits_as_run_does() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("does not apply to model `express-idempotency-memory`"), "{err}");
 }
+
+#[test]
+fn sigterm_ends_a_real_run_with_the_rounds_before_it_and_nothing_left_running() {
+    // A server that also starts a child in a session of its own (a daemon would too).
+    let t = fake(
+        "term",
+        "import subprocess\nsubprocess.Popen(['setsid', 'sleep', '300'])",
+        INSERT,
+        ROWS,
+    );
+    let dir = t.parent().unwrap().to_path_buf();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_idemsim"))
+        .args(["real", "double-submit", "--target", t.to_str().unwrap(), "--runs", "500"])
+        .current_dir(super::root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("rounds with a violation"), "no partial report:\n{stdout}");
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &dir.join("server.py").display().to_string()])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "a server outlived SIGTERM");
+}

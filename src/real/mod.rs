@@ -180,7 +180,8 @@ pub fn real(
         let res = res.map_err(|e| RealError(format!("round {r}: {}", e.0)))?;
         tally.add(&res);
         let wall_ms = res.wall_us as f64 / 1000.0;
-        let report = run::judge(sim, model, r, res.observation);
+        let mut report = run::judge(sim, model, r, res.observation);
+        report.violations.extend(successes_of_nothing(&report));
         let line = RoundLine {
             round: r,
             wall_ms,
@@ -232,6 +233,31 @@ fn playable(sim: &Sim, model: &Model) -> Result<(), RealError> {
         )));
     }
     Ok(())
+}
+
+/// A real server's 2xx that names no row, for an intent of which no row was stored: a
+/// success of nothing (`lost-success`), never passed by default. The simulated designs always
+/// name the row they answer for, so only a real round can show it.
+fn successes_of_nothing(report: &crate::report::RunReport) -> Vec<crate::report::Violation> {
+    let mut out: Vec<crate::report::Violation> = Vec::new();
+    for q in &report.requests {
+        let stored = report.rows.iter().any(|row| row.intent == q.intent);
+        let empty = q.copies.iter().flatten().find(|a| a.is_success() && a.id().is_none());
+        if let Some(a) = empty.filter(|_| !stored)
+            && !out.iter().any(|v| v.intent == q.intent)
+        {
+            out.push(crate::report::Violation {
+                name: crate::report::ViolationKind::LostSuccess,
+                intent: q.intent.clone(),
+                detail: format!(
+                    "client saw {} naming no row, and no row of the intent was stored",
+                    a.status.unwrap_or(0)
+                ),
+                permitted: false,
+            });
+        }
+    }
+    out
 }
 
 /// What the rounds add up to besides the cell.

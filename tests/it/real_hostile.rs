@@ -88,10 +88,11 @@ fn faults_a_server_never_lets_fire_and_answers_without_rows_are_said() {
     assert_eq!(code, 5, "{out}{err}");
     assert!(err.contains("never called the hook") && err.contains("`steps`"), "{err}");
 
-    // 201 {"ok": true}, nothing stored: a success that names no row is reported.
+    // 201 {"ok": true}, nothing stored: a success of nothing is a violation, never a pass.
     let nothing = "        status, doc = 201, {\"ok\": True}";
-    let (_, out, err) = real("double-submit", &fake("stores-nothing", "", nothing, ROWS));
-    assert!(out.contains("2xx answer(s) named no row"), "{out}{err}");
+    let (code, out, err) = real("double-submit", &fake("stores-nothing", "", nothing, ROWS));
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("2xx answer(s) named no row") && out.contains("lost-success"), "{out}");
 }
 
 #[test]

@@ -398,19 +398,11 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
     }
     let v = super::validate::compare(&simulated, &real.cell, a.tolerance, unobserved(&target));
     if a.json {
-        let out = serde_json::json!({
-            "format": "idemsim-validate",
-            "version": 1,
-            "kind": "validation",
-            "sim": sim.name,
-            "model": model.name,
-            "target": target.name,
-            "runs": runs,
-            "simulated": simulated,
-            "real": real,
-            "validation": v,
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        let sides = (&simulated, &real, runs);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&validate_json(&sim, &model, &target, sides, &v))?
+        );
     } else {
         let _ =
             writeln!(std::io::stdout(), "{}", validate_header(&sim, &model, &target, runs, &real));
@@ -421,6 +413,28 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
         crate::agree::Verdict::Agree => Ending::Held,
         crate::agree::Verdict::Disagree => Ending::Failed,
         crate::agree::Verdict::Inconclusive => Ending::Inconclusive,
+    })
+}
+
+/// `validate --json` (schemas/validate.v1.schema.json).
+fn validate_json(
+    sim: &Sim,
+    model: &Model,
+    target: &Target,
+    (simulated, real, runs): (&crate::sweep::Cell, &RealReport, u64),
+    v: &super::validate::Validation,
+) -> serde_json::Value {
+    serde_json::json!({
+        "format": "idemsim-validate",
+        "version": 1,
+        "kind": "validation",
+        "sim": sim.name,
+        "model": model.name,
+        "target": target.name,
+        "runs": runs,
+        "simulated": simulated,
+        "real": real,
+        "validation": v,
     })
 }
 

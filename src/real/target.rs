@@ -205,28 +205,8 @@ impl Target {
             .map(|r| super::mapping::RequestMap::parse(&file, r))
             .collect::<Result<Vec<_>, _>>()?;
         let (row_user, attribute) = choices(&file, &f.database)?;
-        let max_rows = match &f.database.max_rows {
-            None => DEFAULT_MAX_ROWS,
-            Some(n) if (1..=10_000_000).contains(n.get_ref()) => *n.get_ref() as u64,
-            Some(n) => return Err(file.err(n.span(), "max_rows: expected 1 to 10000000")),
-        };
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let stack = match &f.stack {
-            None => None,
-            Some(s) => {
-                crate::model::named_stack(s.get_ref(), &dir)
-                    .map_err(|e| file.err(s.span(), format!("stack: {e}")))?;
-                let spec = s.get_ref();
-                Some(if is_kebab(spec) {
-                    spec.clone()
-                } else {
-                    dir.join(spec).display().to_string()
-                })
-            }
-        };
+        let max_rows = max_rows(&file, &f.database.max_rows)?;
+        let stack = f.stack.as_ref().map(|s| stack_of(&file, path, s)).transpose()?;
         let start_timeout_us = start_timeout(&file, &f.start_timeout_ms)?;
         Ok(Target {
             name: f.name.into_inner(),
@@ -272,6 +252,28 @@ pub fn launch_name(n: &str, port: bool, services: &[Service]) -> bool {
 
 /// The most rows a target's query may return, unless its `[database] max_rows` says.
 pub const DEFAULT_MAX_ROWS: u64 = 100_000;
+
+/// A target's `stack`: a shipped stack's name, or a stack file's path as seen from the
+/// working directory (it is written relative to the target file).
+fn stack_of(file: &Source, path: &Path, s: &Spanned<String>) -> Result<String, InputError> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    crate::model::named_stack(s.get_ref(), &dir)
+        .map_err(|e| file.err(s.span(), format!("stack: {e}")))?;
+    let spec = s.get_ref();
+    Ok(if is_kebab(spec) { spec.clone() } else { dir.join(spec).display().to_string() })
+}
+
+/// `[database] max_rows`: [`DEFAULT_MAX_ROWS`] when absent, else 1 to 10 000 000.
+fn max_rows(file: &Source, v: &Option<Spanned<i64>>) -> Result<u64, InputError> {
+    match v {
+        None => Ok(DEFAULT_MAX_ROWS),
+        Some(n) if (1..=10_000_000).contains(n.get_ref()) => Ok(*n.get_ref() as u64),
+        Some(n) => Err(file.err(n.span(), "max_rows: expected 1 to 10000000")),
+    }
+}
 
 /// The longest a process may take to be ready (µs): two minutes.
 const MAX_START_US: u64 = 120_000_000;

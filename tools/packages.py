@@ -14,6 +14,8 @@ the package versions), and --check verifies only that the pages render it.
 """
 import json, os, re, subprocess, sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "docs", "packages")
 PAGE = os.path.join(ROOT, "docs", "packages.md")
@@ -64,13 +66,7 @@ def machine():
     return f"{os.cpu_count()} × {cpu}, Node.js {node}"
 
 
-def pct(x):
-    return f"{100 * x:.0f}%"
-
-
-def share(side):
-    k, n, p, (lo, hi) = side
-    return f"{k}/{n} ({pct(p)}, {pct(lo)}–{pct(hi)})"
+from reality import pct, rate_cell as share  # one way of writing a rate, both pages
 
 
 def answers(rates, status):

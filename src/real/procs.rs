@@ -50,16 +50,8 @@ pub fn end_servers_on_interrupt() {
     crate::sweep::on_first_sigint(on_sigint);
     // SIGTERM (what `timeout` and a CI's cancel send) and SIGHUP end a real run the same way: servers
     // killed, the round in flight not judged, the report of the rounds before it printed.
-    // SAFETY: sigaction with a zeroed struct, an empty mask and the async-signal-safe handler.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
-        sa.sa_flags = libc::SA_RESETHAND;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
-        // A closed terminal (SIGHUP) too.
-        libc::sigaction(libc::SIGHUP, &sa, std::ptr::null_mut());
-    }
+    crate::sweep::on_first(libc::SIGTERM, on_sigint);
+    crate::sweep::on_first(libc::SIGHUP, on_sigint);
 }
 
 /// What the processes of a round are given.

@@ -68,6 +68,11 @@ pub fn cell(cells: &[Cell], models: usize, si: usize, mi: usize) -> &Cell {
 /// Install `handler` for the first SIGINT; `SA_RESETHAND` restores the default action, so a
 /// second SIGINT terminates. The handler must be async-signal-safe (atomics, `kill`).
 pub fn on_first_sigint(handler: extern "C" fn(libc::c_int)) {
+    on_first(libc::SIGINT, handler);
+}
+
+/// Install `handler` for the first `signal` (as [`on_first_sigint`] does for SIGINT).
+pub fn on_first(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) {
     // SAFETY: sigaction with a zeroed struct, an empty mask and a handler the caller
     // guarantees async-signal-safe.
     unsafe {
@@ -75,6 +80,6 @@ pub fn on_first_sigint(handler: extern "C" fn(libc::c_int)) {
         sa.sa_sigaction = handler as *const () as libc::sighandler_t;
         sa.sa_flags = libc::SA_RESETHAND;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+        libc::sigaction(signal, &sa, std::ptr::null_mut());
     }
 }

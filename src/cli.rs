@@ -455,7 +455,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
 pub const EXIT_INCONCLUSIVE: i32 = 4;
 
 /// Exit code of `real` and `validate` when the target failed (a server died or refused,
-/// answered something that is not HTTP, never called the hook the sim's faults need): never
+/// answered something that is not HTTP, never reached a point where the sim arms a fault): never
 /// scored as a finding about the design.
 pub const EXIT_TARGET_FAULT: i32 = 5;
 

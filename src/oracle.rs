@@ -89,6 +89,8 @@ struct IntentView<'a> {
     finished: bool,
     /// Some attempt got a 2xx.
     acknowledged: bool,
+    /// Every attempt chain of the intent ran to its request's `max_attempts`.
+    chains_spent: bool,
     /// The intent's effects, in order.
     effects: Vec<&'a EffectRecord>,
 }
@@ -102,6 +104,7 @@ impl<'a> IntentView<'a> {
             finals: vec![],
             finished: true,
             acknowledged: false,
+            chains_spent: true,
             effects: vec![],
         }
     }
@@ -113,6 +116,7 @@ impl<'a> IntentView<'a> {
         self.finals.clear();
         self.effects.clear();
         self.finished = true;
+        self.chains_spent = true;
         self.effects.extend(obs.effect_log.iter().filter(|e| e.intent == intent));
         for (qi, q) in sim.requests.iter().enumerate().filter(|(_, q)| q.intent == intent) {
             let rep = &obs.requests[qi];
@@ -121,6 +125,7 @@ impl<'a> IntentView<'a> {
             self.attempts.reserve(rep.copies.iter().map(Vec::len).sum());
             self.finals.reserve(rep.copies.len());
             for c in &rep.copies {
+                self.chains_spent &= c.len() as u64 >= u64::from(q.policy.max_attempts);
                 self.attempts.extend(c.iter().map(|a| (q, a)));
                 self.finals.extend(c.last());
             }
@@ -137,7 +142,7 @@ impl<'a> IntentView<'a> {
 /// documented expiry: did the key expire after the model's documented retention? Only when
 /// the model has a retention; a *completed* record of the intent was collected in between
 /// (a claim in progress whose TTL ran out held no outcome to keep); a retry (an attempt sent
-/// after the first execution) sent that same key (a fresh key is no expiry: no retention could
+/// after the first execution) sent that same key (any retry, for a key derived from the payload) (a fresh key is no expiry: no retention could
 /// have stopped it); and the second execution came at least one retention after the first.
 /// A key that vanished earlier (wiped by an operator, evicted from a cache before its TTL,
 /// lost in a cache restart) is no policy.
@@ -149,13 +154,16 @@ fn expired_by_policy(
     (from_us, to_us): (f64, f64),
 ) -> bool {
     let Some(retention) = model.key.as_ref().and_then(|k| k.retention_us) else { return false };
+    // A key derived from the payload (`key_from`) is the record's whatever header was sent: a
+    // retry of the intent sent it.
+    let derived = model.key.as_ref().is_some_and(|k| k.key_from.is_some());
     let by_policy = |c: &Collected| {
         let at = c.at_us as f64;
         c.intent == intent
             && c.done
             && at >= from_us
             && at <= to_us
-            && sent.iter().any(|(k, t)| *k == c.key && *t > from_us)
+            && sent.iter().any(|(k, t)| (derived || *k == c.key) && *t > from_us)
     };
     to_us - from_us >= retention as f64 && obs.collected.iter().any(by_policy)
 }
@@ -190,7 +198,7 @@ pub fn violations(sim: &Sim, model: &Model, obs: &Observation) -> Vec<Violation>
         let phantom = answers_against_state(obs, model, v, bounded, &mut out);
         effects_against_acks(v, expected, bounded, phantom, &mut out);
         if !phantom {
-            liveness(v, bounded, &mut out);
+            liveness(v, bounded, !obs.faults.is_empty(), &mut out);
         }
     }
     // Replay equality and the fingerprint are promises of a design that reads the key; one
@@ -408,13 +416,31 @@ fn effects_against_acks(
 /// Some attempt of the intent (in any request's copy, after its retries) got a final outcome:
 /// the client then knows what happened, whatever a later attempt of that chain met (a
 /// transport failure after a final 409 "already exists" takes nothing back).
-fn liveness(v: &IntentView, bounded: bool, out: &mut Vec<Violation>) {
+///
+/// When every attempt met no answer at all, each chain ran to its `max_attempts` and faults
+/// fired in the run, the client's retry budget ran out under the faults: `out-of-retries`,
+/// shown apart and not held against the design (more attempts would have been answered).
+fn liveness(v: &IntentView, bounded: bool, faulted: bool, out: &mut Vec<Violation>) {
     if v.finished
         && !bounded
         && !v.finals.is_empty()
         && !v.attempts.iter().any(|(_, a)| is_final(a))
         && let Some(a) = v.finals.iter().max_by(|a, b| a.done_ms.total_cmp(&b.done_ms))
     {
+        let no_answer =
+            v.attempts.iter().all(|(_, a)| a.outcome == crate::report::Outcome::TransportFailure);
+        if faulted && no_answer && v.chains_spent {
+            let mut x = v.violation(
+                V::OutOfRetries,
+                format!(
+                    "{} attempt(s), none answered, in a run whose faults fired",
+                    v.attempts.len()
+                ),
+            );
+            x.permitted = true;
+            out.push(x);
+            return;
+        }
         let last = a.status.map(|s| s.to_string()).unwrap_or_else(|| a.outcome.name().into());
         out.push(v.violation(V::UnfinishedIntent, format!("last attempt: {last}")));
     }
@@ -680,7 +706,8 @@ pub fn effects_expected(sim: &Sim, model: &Model) -> bool {
 
 /// Intents whose client never saw a final outcome.
 pub fn ambiguous_intents(violations: &[Violation]) -> u64 {
-    violations.iter().filter(|v| v.name == V::UnfinishedIntent).count() as u64
+    violations.iter().filter(|v| matches!(v.name, V::UnfinishedIntent | V::OutOfRetries)).count()
+        as u64
 }
 
 /// Rows and effects per intent, in intent order (for histograms).

@@ -275,6 +275,9 @@ pub struct Observation {
     pub events: usize,
     /// Hash of the typed event history (what determinism checks compare).
     pub trace_hash: u64,
+    /// Faults that fired, by name (the sim's `[faults]` knob, or `@point:action` of an
+    /// `[[inject]]`), and how often.
+    pub faults: BTreeMap<String, u64>,
 }
 
 /// One write to a document: the version it made and the intent that made it.
@@ -360,6 +363,9 @@ pub enum ViolationKind {
     LostUpdate,
     /// `unfinished-intent`: no attempt chain of the intent ended with a final outcome within its retry budget.
     UnfinishedIntent,
+    /// `out-of-retries` (not the design's): the client's attempts ran out while every one met a
+    /// fault, no answer at all.
+    OutOfRetries,
     /// `expired-duplicate-row` (policy-permitted): a second row once the key had expired after the documented retention.
     ExpiredDuplicateRow,
     /// `expired-duplicate-effect` (policy-permitted): a second effect once the key had expired after the documented retention.
@@ -370,7 +376,7 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in report order.
-    pub const ALL: [ViolationKind; 19] = [
+    pub const ALL: [ViolationKind; 20] = [
         ViolationKind::DuplicateRow,
         ViolationKind::DuplicateEffect,
         ViolationKind::LostSuccess,
@@ -387,6 +393,7 @@ impl ViolationKind {
         ViolationKind::RegressedState,
         ViolationKind::LostUpdate,
         ViolationKind::UnfinishedIntent,
+        ViolationKind::OutOfRetries,
         ViolationKind::ExpiredDuplicateRow,
         ViolationKind::ExpiredDuplicateEffect,
         ViolationKind::ExpiredReplayMismatch,
@@ -411,6 +418,7 @@ impl ViolationKind {
             ViolationKind::RegressedState => "regressed-state",
             ViolationKind::LostUpdate => "lost-update",
             ViolationKind::UnfinishedIntent => "unfinished-intent",
+            ViolationKind::OutOfRetries => "out-of-retries",
             ViolationKind::ExpiredDuplicateRow => "expired-duplicate-row",
             ViolationKind::ExpiredDuplicateEffect => "expired-duplicate-effect",
             ViolationKind::ExpiredReplayMismatch => "expired-replay-mismatch",
@@ -466,6 +474,12 @@ impl ViolationKind {
                 "no attempt chain of the intent ended with a final outcome (2xx; \
                  400/401/402/403/404/410/412/422/428; a 409 for a reused key's other payload; an \
                  \"already processed\") within its retry budget"
+            }
+            ViolationKind::OutOfRetries => {
+                "not the design's: the client's attempts ran out with no answer at all, in a run \
+                 whose faults fired (every attempt of the intent a transport failure, each of \
+                 its chains at its max_attempts): the client's retry budget, not the design, \
+                 left it unfinished"
             }
             ViolationKind::ExpiredDuplicateRow => {
                 "policy-permitted: a second row, once the key had expired after the model's \
@@ -551,6 +565,9 @@ pub struct RunReport {
     pub events: usize,
     /// The trace hash, 16 hex digits (what determinism checks compare).
     pub trace_hash: String,
+    /// Faults that fired in the run, by name, and how often (absent when none fired).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub faults: BTreeMap<String, u64>,
 }
 
 impl RunReport {

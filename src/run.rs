@@ -261,6 +261,7 @@ fn judge_with(
         end_ms: obs.end_us as f64 / 1000.0,
         events: obs.events,
         trace_hash: hex16(obs.trace_hash),
+        faults: obs.faults,
         bounds_hit: obs.bounds_hit,
         rows: obs.rows,
         writes: obs.writes,

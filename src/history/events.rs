@@ -721,3 +721,37 @@ impl Event {
         }
     }
 }
+
+impl Event {
+    /// The fault this event is the firing of, named as the sim's `[faults]` knob it comes from
+    /// (`reply_drop`, `crash`, `cache.evict` …) or as its `[[inject]]` (`@point:action`); None
+    /// for an event that is not a fault. Reports count these per run ("fired"), so a rate is
+    /// never read without knowing whether its fault happened at all.
+    pub fn fault(&self) -> Option<std::borrow::Cow<'static, str>> {
+        use std::borrow::Cow::Borrowed;
+        Some(match &self.what {
+            What::Delayed { .. } if self.node == Node::Receiver => Borrowed("effects.delay"),
+            What::RequestDropped => Borrowed("request_drop"),
+            What::ReplyDropped { .. } => Borrowed("reply_drop"),
+            What::ReplyLostAfterCommit => Borrowed("reply_drop_after_commit"),
+            What::RequestDuplicated { .. } => Borrowed("duplicate"),
+            What::Delayed { .. } => Borrowed("delay"),
+            What::CrashFault(_) => Borrowed("crash"),
+            What::CommitLost { .. } => Borrowed("commit_lost"),
+            What::EffectCallLost => Borrowed("effects.drop"),
+            What::ProviderAnswerLost => Borrowed("effects.ack_drop"),
+            What::EffectCallDuplicated => Borrowed("effects.duplicate"),
+            What::ProviderErrorAfterSuccess => Borrowed("effects.error_after_success"),
+            What::Declined { .. } => Borrowed("effects.decline"),
+            What::CacheRefused => Borrowed("cache.unavailable"),
+            What::CacheEvicted => Borrowed("cache.evict"),
+            What::CacheRestarted => Borrowed("cache.restart"),
+            What::CacheReplyLost => Borrowed("cache.reply_drop"),
+            What::Partitioned { .. } => Borrowed("partition"),
+            What::Injected { point, action } => {
+                std::borrow::Cow::Owned(format!("@{point}:{action}"))
+            }
+            _ => return None,
+        })
+    }
+}

@@ -30,6 +30,10 @@ pub(super) struct ModelFile {
     pub(super) events: Option<EventsFile>,
     pub(super) updates: Option<Spanned<UpdatesFile>>,
     pub(super) limits: Option<Spanned<LimitsFile>>,
+    /// `[notes]`: per sim name, what a reader of that cell must know (a label that reads
+    /// stronger than the design's fault, a sim outside the design's use).
+    #[serde(default)]
+    pub(super) notes: std::collections::BTreeMap<String, Spanned<String>>,
 }
 
 #[derive(Deserialize)]

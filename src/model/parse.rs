@@ -100,10 +100,35 @@ impl Model {
             version_check: parse_version_check(file, &f.updates, &program)?,
             rate_limit: parse_limits(file, &f.limits, &program)?,
             delete_missing_ok: parse_delete_missing(file, &f.updates)?,
+            notes: parse_notes(file, &f.notes)?,
             transaction_retries: parse_transaction_retries(file, &f.transaction_retries, retry_tx)?,
             program: program.into_iter().map(|(s, _)| s).collect(),
         })
     }
+}
+
+/// `[notes]`: sim names (as [`check_model_name`] allows a name) to one line of text each,
+/// at most 400 characters, shown escaped.
+fn parse_notes(
+    file: Source,
+    notes: &std::collections::BTreeMap<String, Spanned<String>>,
+) -> Result<std::collections::BTreeMap<String, String>, InputError> {
+    let mut out = std::collections::BTreeMap::new();
+    for (sim, text) in notes {
+        let t = text.get_ref();
+        let bad = if let Err(why) = check_model_name(sim) {
+            Some(format!("notes: a sim name: {why}"))
+        } else if t.trim().is_empty() || t.chars().count() > 400 || t.contains('\n') {
+            Some(format!("notes.{sim}: expected one line of 1 to 400 characters"))
+        } else {
+            None
+        };
+        if let Some(why) = bad {
+            return Err(file.err(text.span(), why));
+        }
+        out.insert(sim.clone(), crate::text::printable(t.trim()));
+    }
+    Ok(out)
 }
 
 /// An optional duration in milliseconds, at least 0.001 ms, in microseconds.

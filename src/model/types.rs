@@ -619,6 +619,8 @@ pub struct Model {
     /// `[updates] delete_missing = 204`: a DELETE of a document that is gone answers 204 (the
     /// delete is idempotent) instead of 404.
     pub delete_missing_ok: bool,
+    /// `[notes]`: per sim name, the note every table shows beside this model's cell there.
+    pub notes: std::collections::BTreeMap<String, String>,
 }
 
 impl Model {

@@ -234,8 +234,8 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
         started(r.warm)
     );
     let _ = writeln!(o, "  faults: {}", sim.faults.describe());
-    if sim.faults.crash > 0.0 {
-        let _ = writeln!(o, "  crashes injected: {} over {} rounds", r.crashes, c.runs);
+    if let Some(line) = c.fired_line(sim, "rounds") {
+        let _ = writeln!(o, "  {line}");
     }
     if r.successes_without_id > 0 {
         let _ = writeln!(
@@ -404,8 +404,11 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
             serde_json::to_string_pretty(&validate_json(&sim, &model, &target, sides, &v))?
         );
     } else {
-        let _ =
-            writeln!(std::io::stdout(), "{}", validate_header(&sim, &model, &target, runs, &real));
+        let _ = writeln!(
+            std::io::stdout(),
+            "{}",
+            validate_header(&sim, &model, &target, runs, (&simulated, &real))
+        );
         print!("{}", super::validate::text(&v));
     }
     Ok(match v.verdict {
@@ -448,9 +451,9 @@ fn validate_header(
     model: &Model,
     target: &Target,
     runs: u64,
-    real: &RealReport,
+    (simulated, real): (&crate::sweep::Cell, &RealReport),
 ) -> String {
-    format!(
+    let mut o = format!(
         "idemsim validate: sim {} · model {} simulated on seeds 0..{runs} (processes start {}) · target {} played for real, {} rounds, each on {} ({} CPUs, load {:.2} → {:.2})\n",
         sim.name,
         model.name,
@@ -461,7 +464,13 @@ fn validate_header(
         real.cpus,
         real.load_before[0],
         real.load_after[0]
-    )
+    );
+    for (world, c, unit) in [("simulated", simulated, "runs"), ("real", &real.cell, "rounds")] {
+        if let Some(line) = c.fired_line(sim, unit) {
+            o.push_str(&format!("  {world}: {line}\n"));
+        }
+    }
+    o
 }
 
 /// `idemsim calibrate --target T`.

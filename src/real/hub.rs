@@ -2,6 +2,7 @@
 //! sim's injections answered, crashes done by killing the process) and the provider that
 //! counts external effects. One thread per connection; every read bounded.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,8 +28,17 @@ pub struct HubLog {
     pub crashes: Vec<(usize, u64)>,
     /// Hook calls that could not be understood.
     pub bad_calls: Vec<String>,
-    /// Hook calls answered (or ended by a crash), at any point.
-    pub calls: u64,
+    /// Hook calls answered (or ended by a crash), by point.
+    pub reached: BTreeMap<String, u64>,
+    /// Faults the hook fired: `crash` (the sim's crash rate, at a step) and `@point:action`
+    /// (an `[[inject]]`), the names a simulated run gives them.
+    pub faults: BTreeMap<String, u64>,
+}
+
+impl HubLog {
+    fn fired(&mut self, name: String) {
+        *self.faults.entry(name).or_insert(0) += 1;
+    }
 }
 
 /// The hook and provider server of one round.
@@ -146,7 +156,8 @@ fn serve(st: &Arc<HubState>, mut conn: TcpStream) {
         }
         Some("/point") => match serde_json::from_slice::<HookCall>(&msg.body) {
             Ok(call) => {
-                st.log.lock().unwrap().calls += 1;
+                let point = crate::text::printable(&call.point);
+                *st.log.lock().unwrap().reached.entry(point).or_insert(0) += 1;
                 if let Some(answer) = st.answer(&call) {
                     wire::send(&mut conn, &wire::json_answer(200, &answer));
                 }
@@ -169,6 +180,7 @@ impl HubState {
         if call.point == "step" {
             let crash = self.sim.faults.crash;
             if crash > 0.0 && self.rng.lock().unwrap().r#gen::<f64>() < crash {
+                self.log.lock().unwrap().fired("crash".into());
                 self.crash(process, self.sim.faults.restart_us);
                 return None;
             }
@@ -179,6 +191,7 @@ impl HubState {
             if inj.point != call.point || !self.applies(inj, call) || !self.fire(i) {
                 continue;
             }
+            self.log.lock().unwrap().fired(format!("@{}:{}", inj.point, inj.action.name()));
             match &inj.action {
                 InjectAction::Effect { .. } => effect = true,
                 InjectAction::Fail => then = "fail",

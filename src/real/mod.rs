@@ -19,6 +19,7 @@ pub mod template;
 pub mod validate;
 pub mod wire;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -89,6 +90,9 @@ pub struct RealReport {
     /// Crashes idemsim caused over every round (a sim's `crash` rate is a chance per step:
     /// this is how many happened).
     pub crashes: u64,
+    /// Per hook point the target called (`step` for its steps): in how many rounds, and how
+    /// often in all.
+    pub points: BTreeMap<String, crate::sweep::Fired>,
     /// 2xx answers that named no row (no top-level `id`, nothing at the target's `id`
     /// pointer): the oracle cannot check them against the stored rows.
     pub successes_without_id: u64,
@@ -195,15 +199,7 @@ pub fn real(
         rounds.push(line);
         cell.add(&SeedResult { cell: 0, seed: r, report, nondeterministic: false });
     }
-    let armed = round::armed_points(sim);
-    if tally.hook_calls == 0 && !armed.is_empty() && !rounds.is_empty() {
-        return Err(RealError(format!(
-            "the target never called the hook (IDEMSIM_HOOK) in {} round(s), though the sim \
-             arms `{armed}`: its injected faults never fired, so no round played this sim \
-             (docs/targets.md, \"Points\")",
-            rounds.len()
-        )));
-    }
+    never_reached(sim, &tally, rounds.len())?;
     cell.seeds = format!("{} rounds", cell.runs);
     Ok(RealReport {
         format: "idemsim-real",
@@ -217,8 +213,41 @@ pub fn real(
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         warm: opts.round.warm,
         crashes: tally.crashes,
+        points: tally.points,
         successes_without_id: tally.successes_without_id,
     })
+}
+
+/// A crash idemsim caused: the sim's crash rate, or an injected crash.
+fn is_crash(fault: &str) -> bool {
+    fault == "crash" || fault.ends_with(":crash")
+}
+
+/// The rounds played no round of the sim when a point it arms (an `[[inject]]`'s, or the
+/// steps where its crash rate strikes) was never reached: the target does not call the hook
+/// there, so the faults the sim is about never fired. A target fault, never a result.
+fn never_reached(sim: &Sim, tally: &Tally, rounds: usize) -> Result<(), RealError> {
+    if rounds == 0 {
+        return Ok(());
+    }
+    let mut armed: BTreeSet<&str> = sim.injects.iter().map(|i| i.point.as_str()).collect();
+    if sim.faults.crash > 0.0 {
+        armed.insert("step");
+    }
+    let missed: Vec<String> = armed
+        .into_iter()
+        .filter(|p| !tally.points.contains_key(*p))
+        .map(|p| if p == "step" { "its steps".to_string() } else { format!("@{p}") })
+        .collect();
+    if missed.is_empty() {
+        return Ok(());
+    }
+    Err(RealError(format!(
+        "the target never reached {} (0 of {rounds} rounds): it does not call the hook \
+         (IDEMSIM_HOOK) there, so the faults the sim arms never fired and no round played \
+         this sim (docs/targets.md, \"Points\")",
+        missed.join(", ")
+    )))
 }
 
 /// Can real rounds play `sim` judged as `model`?
@@ -263,15 +292,20 @@ fn successes_of_nothing(report: &crate::report::RunReport) -> Vec<crate::report:
 /// What the rounds add up to besides the cell.
 #[derive(Default)]
 struct Tally {
-    hook_calls: u64,
+    points: BTreeMap<String, crate::sweep::Fired>,
     crashes: u64,
     successes_without_id: u64,
 }
 
 impl Tally {
     fn add(&mut self, res: &round::RoundResult) {
-        self.hook_calls += res.hook_calls;
-        self.crashes += res.crashes;
+        for (point, n) in &res.reached {
+            let p = self.points.entry(point.clone()).or_default();
+            p.runs += 1;
+            p.times = p.times.saturating_add(*n);
+        }
+        let faults = &res.observation.faults;
+        self.crashes += faults.iter().filter(|(k, _)| is_crash(k)).map(|(_, n)| n).sum::<u64>();
         let answers = res.observation.requests.iter().flat_map(|q| q.copies.iter().flatten());
         self.successes_without_id +=
             answers.filter(|a| a.is_success() && a.id().is_none()).count() as u64;

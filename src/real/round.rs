@@ -3,7 +3,7 @@
 //! their `after` lists give, then the processes killed and the database read into the same
 //! [`Observation`] a simulated run gives.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -49,10 +49,8 @@ pub struct RoundResult {
     pub wall_us: u64,
     /// The round's folder when kept.
     pub dir: Option<PathBuf>,
-    /// Calls the target made to the hook.
-    pub hook_calls: u64,
-    /// Crashes idemsim caused (between steps).
-    pub crashes: u64,
+    /// Calls the target made to the hook, by point (`step` for its steps).
+    pub reached: BTreeMap<String, u64>,
 }
 
 /// A real round could not be played (the target, not the design, is at fault).
@@ -105,6 +103,47 @@ struct Ctx {
     seed: u64,
     /// The first answer that was not HTTP (the target's fault).
     garbage: Mutex<Option<String>>,
+    /// The client's network faults that fired, by the sim's knob name.
+    faults: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Ctx {
+    /// A round's context: its traffic starts at `start` and may last `limit_us`.
+    fn new(
+        (sim, model, target): (&Arc<Sim>, &Arc<Model>, &Target),
+        servers: &Arc<Servers>,
+        db: &Path,
+        seed: u64,
+        (start, limit_us): (Instant, u64),
+    ) -> Arc<Ctx> {
+        Arc::new(Ctx {
+            sim: sim.clone(),
+            model: model.clone(),
+            servers: servers.clone(),
+            db: db.to_path_buf(),
+            target: target.clone(),
+            start,
+            deadline: start + Duration::from_micros(limit_us),
+            done: Done { names: Mutex::new(BTreeSet::new()), changed: Condvar::new() },
+            seed,
+            garbage: Mutex::new(None),
+            faults: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The client's faults that fired and `more` (the hub's), by name.
+    fn faults_with(&self, more: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+        let mut faults = std::mem::take(&mut *self.faults.lock().unwrap());
+        for (name, n) in more {
+            *faults.entry(name).or_insert(0) += n;
+        }
+        faults
+    }
+
+    /// Count a firing of the client's fault `name`.
+    fn fired(&self, name: &str) {
+        *self.faults.lock().unwrap().entry(name.to_string()).or_insert(0) += 1;
+    }
 }
 
 /// Play round `round` of `sim` against `target`.
@@ -168,18 +207,7 @@ fn play_in(
     }
     let limit = opts.limit_us.min(sim.world.time_limit_us);
     let traffic = Instant::now();
-    let ctx = Arc::new(Ctx {
-        sim: sim.clone(),
-        model: model.clone(),
-        servers: servers.clone(),
-        db: db_path.clone(),
-        target: target.clone(),
-        start: traffic,
-        deadline: traffic + Duration::from_micros(limit),
-        done: Done { names: Mutex::new(BTreeSet::new()), changed: Condvar::new() },
-        seed: round,
-        garbage: Mutex::new(None),
-    });
+    let ctx = Ctx::new((sim, model, target), &servers, &db_path, round, (traffic, limit));
     let (requests, collected, bound) = play_items(&ctx);
     let wall_us = traffic.elapsed().as_micros() as u64;
     let died = servers.died();
@@ -193,7 +221,6 @@ fn play_in(
     let state = db::read_final(&db_path, target).map_err(RoundError)?;
     let bounds_hit =
         if bound { vec![format!("round time limit {} ms", limit / 1000)] } else { vec![] };
-    let (hook_calls, crashes) = (log.calls, log.crashes.len() as u64);
     let observation = Observation {
         requests,
         rows: state.rows(sim),
@@ -203,9 +230,10 @@ fn play_in(
         collected,
         bounds_hit,
         end_us: wall_us,
+        faults: ctx.faults_with(log.faults),
         ..Observation::default()
     };
-    Ok(RoundResult { observation, wall_us, dir: None, hook_calls, crashes })
+    Ok(RoundResult { observation, wall_us, dir: None, reached: log.reached })
 }
 
 /// Warm every process up: `n` requests one after the other, each answered before the next,
@@ -481,9 +509,11 @@ fn exchange(
     deadline: Instant,
 ) -> Option<wire::Message> {
     if let Some(d) = faults.delay_us {
+        ctx.fired("delay");
         sleep_until(Instant::now() + Duration::from_micros(d), deadline);
     }
     if faults.drop_request {
+        ctx.fired("request_drop");
         sleep_until(deadline, deadline);
         return None;
     }
@@ -497,6 +527,7 @@ fn exchange(
     }
     if let Some(after) = faults.resend_after_us {
         // A proxy's resend: the same bytes on a second connection; the client gets its reply.
+        ctx.fired("duplicate");
         sleep_until(Instant::now() + Duration::from_micros(after), deadline);
         let mut second = connect(ctx, process)?;
         if !wire::send(&mut second, bytes) {
@@ -523,6 +554,7 @@ fn exchange(
         Err(_) => return None,
     };
     if faults.drop_reply {
+        ctx.fired("reply_drop");
         sleep_until(deadline, deadline);
         return None;
     }

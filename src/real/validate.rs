@@ -92,6 +92,25 @@ fn share(statistic: &str, sim: &Cell, real: &Cell, status: &str, tol: f64) -> Ra
     row
 }
 
+/// Whether the faults the rates stand on happened as often in both worlds: a target that
+/// reaches a point less often than the model shows it in these rows.
+fn fault_rows(sim: &Cell, real: &Cell, tolerance: f64) -> Vec<RateRow> {
+    let faults: std::collections::BTreeSet<&String> =
+        sim.fired.keys().chain(real.fired.keys()).collect();
+    let k = |c: &Cell, name: &String| c.fired.get(name).map_or(0, |f| f.runs);
+    faults
+        .into_iter()
+        .map(|name| {
+            rate(
+                &format!("runs in which {} fired", crate::text::printable(name)),
+                (k(sim, name), sim.runs),
+                (k(real, name), real.runs),
+                tolerance,
+            )
+        })
+        .collect()
+}
+
 /// Expand a `count → runs` histogram into one count per run (for pooling).
 fn per_run(h: &BTreeMap<u64, u64>) -> Vec<u64> {
     h.iter().flat_map(|(k, n)| std::iter::repeat_n(*k, *n as usize)).collect()
@@ -177,6 +196,7 @@ pub fn compare(sim: &Cell, real: &Cell, tolerance: f64, unobserved: &[&str]) -> 
         ));
     }
     rates.extend(outcome_rows(sim, real, tolerance));
+    rates.extend(fault_rows(sim, real, tolerance));
     let mut shape = Vec::new();
     for min in [2, 10] {
         shape.push(rate(

@@ -81,16 +81,26 @@ pub fn matrix_html(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> 
     use crate::picture;
     /// At most this many diagrams in one page.
     const MAX_DIAGRAMS: usize = 60;
-    let mut t = String::from("<table><tr><th>design</th><th>safe in</th>");
+    let mut t =
+        String::from("<table><tr><th>rank</th><th>design</th><th>safe in</th><th>refused</th>");
     for s in sims {
         let _ = write!(t, "<th>{}</th>", esc(&s.name));
     }
     t.push_str("</tr>\n");
     let mut figs: Vec<(String, String)> = Vec::new();
     let mut anchor = 0;
-    for (mi, (safe, applicable)) in ranked_by_safety(sims, models, cells) {
+    for r in ranked_by_safety(sims, models, cells) {
+        let mi = r.model;
         let m = &models[mi];
-        let _ = write!(t, "<tr><th>{}</th><td>{safe}/{applicable}</td>", esc(&m.name));
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><th>{}</th><td>{}/{}</td><td>{}</td>",
+            r.rank_label(),
+            esc(&m.name),
+            r.safe,
+            r.applicable,
+            r.refused_label()
+        );
         for (si, s) in sims.iter().enumerate() {
             let c = sweep::cell(cells, models.len(), si, mi);
             let mut td = html_cell(c);

@@ -17,6 +17,12 @@ pub fn run_text(sim: &Sim, model: &Model, out: &RunOutput, replay: &str) -> Stri
     let mut o = String::new();
     let _ = writeln!(o, "idemsim run: sim {} · model {} · seed {}", sim.name, model.name, r.seed);
     run_header(&mut o, sim, model);
+    if !r.faults.is_empty() || sim.faults.describe() != "none" || !sim.injects.is_empty() {
+        let each: Vec<String> =
+            r.faults.iter().map(|(n, k)| format!("{} ×{k}", printable(n))).collect();
+        let each = if each.is_empty() { "none".to_string() } else { each.join(", ") };
+        let _ = writeln!(o, "  fired: {each}");
+    }
     for w in &r.warnings {
         let _ = writeln!(o, "  warning: {w}");
     }

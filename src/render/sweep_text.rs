@@ -115,6 +115,9 @@ pub(super) fn sweep_header(out: &mut String, sim: &Sim, model: &Model, c: &Cell,
         printable(&c.seeds)
     );
     let _ = writeln!(out, "  faults: {}", sim.faults.describe());
+    if let Some(line) = c.fired_line(sim, "runs") {
+        let _ = writeln!(out, "  {line}");
+    }
     let _ = writeln!(
         out,
         "  stack: {}, {}; {} process(es) started {}",
@@ -132,6 +135,9 @@ pub(super) fn sweep_header(out: &mut String, sim: &Sim, model: &Model, c: &Cell,
     }
     for w in run::warnings(sim, model) {
         let _ = writeln!(out, "  warning: {w}");
+    }
+    if let Some(n) = &c.note {
+        let _ = writeln!(out, "  note (the model's, for this sim): {n}");
     }
     if c.interrupted {
         let _ = writeln!(
@@ -174,10 +180,18 @@ pub(super) fn sweep_violations(
             let _ = writeln!(out, "    replay: {}", replay(v.first_seed));
         }
     }
-    if c.violations.values().any(|v| v.permitted) {
+    let retries = crate::report::ViolationKind::OutOfRetries.name();
+    if c.violations.iter().any(|(k, v)| v.permitted && k != retries) {
         let _ = writeln!(
             out,
             "  * policy-permitted: caused only by a retry after the key's documented retention"
+        );
+    }
+    if c.violations.contains_key(retries) {
+        let _ = writeln!(
+            out,
+            "  * out-of-retries: not the design's: the client's attempts ran out, none answered, \
+             while faults fired"
         );
     }
 }

@@ -80,29 +80,89 @@ pub fn compact_table(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -
     out
 }
 
-/// The models ranked by safety: (index, cells safe on every seed, applicable cells), most safe
-/// cells first, then the fewest applicable (a design judged on fewer sims is not ahead of one
-/// judged on more), then the models' own order.
+/// A model's place in a ranking by safety.
+pub(super) struct Ranked {
+    /// The model's index.
+    pub model: usize,
+    /// Cells safe on every seed.
+    pub safe: usize,
+    /// Cells that apply.
+    pub applicable: usize,
+    /// Its rank, 1-based; equal to the one above when the difference is not significant.
+    pub rank: usize,
+    /// It shares its rank with another.
+    pub tied: bool,
+    /// Answers that refused and asked for a retry (409, 425, 429, 503), and all answers, over
+    /// its applicable cells: the cost of its safety.
+    pub refused: (u64, u64),
+}
+
+impl Ranked {
+    /// `3` or `3=` (tied).
+    pub fn rank_label(&self) -> String {
+        if self.tied { format!("{}=", self.rank) } else { self.rank.to_string() }
+    }
+
+    /// The refusals as a share of its answers (`12%`, `—` with none).
+    pub fn refused_label(&self) -> String {
+        match self.refused {
+            (_, 0) => "—".into(),
+            (k, n) => format!("{:.0}%", 100.0 * k as f64 / n as f64),
+        }
+    }
+}
+
+/// Statuses that refuse a request and ask the client to come back.
+const REFUSALS: [&str; 4] = ["409", "425", "429", "503"];
+
+/// The models ranked by safety: most cells safe on every seed first, then the fewest
+/// applicable (a design judged on fewer sims is not ahead of one judged on more), then the
+/// models' own order. A model shares the rank of the one above unless it is significantly
+/// less safe (Fisher's exact test, p < 0.01, over the seeds run) on a sim where the one above
+/// is safe: a ✓ over 200 seeds against 1 failing seed in 200 is luck, not a ranking.
 pub(super) fn ranked_by_safety(
     sims: &[Arc<Sim>],
     models: &[Arc<Model>],
     cells: &[Cell],
-) -> Vec<(usize, (usize, usize))> {
-    let mut ranked: Vec<(usize, (usize, usize))> = (0..models.len())
+) -> Vec<Ranked> {
+    let cell = |si: usize, mi: usize| sweep::cell(cells, models.len(), si, mi);
+    let mut ranked: Vec<Ranked> = (0..models.len())
         .map(|mi| {
-            let verdicts =
-                (0..sims.len()).filter_map(|si| sweep::cell(cells, models.len(), si, mi).verdict());
-            let (mut safe, mut applicable) = (0, 0);
-            for v in verdicts {
+            let (mut safe, mut applicable, mut refused) = (0, 0, (0u64, 0u64));
+            for si in 0..sims.len() {
+                let c = cell(si, mi);
+                let Some(v) = c.verdict() else { continue };
                 safe += v.safe as usize;
                 applicable += 1;
+                refused.0 += REFUSALS.iter().filter_map(|s| c.statuses.get(*s)).sum::<u64>();
+                refused.1 += c.statuses.values().sum::<u64>();
             }
-            (mi, (safe, applicable))
+            Ranked { model: mi, safe, applicable, rank: 0, tied: false, refused }
         })
         .collect();
-    ranked.sort_by_key(|&(mi, (safe, applicable))| {
-        (std::cmp::Reverse(safe), applicable.saturating_sub(safe), mi)
-    });
+    ranked
+        .sort_by_key(|r| (std::cmp::Reverse(r.safe), r.applicable.saturating_sub(r.safe), r.model));
+    let unsafe_runs = |c: &Cell| (c.violating_seeds.max(c.bounded_runs).min(c.runs), c.runs);
+    for i in 0..ranked.len() {
+        let separated = i == 0 || {
+            let (a, b) = (ranked[i - 1].model, ranked[i].model);
+            (0..sims.len()).any(|si| {
+                let (ca, cb) = (cell(si, a), cell(si, b));
+                let (Some(va), Some(vb)) = (ca.verdict(), cb.verdict()) else { return false };
+                let ((ka, na), (kb, nb)) = (unsafe_runs(ca), unsafe_runs(cb));
+                va.safe
+                    && !vb.safe
+                    && na > 0
+                    && nb > 0
+                    && crate::agree::two_proportion(ka, na, kb, nb).p_value < 0.01
+            })
+        };
+        ranked[i].rank = if separated { i + 1 } else { ranked[i - 1].rank };
+        if !separated {
+            ranked[i].tied = true;
+            ranked[i - 1].tied = true;
+        }
+    }
     ranked
 }
 
@@ -146,41 +206,35 @@ pub(super) fn short(name: &str) -> &str {
 /// its marks (`cell_marks`); policy-permitted violations in italics.
 pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell]) -> String {
     let mut out = interrupted_note(cells);
-    out.push_str("| design | safe in |");
+    out.push_str("| rank | design | safe in | refused |");
     for s in sims {
         let _ = write!(out, " {} |", markdown_cell(&s.name));
     }
-    out.push_str("\n|---|---|");
+    out.push_str("\n|---|---|---|---|");
     for _ in sims {
         out.push_str("---|");
     }
     out.push('\n');
     let shown = applicable_models(sims, models, cells);
-    for (mi, (safe, applicable)) in ranked_by_safety(sims, models, cells) {
+    let mut notes: Vec<String> = Vec::new();
+    for r in ranked_by_safety(sims, models, cells) {
+        let mi = r.model;
         if !shown[mi] {
             continue;
         }
         let m = &models[mi];
-        let _ = write!(out, "| **{}** | {safe}/{applicable} |", markdown_cell(&m.name));
+        let _ = write!(
+            out,
+            "| {} | **{}** | {}/{} | {} |",
+            r.rank_label(),
+            markdown_cell(&m.name),
+            r.safe,
+            r.applicable,
+            r.refused_label()
+        );
         for si in 0..sims.len() {
             let c = sweep::cell(cells, models.len(), si, mi);
-            let parts: Vec<String> = cell_marks(c)
-                .into_iter()
-                .map(|(label, share, permitted)| {
-                    // The share is ours (digits, %, brackets): only the label is escaped.
-                    let m = format!("{} {share}", markdown_cell(&label));
-                    if permitted { format!("*{m}*") } else { m }
-                })
-                .collect();
-            let text = if !c.applicable {
-                "n/a".to_string()
-            } else if c.runs == 0 {
-                NOT_RUN.to_string()
-            } else if parts.is_empty() {
-                "✓".to_string()
-            } else {
-                parts.join("<br>")
-            };
+            let text = survival_cell(c, &m.name, &mut notes);
             let _ = write!(out, " {text} |");
         }
         out.push('\n');
@@ -189,8 +243,47 @@ pub fn survival_markdown(sims: &[Arc<Sim>], models: &[Arc<Model>], cells: &[Cell
     if !note.is_empty() {
         let _ = write!(out, "\n{note}");
     }
+    if !notes.is_empty() {
+        let _ = writeln!(out, "\nNotes (each model's own, `[notes]` in its file):\n");
+        for n in &notes {
+            let _ = writeln!(out, "{n}");
+        }
+    }
     let _ = writeln!(out, "\n{SURVIVAL_LEGEND}");
     out
+}
+
+/// One cell of [`survival_markdown`]: its marks, or ✓ with its interval, and a reference to
+/// its note (pushed onto `notes`) when the model has one for the sim.
+fn survival_cell(c: &Cell, model: &str, notes: &mut Vec<String>) -> String {
+    let parts: Vec<String> = cell_marks(c)
+        .into_iter()
+        .map(|(label, share, permitted)| {
+            // The share is ours (digits, %, brackets): only the label is escaped.
+            let m = format!("{} {share}", markdown_cell(&label));
+            if permitted { format!("*{m}*") } else { m }
+        })
+        .collect();
+    let text = if !c.applicable {
+        "n/a".to_string()
+    } else if c.runs == 0 {
+        NOT_RUN.to_string()
+    } else if parts.is_empty() {
+        // The interval of "no seed failed": how unsafe it could still be.
+        let bound = share_mark(0, c.runs);
+        format!("✓ {}", bound.trim_start_matches("0% "))
+    } else {
+        parts.join("<br>")
+    };
+    let Some(n) = &c.note else { return text };
+    notes.push(format!(
+        "{}. **{}** × {}: {}",
+        notes.len() + 1,
+        markdown_cell(model),
+        markdown_cell(&c.sim),
+        markdown_cell(n)
+    ));
+    format!("{text}<br>(note {})", notes.len())
 }
 
 /// A first line for tables of an interrupted matrix.
@@ -365,11 +458,16 @@ pub(super) fn verdict_marks(c: &Cell) -> Vec<(String, String)> {
 
 /// The legend printed beside the catalogue tables.
 pub const SURVIVAL_LEGEND: &str = "Designs ranked by safety: `safe in` counts the sims on \
-     which the design was safe on every seed. ✓: safe (no violation that is not \
+     which the design was safe on every seed; `rank` shares the rank of the design above \
+     (`3=`) unless the difference is significant over the seeds run (on some sim where the one \
+     above is safe, this one is not, Fisher's exact test p < 0.01); `refused`: the share of \
+     its answers that refused and asked for a retry (409, 425, 429, 503), the cost of its \
+     safety. ✓ `[0–2]`: safe (no violation that is not \
      policy-permitted, no run cut short by a bound) and as specified (the sim's expectations \
-     held) on every seed. \
-     Otherwise each violation with the share of seeds it occurred on (*italics*: \
-     policy-permitted), `bound N%`: runs cut short by a time or step bound, `spec ✗ N%`: seeds on \
+     held) on every seed, with the 95 % interval of how often it could still fail given the \
+     seeds run. Otherwise each violation with the share of seeds it occurred on (*italics*: \
+     policy-permitted, or `out-of-retries`: the client's attempts ran out under faults, not \
+     the design's), `bound N%`: runs cut short by a time or step bound, `spec ✗ N%`: seeds on \
      which the sim's expectations failed; each share is followed by its 95 % Wilson confidence \
      interval over the seeds run, `[lo–hi]` in percent, rounded outward. n/a: the sim does not \
      apply to the model.";

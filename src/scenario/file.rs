@@ -101,6 +101,7 @@ pub(super) struct RequestFile {
     pub(super) id: Spanned<String>,
     pub(super) intents: Option<Spanned<u32>>,
     pub(super) same_body: Option<Spanned<bool>>,
+    pub(super) concurrent: Option<Spanned<bool>>,
     pub(super) gap_ms: Option<Spanned<f64>>,
     pub(super) timeout_ms: Option<Spanned<f64>>,
     pub(super) intent: Option<String>,

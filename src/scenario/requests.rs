@@ -95,6 +95,9 @@ struct Intents {
     n: u32,
     same_body: bool,
     gap_us: u64,
+    /// `concurrent = true`: every intent starts at once (different orders in one burst), not
+    /// each after the previous one.
+    concurrent: bool,
 }
 
 /// One `[[request]]` as written, and how its intents expand.
@@ -194,7 +197,7 @@ fn parse_route(
     }
 }
 
-/// `intents`, `gap_ms` and `same_body`: how the request expands, and the body it sends (its
+/// `intents`, `gap_ms`, `same_body` and `concurrent`: how the request expands, and the body it sends (its
 /// intents vary it unless `same_body`, so it must be an order whose qty can vary).
 fn parse_intents(file: Source, r: &RequestFile) -> Result<(Intents, String), InputError> {
     let intents = match &r.intents {
@@ -219,7 +222,15 @@ fn parse_intents(file: Source, r: &RequestFile) -> Result<(Intents, String), Inp
             ),
         ));
     }
-    Ok((Intents { n: intents, same_body, gap_us }, body))
+    let concurrent = r.concurrent.as_ref().is_some_and(|b| *b.get_ref());
+    if let (true, Some(g)) = (concurrent, &r.gap_ms) {
+        return Err(file.err(
+            g.span(),
+            "gap_ms: intents that are `concurrent` start at once; a gap is between sequential \
+             intents",
+        ));
+    }
+    Ok((Intents { n: intents, same_body, gap_us, concurrent }, body))
 }
 
 /// `clock_skew_ms`: this request's client clock offset, within a day either way.
@@ -359,7 +370,7 @@ fn expand_intents(base: &RequestSpec, how: &Intents) -> Vec<RequestSpec> {
             {
                 q.body = b;
             }
-            if n > 1 {
+            if n > 1 && !how.concurrent {
                 q.after = vec![format!("{}-{}", base.id, n - 1)];
                 q.delay_us = how.gap_us;
             }

@@ -212,12 +212,16 @@ pub(super) fn check_violations(c: &ShardCell) -> Result<(), String> {
             a.violating_seeds
         ));
     }
-    let unfinished = a.violations.get(ViolationKind::UnfinishedIntent.name());
-    if a.ambiguous_intents != unfinished.map_or(0, |v| v.occurrences) {
+    let unfinished: u64 = [ViolationKind::UnfinishedIntent, ViolationKind::OutOfRetries]
+        .iter()
+        .filter_map(|k| a.violations.get(k.name()))
+        .map(|v| v.occurrences)
+        .fold(0, u64::saturating_add);
+    if a.ambiguous_intents != unfinished {
         return Err(format!(
-            "aggregate.ambiguous_intents: {} but {} unfinished-intent violations",
-            a.ambiguous_intents,
-            unfinished.map_or(0, |v| v.occurrences)
+            "aggregate.ambiguous_intents: {} but {unfinished} unfinished-intent and out-of-retries \
+             violations",
+            a.ambiguous_intents
         ));
     }
     Ok(())

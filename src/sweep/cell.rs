@@ -68,6 +68,14 @@ pub struct Cell {
     /// the seeds that reached it. None (and absent from shard files and JSON) without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<crate::moments::Coverage>,
+    /// Per fault that fired (the sim's `[faults]` knob, or `@point:action` of an
+    /// `[[inject]]`): in how many runs, and how often in all. A rate is read beside whether its
+    /// fault happened at all.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fired: BTreeMap<String, Fired>,
+    /// The model's note for this sim (`[notes]`), shown beside the cell wherever it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// The seeds this cell ran when a shard ran a slice of the work (`--shard`).
     #[serde(skip)]
     pub covered: Option<Range<u64>>,
@@ -99,6 +107,8 @@ impl Cell {
             applicable: reason.is_none(),
             reason,
             coverage: None,
+            fired: BTreeMap::new(),
+            note: model.notes.get(&sim.name).cloned(),
             covered: None,
         }
     }
@@ -132,6 +142,14 @@ impl Cell {
             *self.effects_per_intent.entry(*effects).or_insert(0) += 1;
         }
         self.ambiguous_intents += r.ambiguous_intents;
+        for (name, n) in &r.faults {
+            let f = match self.fired.get_mut(name) {
+                Some(f) => f,
+                None => self.fired.entry(name.clone()).or_default(),
+            };
+            f.runs += 1;
+            f.times = f.times.saturating_add(*n);
+        }
         if r.violations.iter().any(|v| !v.permitted) {
             self.violating_seeds += 1;
         }
@@ -195,6 +213,11 @@ impl Cell {
             e.occurrences = e.occurrences.saturating_add(v.occurrences);
             e.first_seed = e.first_seed.min(v.first_seed);
         }
+        for (k, f) in o.fired {
+            let e = self.fired.entry(k).or_default();
+            e.runs = e.runs.saturating_add(f.runs);
+            e.times = e.times.saturating_add(f.times);
+        }
         self.bounded_runs = self.bounded_runs.saturating_add(o.bounded_runs);
         self.ambiguous_intents = self.ambiguous_intents.saturating_add(o.ambiguous_intents);
         self.violating_seeds = self.violating_seeds.saturating_add(o.violating_seeds);
@@ -250,6 +273,45 @@ fn sum_into<K: Ord>(a: &mut BTreeMap<K, u64>, b: BTreeMap<K, u64>) {
         let e = a.entry(k).or_insert(0);
         // Saturating: a merged shard's counts are untrusted input.
         *e = e.saturating_add(v);
+    }
+}
+
+/// How often one fault fired in a cell.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Fired {
+    /// Runs in which it fired at least once.
+    pub runs: u64,
+    /// Firings over all runs.
+    pub times: u64,
+}
+
+impl Cell {
+    /// The header line saying how often each fault fired (`fired: crash in 12 of 50 runs (14
+    /// times); @before-commit:fail in 50 of 50 runs (50 times)`), `unit` naming the runs
+    /// (`runs`, `rounds`); None for a sim that arms no fault and saw none fire.
+    pub fn fired_line(&self, sim: &Sim, unit: &str) -> Option<String> {
+        let armed = sim.faults.describe() != "none" || !sim.injects.is_empty();
+        if !armed && self.fired.is_empty() {
+            return None;
+        }
+        if self.fired.is_empty() {
+            return Some(format!("fired: none of these faults, in {} {unit}", self.runs));
+        }
+        let each: Vec<String> = self
+            .fired
+            .iter()
+            .map(|(name, f)| {
+                format!(
+                    "{} in {} of {} {unit} ({} times)",
+                    crate::text::printable(name),
+                    f.runs,
+                    self.runs,
+                    f.times
+                )
+            })
+            .collect();
+        Some(format!("fired: {}", each.join("; ")))
     }
 }
 

@@ -12,7 +12,7 @@ mod cell;
 mod plan;
 mod workers;
 
-pub use cell::{Cell, SeedResult, Total, ViolationStat, per_seed_line, totals, wilson};
+pub use cell::{Cell, Fired, SeedResult, Total, ViolationStat, per_seed_line, totals, wilson};
 pub use plan::shard_slice;
 pub use workers::{Exhaustive, Progress, ProgressSnapshot, run_cells, run_exhaustive};
 

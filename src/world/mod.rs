@@ -182,6 +182,7 @@ fn observe(world: &World, sim: &Sim, keep_history: bool) -> Result<Simulated, Ru
         end_us: h.last_t_us,
         events: h.count,
         trace_hash: h.hasher.0,
+        faults: h.faults,
     };
     let history = keep_history.then(|| History { events: h.events, legend: legend(sim) });
     Ok(Simulated { observation, history, explored: None })

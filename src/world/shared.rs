@@ -143,6 +143,8 @@ pub(crate) struct Recorder {
     pub hasher: TraceHasher,
     pub count: usize,
     pub last_t_us: u64,
+    /// Faults that fired, by name ([`Event::fault`]), and how often.
+    pub faults: std::collections::BTreeMap<String, u64>,
 }
 
 /// What the supervisor's quiescence counts of its own (the wire, the inboxes and the outbox
@@ -279,6 +281,9 @@ impl World {
         e.hash(&mut h.hasher);
         h.count += 1;
         h.last_t_us = t_us;
+        if let Some(f) = e.fault() {
+            *h.faults.entry(f.into_owned()).or_insert(0) += 1;
+        }
         if h.keep {
             h.events.push(e);
         }

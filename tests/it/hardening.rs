@@ -296,7 +296,7 @@ fn an_interrupted_sweep_keeps_its_work() {
 /// collect.
 fn thirty_day_retention() -> Arc<Model> {
     let src = std::fs::read_to_string(root().join("models/transactional-ttl.toml")).unwrap();
-    let src = src.replace("retention_ms = 1000", "retention_ms = 2592000000");
+    let src = src.replace("retention_ms = 86400000 ", "retention_ms = 2592000000 ");
     assert!(src.contains("retention_ms = 2592000000"));
     Arc::new(parse_model(&src).unwrap())
 }

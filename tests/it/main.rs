@@ -37,6 +37,7 @@ mod threads;
 mod tidy;
 mod updates;
 mod verdicts;
+mod verdicts3;
 
 use idemsim::catalog;
 use idemsim::model::Model;

@@ -92,6 +92,7 @@ fn observation(attempts: Vec<AttemptOutcome>, rows: Vec<RowRecord>) -> Observati
         end_us: 0,
         events: 0,
         trace_hash: 0,
+        faults: Default::default(),
     }
 }
 
@@ -228,8 +229,10 @@ fn every_format_renders_the_same_verdict() {
                 std::slice::from_ref(m),
                 std::slice::from_ref(c),
             );
-            let row = md.lines().find(|l| l.starts_with("| **")).unwrap_or("");
-            let text = row.rsplit('|').nth(1).unwrap_or("").trim().to_string();
+            let row = md.lines().find(|l| l.contains("| **")).unwrap_or("");
+            let text = row.rsplit('|').nth(1).unwrap_or("").trim();
+            // A model's note for the sim follows the marks; it changes no verdict.
+            let text = text.split("<br>(note ").next().unwrap_or("").to_string();
             let Some(v) = c.verdict() else {
                 assert!(json["safe"].is_null() && json["as_specified"].is_null());
                 assert!(json["passed"].is_null());
@@ -243,9 +246,10 @@ fn every_format_renders_the_same_verdict() {
             assert_eq!(json["as_specified"], v.as_specified, "{at}");
             // ✓ only when safe and as specified; a safe cell may still list policy-permitted
             // violations (in italics), and nothing else.
-            assert_eq!(text == "✓", v.safe && v.as_specified && c.violations.is_empty(), "{at}");
+            let check = text.starts_with("✓ [");
+            assert_eq!(check, v.safe && v.as_specified && c.violations.is_empty(), "{at}");
             if v.safe && v.as_specified {
-                assert!(text == "✓" || text.split("<br>").all(|p| p.starts_with('*')), "{at}");
+                assert!(check || text.split("<br>").all(|p| p.starts_with('*')), "{at}");
             }
             assert_eq!(text.contains("spec ✗"), !v.as_specified, "{at}");
             assert_eq!(text.contains("bound "), c.bounded_runs > 0, "{at}");

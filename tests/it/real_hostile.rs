@@ -86,7 +86,17 @@ fn faults_a_server_never_lets_fire_and_answers_without_rows_are_said() {
     // crash-between-steps arms `steps`: a server that never calls the hook runs no crash.
     let (code, out, err) = real("crash-between-steps", &fake("no-hook", "", INSERT, ROWS));
     assert_eq!(code, 5, "{out}{err}");
-    assert!(err.contains("never called the hook") && err.contains("`steps`"), "{err}");
+    assert!(err.contains("never reached its steps (0 of "), "{err}");
+
+    // A server that calls the hook at its steps only: the sim's @before-commit never fires.
+    let steps_only = format!(
+        "        import urllib.request\n        urllib.request.urlopen(urllib.request.Request(\
+         os.environ[\"IDEMSIM_HOOK\"] + \"/point\", data=b'{{\"point\": \"step\"}}')).read()\n{INSERT}"
+    );
+    let t = fake("steps-only", "", &steps_only, ROWS);
+    let (code, out, err) = real("10-failure-before-commit", &t);
+    assert_eq!(code, 5, "{out}{err}");
+    assert!(err.contains("never reached @before-commit (0 of "), "{err}");
 
     // 201 {"ok": true}, nothing stored: a success of nothing is a violation, never a pass.
     let nothing = "        status, doc = 201, {\"ok\": True}";

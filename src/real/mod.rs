@@ -10,6 +10,7 @@ pub mod calibrate;
 pub mod cmd;
 pub mod db;
 pub mod hub;
+pub mod janitor;
 pub mod mapping;
 pub mod procs;
 pub mod round;

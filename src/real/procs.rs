@@ -34,8 +34,11 @@ pub(super) fn unregister(pid: i32) {
 /// On SIGINT, SIGTERM or SIGHUP: kill every live server process group, then mark the run
 /// interrupted (the rounds in flight end at once, are not judged, and no new one starts); a
 /// second signal terminates. Processes that left their group are ended by the round's clean-up
-/// ([`kill_tree`]) as the interrupted round unwinds.
+/// ([`kill_tree`]) as the interrupted round unwinds, or, if idemsim is ended before that, by
+/// the janitor ([`super::janitor`]).
 pub fn end_servers_on_interrupt() {
+    // Whatever ends idemsim, a second signal included, the janitor ends what it started.
+    super::janitor::start();
     extern "C" fn on_sigint(_: libc::c_int) {
         for slot in &LIVE {
             let pid = slot.load(Ordering::SeqCst);
@@ -340,7 +343,24 @@ pub(super) fn kill_tree(pgid: i32, token: &str) {
     }
 }
 
-/// The processes whose environment holds `needle` (`NAME=value\0`); unreadable ones (another
+/// Kill every process left whose owner token is idemsim process `owner`'s (any round, any
+/// process of it), in a few passes: the janitor's work ([`super::janitor`]).
+pub(super) fn kill_owned_by(owner: u32) {
+    let needle = format!("{OWNER}={owner}.").into_bytes();
+    for _ in 0..5 {
+        let found = owned_by(&needle);
+        if found.is_empty() {
+            return;
+        }
+        for pid in found {
+            // SAFETY: kill of a process that carries an owner token of idemsim's.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The processes whose environment holds `needle` (`NAME=value\0`, or a prefix of an entry); unreadable ones (another
 /// user's) are skipped; each environment is read up to 256 KiB.
 fn owned_by(needle: &[u8]) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };

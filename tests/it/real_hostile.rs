@@ -124,16 +124,42 @@ fn a_sim_that_does_not_apply_exits_as_run_does() {
     assert!(err.contains("does not apply to model `express-idempotency-memory`"), "{err}");
 }
 
-#[test]
-fn sigterm_ends_a_real_run_with_the_rounds_before_it_and_nothing_left_running() {
-    // A server that also starts a child in a session of its own (a daemon would too).
-    let t = fake(
-        "term",
-        "import subprocess\nsubprocess.Popen(['setsid', 'sleep', '300'])",
-        INSERT,
-        ROWS,
+/// A target whose server starts a child in a session of its own (as a daemon would) and
+/// writes its pid to the file returned.
+fn daemonizing(name: &str) -> (PathBuf, PathBuf) {
+    let pids = std::env::temp_dir().join(format!("idemsim-{}-{name}.pids", std::process::id()));
+    let _ = std::fs::remove_file(&pids);
+    let setup = format!(
+        "import subprocess\np = subprocess.Popen(['setsid', 'sleep', '300'])\n\
+         open({:?}, 'a').write(str(p.pid) + '\\n')",
+        pids.display().to_string()
     );
-    let dir = t.parent().unwrap().to_path_buf();
+    (fake(name, &setup, INSERT, ROWS), pids)
+}
+
+/// Every pid in `file` is gone (allowing 3 s for the janitor, which acts once idemsim is gone).
+fn all_gone(file: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("no pid file: {e}"))?;
+    let pids: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    if pids.is_empty() {
+        return Err("no child was started".into());
+    }
+    let alive = |pid: &&str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|st| st.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')))
+    };
+    for _ in 0..300 {
+        if !pids.iter().any(alive) {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(format!("left running: {:?}", pids.iter().filter(|p| alive(p)).collect::<Vec<_>>()))
+}
+
+/// Start a long real run against `t`, send `signals` (back to back) after 2.5 s, and return
+/// its exit code and stdout.
+fn signalled(t: &Path, signals: &[i32]) -> (Option<i32>, String) {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_idemsim"))
         .args(["real", "double-submit", "--target", t.to_str().unwrap(), "--runs", "500"])
         .current_dir(super::root())
@@ -142,15 +168,45 @@ fn sigterm_ends_a_real_run_with_the_rounds_before_it_and_nothing_left_running() 
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2500));
-    // SAFETY: a signal to the child this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    for sig in signals {
+        // SAFETY: a signal to the child this test started.
+        unsafe { libc::kill(child.id() as i32, *sig) };
+    }
     let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(130), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn sigterm_ends_a_real_run_with_the_rounds_before_it_and_nothing_left_running() {
+    let (t, pids) = daemonizing("term");
+    let dir = t.parent().unwrap().to_path_buf();
+    let (code, stdout) = signalled(&t, &[libc::SIGTERM]);
+    assert_eq!(code, Some(130), "{stdout}");
     assert!(stdout.contains("rounds with a violation"), "no partial report:\n{stdout}");
     let left = std::process::Command::new("pgrep")
         .args(["-f", &dir.join("server.py").display().to_string()])
         .output()
         .unwrap();
     assert!(left.stdout.is_empty(), "a server outlived SIGTERM");
+    all_gone(&pids).unwrap();
+}
+
+#[test]
+fn however_idemsim_ends_the_janitor_ends_what_its_rounds_started() {
+    // SIGKILL leaves idemsim no clean-up at all, and a second SIGINT's default action ends it
+    // before its rounds clean up: the janitor, blocked on a pipe only idemsim holds, ends the
+    // servers' children that left their group.
+    for (name, signals) in
+        [("killed", vec![libc::SIGKILL]), ("twice", vec![libc::SIGINT, libc::SIGINT])]
+    {
+        let (t, pids) = daemonizing(name);
+        let dir = t.parent().unwrap().to_path_buf();
+        let _ = signalled(&t, &signals);
+        all_gone(&pids).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let left = std::process::Command::new("pgrep")
+            .args(["-f", &dir.join("server.py").display().to_string()])
+            .output()
+            .unwrap();
+        assert!(left.stdout.is_empty(), "{name}: a server outlived idemsim");
+    }
 }

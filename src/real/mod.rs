@@ -187,6 +187,7 @@ pub fn real(
         let wall_ms = res.wall_us as f64 / 1000.0;
         let mut report = run::judge(sim, model, r, res.observation);
         report.violations.extend(successes_of_nothing(&report));
+        unattributed_transport_failures(&mut report.violations);
         let line = RoundLine {
             round: r,
             wall_ms,
@@ -217,6 +218,17 @@ pub fn real(
         points: tally.points,
         successes_without_id: tally.successes_without_id,
     })
+}
+
+/// A real round cannot tell a transport failure that an injected fault caused from one the
+/// server caused (a reset, a hang): an intent left without an answer is never excused as the
+/// client's `out-of-retries` there; it stays `unfinished-intent`.
+fn unattributed_transport_failures(violations: &mut [crate::report::Violation]) {
+    use crate::report::ViolationKind as V;
+    for v in violations.iter_mut().filter(|v| v.name == V::OutOfRetries) {
+        v.name = V::UnfinishedIntent;
+        v.permitted = false;
+    }
 }
 
 /// A crash idemsim caused: the sim's crash rate, or an injected crash.

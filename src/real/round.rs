@@ -105,6 +105,8 @@ struct Ctx {
     garbage: Mutex<Option<String>>,
     /// The client's network faults that fired, by the sim's knob name.
     faults: Mutex<BTreeMap<String, u64>>,
+    /// Connections a server process closed or reset without answering, per process index.
+    closed: Mutex<BTreeMap<usize, u64>>,
 }
 
 impl Ctx {
@@ -128,6 +130,22 @@ impl Ctx {
             seed,
             garbage: Mutex::new(None),
             faults: Mutex::new(BTreeMap::new()),
+            closed: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Connections closed or reset without an answer in a round where idemsim ordered nothing
+    /// that closes one (no drop, crash or failure at a hook point): the server's doing, a
+    /// target fault, never a run of unanswered attempts scored against the design.
+    fn unasked_closes(&self, log: &super::hub::HubLog) -> Option<String> {
+        let closed = self.closed.lock().unwrap();
+        let (process, n) = closed.iter().next()?;
+        log.faults.is_empty().then(|| {
+            format!(
+                "process {} closed or reset {n} connection(s) without answering, though idemsim \
+                 ordered no drop, crash or failure (docs/targets.md)",
+                process + 1
+            )
         })
     }
 
@@ -214,7 +232,7 @@ fn play_in(
     let log = hub.finish();
     servers.kill_all();
     drop(services);
-    let refused = ctx.garbage.lock().unwrap().clone();
+    let refused = ctx.garbage.lock().unwrap().clone().or_else(|| ctx.unasked_closes(&log));
     if let Some(bad) = died.first().or(log.bad_calls.first()).or(refused.as_ref()) {
         return Err(RoundError(bad.clone()));
     }
@@ -549,6 +567,10 @@ fn exchange(
         Err(wire::ReadError::Garbage(why)) => {
             let why = format!("process {} answered {why}", process + 1);
             ctx.garbage.lock().unwrap().get_or_insert(crate::text::printable(&why));
+            return None;
+        }
+        Err(wire::ReadError::Closed) => {
+            *ctx.closed.lock().unwrap().entry(process).or_insert(0) += 1;
             return None;
         }
         Err(_) => return None,

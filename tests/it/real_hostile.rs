@@ -70,6 +70,13 @@ fn a_server_that_dies_or_listens_elsewhere_is_named_not_scored() {
     assert!(err.contains("ended on its own during the round (exit status: 3)"), "{err}");
     assert!(!out.contains("unfinished-intent"), "scored as a finding:\n{out}");
 
+    // Every connection reset without an answer, the server alive: its doing, not the design's.
+    let reset = "        import socket, struct\n        self.connection.setsockopt(socket.SOL_SOCKET, \
+                 socket.SO_LINGER, struct.pack('ii', 1, 0))\n        self.connection.close()\n        return";
+    let (code, out, err) = real("double-submit", &fake("resets", "", reset, ROWS));
+    assert_eq!(code, 5, "{out}{err}");
+    assert!(err.contains("closed or reset") && err.contains("without answering"), "{err}");
+
     let setup = "import socket\nspare = socket.socket(); spare.bind(('127.0.0.1', 0))\n\
                  PORT = spare.getsockname()[1]";
     let elsewhere = fake("elsewhere", setup, INSERT, ROWS);

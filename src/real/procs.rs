@@ -329,31 +329,25 @@ pub(super) fn owner_token(dir: &Path, what: &str) -> String {
 pub(super) fn kill_tree(pgid: i32, token: &str) {
     // SAFETY: kill on the process group created for this child.
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    let needle = format!("{OWNER}={token}\0").into_bytes();
-    for _ in 0..5 {
-        let found = owned_by(&needle);
-        if found.is_empty() {
-            return;
-        }
-        for pid in found {
-            // SAFETY: kill of a process that carries this round's token.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    kill_carrying(&format!("{OWNER}={token}\0").into_bytes());
 }
 
 /// Kill every process left whose owner token is idemsim process `owner`'s (any round, any
 /// process of it), in a few passes: the janitor's work ([`super::janitor`]).
 pub(super) fn kill_owned_by(owner: u32) {
-    let needle = format!("{OWNER}={owner}.").into_bytes();
+    kill_carrying(&format!("{OWNER}={owner}.").into_bytes());
+}
+
+/// Kill every process whose environment holds `needle` ([`owned_by`]), until none is found (a
+/// few passes: one may fork while the last is killed).
+fn kill_carrying(needle: &[u8]) {
     for _ in 0..5 {
-        let found = owned_by(&needle);
+        let found = owned_by(needle);
         if found.is_empty() {
             return;
         }
         for pid in found {
-            // SAFETY: kill of a process that carries an owner token of idemsim's.
+            // SAFETY: kill of a process that carries one of idemsim's owner tokens.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         std::thread::sleep(Duration::from_millis(2));

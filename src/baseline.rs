@@ -543,4 +543,13 @@ mod tests {
         assert!(Baseline::parse(&twice).unwrap_err().contains("twice"));
         assert!(Baseline::parse("[]").unwrap_err().contains("--update-baseline"));
     }
+
+    /// README's example of the regression rule ("CI: baselines"): 10/200 → 14/200 is within
+    /// tolerance, 10/200 → 60/200 a regression.
+    #[test]
+    fn readme_fisher_example() {
+        let dir = |kn| rate_change("duplicate-row", 10, 200, kn, 200).map(|(d, _)| d);
+        assert_eq!(dir(14), Some(Direction::WithinTolerance));
+        assert_eq!(dir(60), Some(Direction::Regression));
+    }
 }

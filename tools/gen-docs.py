@@ -11,6 +11,11 @@ The command runs with bash in the repository root, with `idemsim` on PATH (the r
 and two helpers: `fence LANG` wraps its input in a fenced code block, `excerpt` appends a
 line `...` (for an excerpt of a longer output).
 
+A figure inside a sentence or a table cell is an inline quote, on one line: tools/quote.py's
+arguments, and what it prints (one line) between the two comments:
+
+    check-first duplicates on <!-- q: rate double-submit check-first 0..200 -->14/200<!-- /q --> seeds
+
 A model file (models/*.toml) holds such blocks inside comments, every line starting `# `:
 
     # <!-- gen: python3 tools/found.py check-first -->
@@ -30,6 +35,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(<!-- gen: (.*?) -->\n)(.*?)(<!-- /gen -->)", re.S)
+INLINE = re.compile(r"(<!-- q: ([^\n]*?) -->)([^\n]*?)(<!-- /q -->)")
 COMMENTED = re.compile(r"(# <!-- gen: (.*?) -->\n)(.*?)(# <!-- /gen -->)", re.S)
 PRELUDE = r"""
 set -euo pipefail
@@ -40,7 +46,12 @@ excerpt() { cat; echo '...'; }
 """
 
 
+CACHE: dict = {}
+
+
 def run(command: str) -> str:
+    if command in CACHE:
+        return CACHE[command]
     # Replay commands as a reader of the docs runs them, in a checkout.
     env = dict(os.environ, IDEMSIM_BIN=str(ROOT / "target" / "release" / "idemsim"),
                IDEMSIM_INVOKED="cargo run --release --")
@@ -55,7 +66,16 @@ def run(command: str) -> str:
     # any other failure (a grep that stopped matching, a crash) must not become an empty block
     if out.returncode != 0 or not out.stdout.strip():
         sys.exit(f"gen-docs: `{command}` failed ({out.returncode}):\n{out.stderr}")
+    CACHE[command] = out.stdout
     return out.stdout
+
+
+def quote(m: re.Match) -> str:
+    """An inline quote: tools/quote.py's one line between the comments."""
+    out = run("python3 tools/quote.py " + m.group(2)).strip()
+    if "\n" in out:
+        sys.exit(f"gen-docs: inline quote `{m.group(2)}` printed more than one line")
+    return m.group(1) + out + m.group(4)
 
 
 def main() -> int:
@@ -74,6 +94,7 @@ def main() -> int:
             return m.group(1) + "".join(f"# {l}\n" for l in lines) + m.group(4)
 
         new = COMMENTED.sub(render_commented, text) if path in models else BLOCK.sub(render, text)
+        new = INLINE.sub(quote, new)
         if new == text:
             continue
         if check:

@@ -69,4 +69,13 @@ mod tests {
         assert_eq!(j["ci95"], serde_json::json!([lo, hi]));
         assert_eq!(share_json(0, 0)["ci95"], serde_json::json!([0.0, 1.0]));
     }
+
+    /// The examples docs/oracle.md and README.md give of each form (tests/it/headers.rs lists
+    /// them as formats, not the matrix's rates).
+    #[test]
+    fn the_docs_examples_of_each_form() {
+        assert_eq!(share_text(45, 200), "22.5%, 95% CI 17.3%–28.8%");
+        assert_eq!(share_mark(45, 200), "23% [17–29]");
+        assert_eq!(share_text(0, 100), "0.0%, 95% CI 0.0%–3.7%");
+    }
 }

@@ -313,7 +313,7 @@ async fn wait_quiescent(world: &World) {
 /// Work still to come: requests on the wire or in an inbox, handlers and actions running,
 /// effects waiting for the provider; outbox rows and abandoned claims while the step budget
 /// lasts.
-fn busy(world: &World) -> u64 {
+pub(crate) fn busy(world: &World) -> u64 {
     let (busy, budget_spent) = {
         let st = world.lock();
         let busy = st.quiet.running()

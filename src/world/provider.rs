@@ -72,6 +72,8 @@ pub(crate) async fn receiver_main(world: Arc<World>) {
         for msg in net::accept_effects(&world).await {
             serve(&world, msg);
         }
+        // The receiver's queue is work quiescence counts: it is empty now.
+        world.work_changed();
     }
 }
 

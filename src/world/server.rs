@@ -227,6 +227,10 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
     loop {
         clock::sleep_us(wait).await;
         wait = every;
+        if let Some(parked) = park_while_idle(&world, every, || true).await {
+            wait = parked;
+            continue;
+        }
         if !world.spend() {
             return;
         }
@@ -257,6 +261,33 @@ async fn relay_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>) {
     }
 }
 
+/// A background poller's pass (the relay's, the completer's) when the world is idle: nothing
+/// quiescence counts (no request on the wire or in an inbox, no handler, effect or action
+/// running, no outbox row or claim left to finish), so the pass could only find nothing. The
+/// poller skips it and parks until something changes, then comes back on its own period:
+/// `Some(wait)` until its next pass. `None`: not idle, make the pass. A real poller's empty
+/// passes cost its process a statement each; skipping them is what lets a retry 25 hours later
+/// cost a run nothing instead of 1.8 million passes (and its step budget).
+async fn park_while_idle(
+    world: &World,
+    every: u64,
+    nothing_new: impl FnOnce() -> bool,
+) -> Option<u64> {
+    if super::busy(world) > 0 || !nothing_new() {
+        return None;
+    }
+    let parked = world.now_us();
+    world.next_work_change().await;
+    let gap = world.now_us().saturating_sub(parked);
+    Some(every.max(1) - gap % every.max(1))
+}
+
+/// Claims in progress with a recovery point and a row, past the completer's horizon or not.
+fn unfinished(world: &World) -> u64 {
+    let now = world.db_clock_us();
+    store::with_observer(&world.db, |c| keystore::sql_count_resumable(c, now, None)).unwrap_or(1)
+}
+
 /// The background completer of a process (`key.completer_every_ms`): every period it takes
 /// over abandoned claims (in progress, lease ended, a recovery point with a row) and runs
 /// their program on from the recovery point, as the abandoned request would have. Claims
@@ -265,8 +296,18 @@ async fn completer_main(world: Arc<World>, idx: usize, conn: Rc<Pooled>, every_u
     let horizon = world.model.key.as_ref().and_then(|k| k.completer_horizon_us);
     let min_age = world.model.key.as_ref().and_then(|k| k.completer_min_age_us);
     let mut past_horizon: Vec<crate::report::Scope> = Vec::new();
+    let mut wait = every_us;
     loop {
-        clock::sleep_us(every_us).await;
+        clock::sleep_us(wait).await;
+        wait = every_us;
+        // Idle for the completer: every claim it could still see is one it already named.
+        let named = past_horizon.len() as u64;
+        if let Some(parked) =
+            park_while_idle(&world, every_us, || unfinished(&world) <= named).await
+        {
+            wait = parked;
+            continue;
+        }
         if !world.spend() {
             return;
         }

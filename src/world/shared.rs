@@ -151,9 +151,11 @@ pub(crate) struct Recorder {
 /// are counted where they are), and the generation it waits on.
 #[derive(Default)]
 pub(crate) struct Quiet {
-    /// Bumped by every change quiescence depends on; the supervisor waits on it.
+    /// Bumped by every change quiescence depends on; the supervisor waits on it, and so do
+    /// background pollers parked while the world is idle.
     pub generation: u64,
-    pub waker: Option<Waker>,
+    /// Everyone waiting for the next change, woken in the order they began to wait.
+    pub wakers: Vec<Waker>,
     /// Requests being served.
     pub handlers_in_flight: u32,
     /// Actions not yet finished.
@@ -309,12 +311,12 @@ impl World {
     /// Something the supervisor's quiescence depends on changed (a handler or an action ended,
     /// a packet reached a process, the relay marked a message): wake it.
     pub fn work_changed(&self) {
-        let w = {
+        let wakers = {
             let mut st = self.lock();
             st.quiet.generation += 1;
-            st.quiet.waker.take()
+            std::mem::take(&mut st.quiet.wakers)
         };
-        if let Some(w) = w {
+        for w in wakers {
             w.wake();
         }
     }
@@ -327,7 +329,9 @@ impl World {
             if st.quiet.generation != start {
                 Poll::Ready(())
             } else {
-                st.quiet.waker = Some(cx.waker().clone());
+                if !st.quiet.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                    st.quiet.wakers.push(cx.waker().clone());
+                }
                 Poll::Pending
             }
         })

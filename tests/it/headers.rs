@@ -40,13 +40,13 @@ fn typed_rate(line: &str) -> Option<String> {
                 if !level {
                     return Some(format!("{k} %"));
                 }
-            } else if j < b.len() && b[j] == b'/' {
-                if let Some((n, _)) = number(j + 1) {
-                    let (k, n): (u64, u64) =
-                        (k.parse().unwrap_or(u64::MAX), n.parse().unwrap_or(0));
-                    if RUN_COUNTS.contains(&n) && k <= n {
-                        return Some(format!("{k}/{n}"));
-                    }
+            } else if j < b.len()
+                && b[j] == b'/'
+                && let Some((n, _)) = number(j + 1)
+            {
+                let (k, n): (u64, u64) = (k.parse().unwrap_or(u64::MAX), n.parse().unwrap_or(0));
+                if RUN_COUNTS.contains(&n) && k <= n {
+                    return Some(format!("{k}/{n}"));
                 }
             }
             i = j.max(i + 1);

@@ -187,3 +187,26 @@ fn the_oracle_pages_example_shows_what_its_trace_shows_and_a_derived_key_expires
     let names: Vec<V> = r.report.violations.iter().map(|v| v.name).collect();
     assert!(names.contains(&V::ExpiredDuplicateRow) && !names.contains(&V::DuplicateRow));
 }
+
+/// A background poller (the outbox relay, the completer) skips the passes that fall while the
+/// world is idle and parks until something changes: a retry 25 hours later costs no passes, so
+/// the run ends quiescent instead of spending its step budget on empty passes (outbox and
+/// outbox-dedupe were `bound` on every seed of key-gc-late-retry). And the provider's last
+/// delivery wakes the supervisor: payment-provider seed 158 under outbox-dedupe was cut by the
+/// time limit after its duplicate delivery, which only a relay pass used to notice.
+#[test]
+fn idle_pollers_park_and_the_last_delivery_ends_the_run() {
+    for m in ["outbox", "outbox-dedupe", "brandur-atomic-phases"] {
+        let s = sim("sims/faults/key-gc-late-retry.toml");
+        let out = run::run(&s, &model(m), 0, RunOptions { keep_history: true }).unwrap();
+        assert!(out.report.bounds_hit.is_empty(), "{m}: {:?}", out.report.bounds_hit);
+        assert!(out.report.violations.is_empty(), "{m}: {:?}", out.report.violations);
+        // The retry came a day later and was served: the world ran past 25 h in a few events.
+        assert!(out.report.end_ms > 90_000_000.0, "{m}: {}", out.report.end_ms);
+        assert!(out.report.events < 60, "{m}: {} events", out.report.events);
+    }
+    let s = sim("sims/dependencies/payment-provider.toml");
+    let out = run::run(&s, &model("outbox-dedupe"), 158, RunOptions::default()).unwrap();
+    assert!(out.report.bounds_hit.is_empty(), "{:?}", out.report.bounds_hit);
+    assert!(out.report.end_ms < 60_000.0, "ended at {} ms", out.report.end_ms);
+}

@@ -88,6 +88,9 @@ pub(crate) struct ProcessState {
     /// The rate limiter's bucket: (micro-tokens left, model time of the last refill); None:
     /// full.
     pub bucket: Option<(u64, u64)>,
+    /// An event loop's one connection to the key store (a cache): the model times at which
+    /// its last command reached the store and its last reply came back. Both ways are FIFO.
+    pub store_conn: (u64, u64),
 }
 
 /// Key records by scope (a process's memory, its local cache).

@@ -544,7 +544,8 @@ impl Exec {
             self.run.wait(clock::sleep_us(kp.store_timeout_us)).await;
             return Err(Failure::StoreUnavailable);
         }
-        self.run.wait(clock::sleep_us(draw(kp.store_latency_us))).await;
+        let (at_store, back) = self.store_trip(draw(kp.store_latency_us));
+        self.run.wait(clock::sleep_us(at_store)).await;
         let (restart, evict) = (chance(faults.restart), chance(faults.evict));
         let now = self.world().now_us();
         let (out, evicted) = {
@@ -569,6 +570,7 @@ impl Exec {
         if evicted {
             self.event(What::CacheEvicted);
         }
+        self.run.wait(clock::sleep_us(back)).await;
         if chance(faults.reply_drop) {
             self.event(What::CacheReplyLost);
             let rest = kp.store_timeout_us.saturating_sub(kp.store_latency_us.max());
@@ -576,6 +578,27 @@ impl Exec {
             return Err(Failure::StoreUnavailable);
         }
         Ok(out)
+    }
+
+    /// One command's trip to the key store and back, its round trip `rtt` drawn: (µs until it
+    /// reaches the store, where it runs; µs from then until its reply is back). A command runs
+    /// at the store half its round trip after it was sent, and its reply takes the other
+    /// half. An event loop keeps one connection to the store (a Redis client pipelines every
+    /// command on one socket), FIFO both ways: a command never reaches the store before the
+    /// one sent ahead of it on that connection, nor its reply before the reply ahead of it, so
+    /// a burst's lookups, all sent before any claim, all run before it (measured: docs/
+    /// packages.md). A thread per request has a connection of its own per request.
+    fn store_trip(&self, rtt: u64) -> (u64, u64) {
+        let now = self.world().now_us();
+        let (mut at, mut back) = (now + rtt / 2, now + rtt);
+        if self.world().model.loop_times().is_some() {
+            let mut st = self.world().lock();
+            let conn = &mut st.processes[self.run.idx].store_conn;
+            at = at.max(conn.0);
+            back = back.max(conn.1).max(at + (rtt - rtt / 2));
+            *conn = (at, back);
+        }
+        (at - now, back - at)
     }
 
     pub(super) async fn key_lookup(&self) -> Result<Option<KeyRecord>, Failure> {

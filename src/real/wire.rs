@@ -174,6 +174,26 @@ enum Got {
     Late,
 }
 
+/// Wait until `stream` has bytes (or an end or error) to read, for at most `wait`: false when
+/// the time ran out. `ppoll` waits on a high-resolution timer; a socket's `SO_RCVTIMEO` (what
+/// `set_read_timeout` sets) counts in scheduler ticks and rounds up, so on a kernel with
+/// `HZ = 250` a 3 ms timeout waited 8 ms (measured): a client that abandons its first attempt
+/// after 3 ms must abandon it after 3 ms.
+fn readable_within(stream: &TcpStream, wait: Duration) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ts = libc::timespec {
+        tv_sec: wait.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(wait.subsec_nanos() as i32),
+    };
+    // SAFETY: one valid pollfd for the duration of the call, a valid timespec, no signal mask.
+    match unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) } {
+        0 => Ok(false),
+        n if n > 0 => Ok(true),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 impl Reader<'_> {
     /// Read more bytes into the buffer.
     fn fill(&mut self) -> Result<Got, ReadError> {
@@ -183,8 +203,12 @@ impl Reader<'_> {
             if now >= self.deadline {
                 return Ok(Got::Late);
             }
-            let wait = (self.deadline - now).max(Duration::from_micros(100));
-            let _ = self.stream.set_read_timeout(Some(wait));
+            match readable_within(self.stream, self.deadline - now) {
+                Ok(true) => {}
+                Ok(false) => return Ok(Got::Late),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return Ok(Got::End),
+            }
             match self.stream.read(&mut chunk) {
                 Ok(0) => return Ok(Got::End),
                 Ok(n) => {
@@ -466,6 +490,29 @@ mod tests {
             Err(ReadError::Garbage(why)) => why,
             other => panic!("expected a refusal, got {other:?}"),
         }
+    }
+
+    /// A deadline a few milliseconds away is kept to the timer's precision, not rounded up to
+    /// scheduler ticks: `SO_RCVTIMEO` turned a 3 ms wait into 8 ms on a `HZ = 250` kernel, so
+    /// the real client abandoned a "3 ms" attempt after 8 (docs/reality.md). The fastest of
+    /// five waits (a loaded machine can only make one slower) ends well before a tick's
+    /// rounding would.
+    #[test]
+    fn a_short_deadline_is_kept_to_the_timer_not_to_ticks() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut s = connect(l.local_addr().unwrap(), Duration::from_secs(1)).unwrap();
+        let (_peer, _) = l.accept().unwrap();
+        let fastest = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let r = read_message(&mut s, t + Duration::from_millis(3));
+                assert!(matches!(r, Err(ReadError::Timeout)), "{r:?}");
+                t.elapsed()
+            })
+            .min()
+            .unwrap();
+        assert!(fastest >= Duration::from_millis(3), "{fastest:?}");
+        assert!(fastest < Duration::from_micros(5500), "a 3 ms deadline waited {fastest:?}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! [`Observation`] a simulated run gives.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -107,6 +108,8 @@ struct Ctx {
     faults: Mutex<BTreeMap<String, u64>>,
     /// Connections a server process closed or reset without answering, per process index.
     closed: Mutex<BTreeMap<usize, u64>>,
+    /// `--instrument`: the client's own trace lines (`client.jsonl` beside the target's).
+    client_trace: Option<Mutex<std::fs::File>>,
 }
 
 impl Ctx {
@@ -117,6 +120,7 @@ impl Ctx {
         db: &Path,
         seed: u64,
         (start, limit_us): (Instant, u64),
+        client_trace: Option<std::fs::File>,
     ) -> Arc<Ctx> {
         Arc::new(Ctx {
             sim: sim.clone(),
@@ -131,6 +135,7 @@ impl Ctx {
             garbage: Mutex::new(None),
             faults: Mutex::new(BTreeMap::new()),
             closed: Mutex::new(BTreeMap::new()),
+            client_trace: client_trace.map(Mutex::new),
         })
     }
 
@@ -225,7 +230,15 @@ fn play_in(
     }
     let limit = opts.limit_us.min(sim.world.time_limit_us);
     let traffic = Instant::now();
-    let ctx = Ctx::new((sim, model, target), &servers, &db_path, round, (traffic, limit));
+    let client_trace = match opts.trace {
+        true => Some(
+            std::fs::File::create_new(dir.join("client.jsonl"))
+                .map_err(|e| RoundError(format!("cannot write the client's trace: {e}")))?,
+        ),
+        false => None,
+    };
+    let ctx =
+        Ctx::new((sim, model, target), &servers, &db_path, round, (traffic, limit), client_trace);
     let (requests, collected, bound) = play_items(&ctx);
     let wall_us = traffic.elapsed().as_micros() as u64;
     let died = servers.died();
@@ -393,6 +406,31 @@ fn sleep_until(t: Instant, deadline: Instant) {
     }
 }
 
+impl Ctx {
+    /// `--instrument`: the client's trace line of an attempt it wrote, written whole: when it
+    /// began to connect, when its connect returned, when it woke after its gap to write and
+    /// when the write returned (µs since the Unix epoch, the clock of the target's lines), and
+    /// the gap it slept.
+    fn client_line(&self, attempt: &str, process: usize, times: [u128; 3], faults: &NetFaults) {
+        let Some(trace) = &self.client_trace else { return };
+        let [connect_us, connected_us, write_us] = times;
+        let line = format!(
+            "{{\"attempt\":\"{attempt}\",\"process\":{},\"connect_us\":{connect_us},\
+             \"connected_us\":{connected_us},\"write_us\":{write_us},\"written_us\":{},\
+             \"gap_us\":{}}}\n",
+            process + 1,
+            epoch_us(),
+            faults.connect_gap_us
+        );
+        let _ = trace.lock().unwrap().write_all(line.as_bytes());
+    }
+}
+
+/// Wall-clock µs since the Unix epoch: the clock of the targets' trace lines.
+fn epoch_us() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros())
+}
+
 fn ms_since(ctx: &Ctx, t: Instant) -> f64 {
     t.saturating_duration_since(ctx.start).as_micros() as f64 / 1000.0
 }
@@ -499,7 +537,7 @@ fn attempt_once(
     let sent = Instant::now();
     let deadline =
         (sent + Duration::from_micros(spec.attempt_timeout_us(attempt))).min(ctx.deadline);
-    let answer = exchange(ctx, process, &bytes, &faults, deadline);
+    let answer = exchange(ctx, (process, &attempt_id), &bytes, &faults, deadline);
     let marker = ctx.model.key.as_ref().map_or("Idempotent-Replayed", |k| k.replay_marker.as_str());
     AttemptOutcome {
         outcome: if answer.is_some() { Outcome::Reply } else { Outcome::TransportFailure },
@@ -521,7 +559,7 @@ fn attempt_once(
 /// transport failure (a timeout, a reset, a refused connection, a lost reply).
 fn exchange(
     ctx: &Ctx,
-    process: usize,
+    (process, attempt_id): (usize, &str),
     bytes: &[u8],
     faults: &NetFaults,
     deadline: Instant,
@@ -535,14 +573,18 @@ fn exchange(
         sleep_until(deadline, deadline);
         return None;
     }
+    let connect_us = epoch_us();
     let mut conn = connect(ctx, process)?;
+    let connected_us = epoch_us();
     if faults.connect_gap_us > 0 {
         // The sim's client writes this long after its connection is established.
         sleep_until(Instant::now() + Duration::from_micros(faults.connect_gap_us), deadline);
     }
+    let write_us = epoch_us();
     if !wire::send(&mut conn, bytes) {
         return None;
     }
+    ctx.client_line(attempt_id, process, [connect_us, connected_us, write_us], faults);
     if let Some(after) = faults.resend_after_us {
         // A proxy's resend: the same bytes on a second connection; the client gets its reply.
         ctx.fired("duplicate");

@@ -195,6 +195,50 @@ fn calibrate_writes_a_stack_that_a_model_names() {
     assert!(err.contains("not a regular file"), "{err}");
 }
 
+/// `--instrument --keep`: each round's folder holds the target's trace lines and the client's
+/// own, one per attempt with the same attempt ids, on the same clock: every request the target
+/// read was written by the client before it was read, and after its connect began.
+#[test]
+fn an_instrumented_round_keeps_the_clients_half_of_the_trace() {
+    node_targets();
+    let (code, out, err) = idemsim(&[
+        "real",
+        "double-submit",
+        "--target",
+        "check-first",
+        "--runs",
+        "2",
+        "--instrument",
+        "--keep",
+        "--json",
+    ]);
+    assert!(code == 0 || code == 1, "exit {code}: {err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for round in report["rounds"].as_array().unwrap() {
+        let dir = std::path::PathBuf::from(round["dir"].as_str().unwrap());
+        let lines = |f: &str| -> Vec<serde_json::Value> {
+            std::fs::read_to_string(dir.join(f))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        let (client, target) = (lines("client.jsonl"), lines("trace.jsonl"));
+        assert!(client.len() >= 6, "three intents of two copies: {client:?}");
+        for read in target.iter().filter(|e| e["ev"] == "read") {
+            let sent = client
+                .iter()
+                .find(|c| c["attempt"] == read["attempt"])
+                .unwrap_or_else(|| panic!("no client line for {read}"));
+            let t = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+            assert!(t(sent, "connect_us") <= t(sent, "connected_us"), "{sent}");
+            assert!(t(sent, "connected_us") <= t(sent, "write_us"), "{sent}");
+            assert!(t(sent, "write_us") <= t(read, "t_us"), "read before written: {sent} {read}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
 #[test]
 fn a_warmed_round_leaves_its_warm_up_out_and_says_so_and_validate_simulates_warm() {
     node_targets();

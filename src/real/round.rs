@@ -409,16 +409,18 @@ fn sleep_until(t: Instant, deadline: Instant) {
 impl Ctx {
     /// `--instrument`: the client's trace line of an attempt it wrote, written whole: when it
     /// began to connect, when its connect returned, when it woke after its gap to write and
-    /// when the write returned (µs since the Unix epoch, the clock of the target's lines), and
-    /// the gap it slept.
+    /// when the write returned (µs since the Unix epoch, the clock of the target's lines), the
+    /// gap it slept, and the thread's id (to find it in a kernel trace).
     fn client_line(&self, attempt: &str, process: usize, times: [u128; 3], faults: &NetFaults) {
         let Some(trace) = &self.client_trace else { return };
         let [connect_us, connected_us, write_us] = times;
         let line = format!(
-            "{{\"attempt\":\"{attempt}\",\"process\":{},\"connect_us\":{connect_us},\
+            "{{\"attempt\":\"{attempt}\",\"process\":{},\"tid\":{},\"connect_us\":{connect_us},\
              \"connected_us\":{connected_us},\"write_us\":{write_us},\"written_us\":{},\
              \"gap_us\":{}}}\n",
             process + 1,
+            // SAFETY: gettid has no preconditions.
+            unsafe { libc::gettid() },
             epoch_us(),
             faults.connect_gap_us
         );

@@ -231,6 +231,7 @@ fn an_instrumented_round_keeps_the_clients_half_of_the_trace() {
                 .find(|c| c["attempt"] == read["attempt"])
                 .unwrap_or_else(|| panic!("no client line for {read}"));
             let t = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+            assert!(t(sent, "tid") > 0, "{sent}");
             assert!(t(sent, "connect_us") <= t(sent, "connected_us"), "{sent}");
             assert!(t(sent, "connected_us") <= t(sent, "write_us"), "{sent}");
             assert!(t(sent, "write_us") <= t(read, "t_us"), "read before written: {sent} {read}");

@@ -18,24 +18,13 @@ use std::time::Duration;
 
 use idemsim::real::wire;
 
-#[repr(C)]
-struct Timespec {
-    sec: i64,
-    nsec: i64,
-}
-
-unsafe extern "C" {
-    fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-}
-
-/// This thread's CPU time (ns): `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` (Linux, 64-bit).
+/// This thread's CPU time (ns): `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`.
 fn on_cpu_ns() -> u64 {
-    let mut ts = Timespec { sec: 0, nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec to the pointer it is given; 3 is Linux's
-    // CLOCK_THREAD_CPUTIME_ID.
-    let rc = unsafe { clock_gettime(3, &mut ts) };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec to the pointer it is given.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    (ts.sec as u64) * 1_000_000_000 + ts.nsec as u64
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn serve(listener: TcpListener) {

@@ -41,6 +41,45 @@ pub struct RealArgs {
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// The first round's number, which seeds it: rounds are SEED..SEED+runs (a failing round
+    /// replays with `--seed R --runs 1`).
+    #[arg(long, value_name = "SEED", default_value_t = 0)]
+    pub seed: u64,
+    /// Controlled rounds (docs/controlled.md): idemsim releases every request and every hook
+    /// call of the server one at a time, in an order chosen from the round's seed.
+    #[arg(long)]
+    pub controlled: bool,
+    /// With --controlled: the strategy choosing the order (random, pct, pct:d=N).
+    #[arg(long, value_name = "STRATEGY", requires = "controlled")]
+    pub explore: Option<String>,
+    /// With --controlled: how long a released request may show nothing before it has
+    /// escaped control (ms).
+    #[arg(long, value_name = "MS", requires = "controlled")]
+    pub quiet_ms: Option<u64>,
+    /// With --controlled: play every round N more times and count those that reproduce it
+    /// exactly (0 to 100).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "controlled")]
+    pub replays: u32,
+}
+
+/// A controlled round's options from the command line (None: not controlled).
+fn control_options(a: &RealArgs) -> anyhow::Result<Option<super::conduct::Control>> {
+    use super::conduct::{Control, DEFAULT_QUIET_MS, Order};
+    if !a.controlled {
+        return Ok(None);
+    }
+    let order = match &a.explore {
+        Some(s) => Order::parse(s).map_err(|e| anyhow::anyhow!(e))?,
+        None => Order::Random,
+    };
+    let quiet_ms = a.quiet_ms.unwrap_or(DEFAULT_QUIET_MS);
+    if !(1..=60_000).contains(&quiet_ms) {
+        anyhow::bail!("--quiet-ms {quiet_ms}: expected 1 to 60000");
+    }
+    if a.replays > 100 {
+        anyhow::bail!("--replays {}: expected 0 to 100", a.replays);
+    }
+    Ok(Some(Control { order, quiet: std::time::Duration::from_millis(quiet_ms) }))
 }
 
 /// The sim, the model and the target a real command names.
@@ -164,18 +203,26 @@ pub fn real_cmd(a: RealArgs, quiet: bool) -> anyhow::Result<Ending> {
             keep: a.keep,
             trace: a.instrument,
             warm: warm_count(a.warm, &sim)?,
+            control: control_options(&a)?,
         },
+        first: a.seed,
+        replays: a.replays,
     };
     let progress = shows_progress(a.json || quiet);
-    let runs = a.runs;
+    let runs = a.seed.saturating_add(a.runs);
     if let Some(end) = precheck(&sim, &model)? {
         return Ok(end);
+    }
+    if let Some(why) =
+        opts.round.control.as_ref().and_then(|_| super::conduct::uncontrollable(&sim))
+    {
+        anyhow::bail!("sim `{}`: {why}", sim.name);
     }
     let report = match super::real(&sim, &model, &target, &opts, |line| {
         if progress {
             eprint!(
-                "\rround {} of 0..{runs} · {:.1} ms · rows {}   ",
-                line.round, line.wall_ms, line.rows
+                "\rround {} of {}..{runs} · {:.1} ms · rows {}   ",
+                line.round, a.seed, line.wall_ms, line.rows
             );
         }
     }) {
@@ -225,14 +272,20 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
         model.name,
         c.seeds
     );
-    let _ = writeln!(
-        o,
-        "  a REAL run, not deterministic: each round's schedule is this machine's ({} CPUs, load {:.2} before, {:.2} after); each round starts fresh server processes: {}",
-        r.cpus,
-        r.load_before[0],
-        r.load_after[0],
-        started(r.warm)
-    );
+    let whose = match &r.controlled {
+        Some(c) => format!(
+            "a CONTROLLED real run: idemsim released every request and hook call one at a time, \
+             in an order its strategy ({}) chose from the round's seed, each after the last \
+             one's next event or {} ms of quiet ({} CPUs, load {:.2} before, {:.2} after)",
+            c.strategy, c.quiet_ms, r.cpus, r.load_before[0], r.load_after[0]
+        ),
+        None => format!(
+            "a REAL run, not deterministic: each round's schedule is this machine's ({} CPUs, \
+             load {:.2} before, {:.2} after)",
+            r.cpus, r.load_before[0], r.load_after[0]
+        ),
+    };
+    let _ = writeln!(o, "  {whose}; each round starts fresh server processes: {}", started(r.warm));
     let _ = writeln!(o, "  faults: {}", sim.faults.describe());
     if let Some(line) = c.fired_line(sim, "rounds") {
         let _ = writeln!(o, "  {line}");
@@ -270,7 +323,59 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
         );
     }
     o.push_str(&shape_lines(r));
+    o.push_str(&controlled_lines(sim, target, r));
     o.push_str(&expectations_line(c));
+    o
+}
+
+/// A controlled run's schedules, what escaped control, the replays, and the command that
+/// replays the first violating round.
+fn controlled_lines(sim: &Sim, target: &Target, r: &RealReport) -> String {
+    let Some(summary) = &r.controlled else { return String::new() };
+    let mut o = String::new();
+    let rounds: Vec<&super::RoundControl> =
+        r.rounds.iter().filter_map(|l| l.control.as_ref()).collect();
+    let mut decisions: Vec<f64> = rounds.iter().map(|c| c.schedule.len() as f64).collect();
+    decisions.sort_by(f64::total_cmp);
+    let slowest = rounds.iter().map(|c| c.slowest_ms).fold(0.0, f64::max);
+    let escaped: usize = rounds.iter().map(|c| c.escaped.len()).sum();
+    let escaping = rounds.iter().filter(|c| !c.escaped.is_empty()).count();
+    let cut = rounds.iter().filter(|c| c.cut).count();
+    let _ = writeln!(
+        o,
+        "decisions per round p50 {:.0} · max {:.0} · slowest release to its next event {slowest:.1} ms (quiet bound {} ms)",
+        percentile(&decisions, 0.5),
+        decisions.last().copied().unwrap_or(0.0),
+        summary.quiet_ms
+    );
+    let _ = writeln!(
+        o,
+        "escaped control     {escaped} event(s) in {escaping} of {} rounds{}",
+        rounds.len(),
+        if cut > 0 { format!(" · {cut} round(s) cut by their bound") } else { String::new() }
+    );
+    let (replays, same): (u32, u32) =
+        rounds.iter().fold((0, 0), |(n, k), c| (n + c.replays, k + c.reproduced));
+    if replays > 0 {
+        let _ = writeln!(
+            o,
+            "replays             {same}/{replays} reproduced their round exactly (schedule, answers, rows, effects)"
+        );
+    }
+    if let Some(bad) = r.rounds.iter().find(|l| !l.violations.is_empty()) {
+        let explore = match summary.strategy.as_str() {
+            "random" => String::new(),
+            s => format!(" --explore {s}"),
+        };
+        let _ = writeln!(
+            o,
+            "replay round {}: idemsim real {} --target {} --controlled{explore} --seed {} --runs 1",
+            bad.round,
+            crate::text::printable(&sim.name),
+            crate::text::printable(&target.name),
+            bad.round
+        );
+    }
     o
 }
 
@@ -375,15 +480,8 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
         sweep::default_jobs(),
     )?
     .remove(0);
-    let opts = RealOptions {
-        runs,
-        round: RoundOptions {
-            limit_us: a.round_limit_ms.saturating_mul(1000),
-            keep: false,
-            trace: false,
-            warm,
-        },
-    };
+    let round = RoundOptions::plain(a.round_limit_ms.saturating_mul(1000), false, warm);
+    let opts = RealOptions::plain(runs, round);
     let progress = shows_progress(a.json || quiet);
     let real = match super::real(&sim, &model, &target, &opts, |line| {
         if progress {
@@ -530,10 +628,7 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     }
     super::procs::end_servers_on_interrupt();
     let rounds = a.rounds.clamp(2, super::MAX_RUNS);
-    let opts = RealOptions {
-        runs: rounds,
-        round: RoundOptions { limit_us: 60_000_000, keep: true, trace: true, warm: 0 },
-    };
+    let opts = RealOptions::plain(rounds, RoundOptions::plain(60_000_000, true, 0));
     let report = super::real(&sim, &model, &target, &opts, |line| {
         eprint!("\rround {} of {rounds}   ", line.round + 1);
     })

@@ -61,6 +61,8 @@ struct HubState {
     /// process dies with the thread that started it, `PR_SET_PDEATHSIG`, so that thread
     /// lives until the round is over.)
     over: AtomicBool,
+    /// A controlled round's conductor: every call waits there until released.
+    conductor: Option<Arc<super::conduct::Conductor>>,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +76,9 @@ struct HookCall {
     /// index in the sim): names the very request, where several share an intent.
     #[serde(default)]
     attempt: Option<String>,
+    /// The step, at the `step` point.
+    #[serde(default)]
+    step: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -83,7 +88,12 @@ struct EffectCall {
 
 impl Hub {
     /// Listen on a free loopback port.
-    pub fn start(sim: Arc<Sim>, seed: u64, start: Instant) -> std::io::Result<Hub> {
+    pub fn start(
+        sim: Arc<Sim>,
+        seed: u64,
+        start: Instant,
+        conductor: Option<Arc<super::conduct::Conductor>>,
+    ) -> std::io::Result<Hub> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -96,6 +106,7 @@ impl Hub {
             servers: Mutex::new(None),
             restarts: Mutex::new(Vec::new()),
             over: AtomicBool::new(false),
+            conductor,
         });
         let (st, sp) = (state.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
@@ -157,6 +168,13 @@ fn serve(st: &Arc<HubState>, mut conn: TcpStream) {
         Some("/point") => match serde_json::from_slice::<HookCall>(&msg.body) {
             Ok(call) => {
                 let point = crate::text::printable(&call.point);
+                if let (Some(c), Some(attempt)) = (&st.conductor, &call.attempt) {
+                    let at = match &call.step {
+                        Some(step) => format!("{point} {}", crate::text::printable(step)),
+                        None => point.clone(),
+                    };
+                    c.hold(attempt, &at);
+                }
                 *st.log.lock().unwrap().reached.entry(point).or_insert(0) += 1;
                 if let Some(answer) = st.answer(&call) {
                     wire::send(&mut conn, &wire::json_answer(200, &answer));

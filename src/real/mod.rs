@@ -8,6 +8,7 @@
 
 pub mod calibrate;
 pub mod cmd;
+pub mod conduct;
 pub mod db;
 pub mod hub;
 pub mod janitor;
@@ -38,8 +39,19 @@ pub use target::Target;
 pub struct RealOptions {
     /// Rounds to play (each a fresh database and fresh processes).
     pub runs: u64,
+    /// The first round's number (its seed); rounds are `first..first + runs`.
+    pub first: u64,
+    /// Controlled rounds: how many times each is played again to see it reproduce.
+    pub replays: u32,
     /// Each round's options.
     pub round: RoundOptions,
+}
+
+impl RealOptions {
+    /// `runs` rounds from round 0, not replayed.
+    pub fn plain(runs: u64, round: RoundOptions) -> RealOptions {
+        RealOptions { runs, first: 0, replays: 0, round }
+    }
 }
 
 /// The most rounds one real run plays.
@@ -63,6 +75,47 @@ pub struct RoundLine {
     /// The round's folder, when kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
+    /// A controlled round: its schedule, and whether its replays reproduced it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control: Option<RoundControl>,
+}
+
+impl RoundLine {
+    /// Round `r`'s line from its judged report, its wall time, folder and control.
+    fn of(
+        r: u64,
+        report: &crate::report::RunReport,
+        (wall_ms, dir, control): (f64, Option<std::path::PathBuf>, Option<RoundControl>),
+    ) -> RoundLine {
+        RoundLine {
+            round: r,
+            wall_ms,
+            rows: report.rows.len() as u64,
+            effects: report.effects_total,
+            passed: report.passed(),
+            violations: report.violation_names().iter().map(|v| v.name().to_string()).collect(),
+            dir: dir.map(|d| d.display().to_string()),
+            control,
+        }
+    }
+}
+
+/// What a controlled round decided, and how its replays went.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundControl {
+    /// The events released, in order (`send A`, `resume A at POINT`, `expire A`).
+    pub schedule: Vec<String>,
+    /// Released events after which their flow showed nothing within the quiet bound.
+    pub escaped: Vec<String>,
+    /// The slowest wait from a release to its flow's next visible event (ms).
+    pub slowest_ms: f64,
+    /// The round's bound ended it with events still held.
+    pub cut: bool,
+    /// Replays played, and those that reproduced the round exactly (schedule, answers, rows,
+    /// effects).
+    pub replays: u32,
+    /// See `replays`.
+    pub reproduced: u32,
 }
 
 /// A real run: the cell over its rounds, and each round.
@@ -97,6 +150,18 @@ pub struct RealReport {
     /// 2xx answers that named no row (no top-level `id`, nothing at the target's `id`
     /// pointer): the oracle cannot check them against the stored rows.
     pub successes_without_id: u64,
+    /// Controlled rounds (`--controlled`): the strategy and the quiet bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controlled: Option<ControlSummary>,
+}
+
+/// How a controlled run chose its rounds' schedules.
+#[derive(Debug, Clone, Serialize)]
+pub struct ControlSummary {
+    /// `random`, `pct:d=N`.
+    pub strategy: String,
+    /// How long a released flow may show nothing before it has escaped control (ms).
+    pub quiet_ms: u64,
 }
 
 /// A real run that could not go on.
@@ -165,12 +230,16 @@ pub fn real(
     mut on_round: impl FnMut(&RoundLine),
 ) -> Result<RealReport, RealError> {
     playable(sim, model)?;
+    if let Some(why) = opts.round.control.as_ref().and_then(|_| conduct::uncontrollable(sim)) {
+        return Err(RealError(format!("sim `{}`: {why}", sim.name)));
+    }
     let runs = opts.runs.clamp(1, MAX_RUNS);
-    let mut cell = Cell::new(sim, model, &(0..runs));
+    let first = opts.first.min(u64::MAX - runs);
+    let mut cell = Cell::new(sim, model, &(first..first + runs));
     let load_before = load_average();
     let mut rounds = Vec::new();
     let mut tally = Tally::default();
-    for r in 0..runs {
+    for r in first..first + runs {
         if crate::sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
             cell.interrupted = true;
             break;
@@ -183,25 +252,24 @@ pub fn real(
             break;
         }
         let res = res.map_err(|e| RealError(format!("round {r}: {}", e.0)))?;
+        let control = match &res.control {
+            Some(log) => Some(replay(sim, model, target, r, opts, (&res.observation, log))?),
+            None => None,
+        };
         tally.add(&res);
         let wall_ms = res.wall_us as f64 / 1000.0;
         let mut report = run::judge(sim, model, r, res.observation);
         report.violations.extend(successes_of_nothing(&report));
         unattributed_transport_failures(&mut report.violations);
-        let line = RoundLine {
-            round: r,
-            wall_ms,
-            rows: report.rows.len() as u64,
-            effects: report.effects_total,
-            passed: report.passed(),
-            violations: report.violation_names().iter().map(|v| v.name().to_string()).collect(),
-            dir: res.dir.map(|d| d.display().to_string()),
-        };
+        let line = RoundLine::of(r, &report, (wall_ms, res.dir, control));
         on_round(&line);
         rounds.push(line);
         cell.add(&SeedResult { cell: 0, seed: r, report, nondeterministic: false });
     }
     never_reached(sim, &tally, rounds.len())?;
+    if opts.round.control.is_some() && !rounds.is_empty() {
+        never_held(model, &tally.held_at)?;
+    }
     cell.seeds = format!("{} rounds", cell.runs);
     Ok(RealReport {
         format: "idemsim-real",
@@ -217,7 +285,56 @@ pub fn real(
         crashes: tally.crashes,
         points: tally.points,
         successes_without_id: tally.successes_without_id,
+        controlled: opts.round.control.as_ref().map(|c| ControlSummary {
+            strategy: c.order.name(),
+            quiet_ms: c.quiet.as_millis() as u64,
+        }),
     })
+}
+
+/// A controlled round `r` played `opts.replays` times more: how many reproduced it exactly.
+fn replay(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    target: &Target,
+    r: u64,
+    opts: &RealOptions,
+    (observation, log): (&crate::report::Observation, &conduct::ControlLog),
+) -> Result<RoundControl, RealError> {
+    let print = outcome_print(observation, log);
+    let mut reproduced = 0;
+    let again = RoundOptions { keep: false, ..opts.round.clone() };
+    for _ in 0..opts.replays {
+        let res = round::play(sim, model, target, r, &again)
+            .map_err(|e| RealError(format!("round {r} (replay): {}", e.0)))?;
+        let same =
+            res.control.as_ref().is_some_and(|l| outcome_print(&res.observation, l) == print);
+        reproduced += u32::from(same);
+    }
+    Ok(RoundControl {
+        schedule: log.schedule.clone(),
+        escaped: log.escaped.clone(),
+        slowest_ms: log.slowest_us as f64 / 1000.0,
+        cut: log.cut,
+        replays: opts.replays,
+        reproduced,
+    })
+}
+
+/// What a replay must reproduce: the schedule, every attempt's answer (status and the row it
+/// names), the rows stored (id and intent) and the effects, in order.
+fn outcome_print(o: &crate::report::Observation, log: &conduct::ControlLog) -> String {
+    let mut answers = String::new();
+    for q in &o.requests {
+        for (c, copy) in q.copies.iter().enumerate() {
+            for a in copy {
+                answers.push_str(&format!("{}.{c}:{:?}:{:?};", q.id, a.status, a.row));
+            }
+        }
+    }
+    let rows: Vec<(i64, &str)> = o.rows.iter().map(|r| (r.id, r.intent.as_str())).collect();
+    let effects: Vec<&str> = o.effect_log.iter().map(|e| e.intent.as_str()).collect();
+    format!("{:?}|{answers}|{rows:?}|{effects:?}", log.schedule)
 }
 
 /// A real round cannot tell a transport failure that an injected fault caused from one the
@@ -259,6 +376,29 @@ fn never_reached(sim: &Sim, tally: &Tally, rounds: usize) -> Result<(), RealErro
         "the target never reached {} (0 of {rounds} rounds): it does not call the hook \
          (IDEMSIM_HOOK) there, so the faults the sim arms never fired and no round played \
          this sim (docs/targets.md, \"Points\")",
+        missed.join(", ")
+    )))
+}
+
+/// Controlled rounds hold the server at every step where its runtime lets another request
+/// run ([`conduct::yield_steps`]). A target that never announced one of them there was never
+/// held there: its requests ran one after the other where real ones interleave, and the
+/// rounds' "no violation" would be a false safe. A target fault, never a result.
+fn never_held(model: &Model, held_at: &BTreeSet<String>) -> Result<(), RealError> {
+    let missed: Vec<String> = conduct::yield_steps(model)
+        .into_iter()
+        .filter(|s| !held_at.contains(s))
+        .map(|s| format!("`{}`", s.trim_start_matches("step ")))
+        .collect();
+    if missed.is_empty() {
+        return Ok(());
+    }
+    Err(RealError(format!(
+        "a controlled round holds the server where its runtime lets requests interleave, and \
+         model `{}` interleaves at step(s) {}; the target never announced them at the hook \
+         (IDEMSIM_HOOK, `step`), so its requests ran one after the other there and no round \
+         can be judged (docs/controlled.md)",
+        model.name,
         missed.join(", ")
     )))
 }
@@ -306,6 +446,8 @@ fn successes_of_nothing(report: &crate::report::RunReport) -> Vec<crate::report:
 #[derive(Default)]
 struct Tally {
     points: BTreeMap<String, crate::sweep::Fired>,
+    /// Controlled rounds: the steps where the server was held, over every round.
+    held_at: BTreeSet<String>,
     crashes: u64,
     successes_without_id: u64,
 }
@@ -316,6 +458,9 @@ impl Tally {
             let p = self.points.entry(point.clone()).or_default();
             p.runs += 1;
             p.times = p.times.saturating_add(*n);
+        }
+        if let Some(log) = &res.control {
+            self.held_at.extend(log.held_at.iter().cloned());
         }
         let faults = &res.observation.faults;
         self.crashes += faults.iter().filter(|(k, _)| is_crash(k)).map(|(_, n)| n).sum::<u64>();

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::conduct::{Answer, Conductor, Control, ControlLog};
 use super::hub::Hub;
 use super::procs::{Launch, Servers};
 use super::services::Services;
@@ -34,6 +35,16 @@ pub struct RoundOptions {
     /// Throw-away requests each process answers before the round's traffic (0: the round
     /// meets cold processes). Sent by [`WARMUP_USER`], whose rows and keys are not the round's.
     pub warm: u32,
+    /// A controlled round (`--controlled`): idemsim orders every send and hook call.
+    pub control: Option<Control>,
+}
+
+impl RoundOptions {
+    /// A round bounded by `limit_us`, uncontrolled, warmed by `warm` requests; `kept`: its
+    /// folder kept, with the target's instrumentation.
+    pub fn plain(limit_us: u64, kept: bool, warm: u32) -> RoundOptions {
+        RoundOptions { limit_us, keep: kept, trace: kept, warm, control: None }
+    }
 }
 
 /// The user of warm-up requests: their rows and key records are left out of the round.
@@ -52,6 +63,8 @@ pub struct RoundResult {
     pub dir: Option<PathBuf>,
     /// Calls the target made to the hook, by point (`step` for its steps).
     pub reached: BTreeMap<String, u64>,
+    /// A controlled round's schedule and what escaped it.
+    pub control: Option<ControlLog>,
 }
 
 /// A real round could not be played (the target, not the design, is at fault).
@@ -110,6 +123,8 @@ struct Ctx {
     closed: Mutex<BTreeMap<usize, u64>>,
     /// `--instrument`: the client's own trace lines (`client.jsonl` beside the target's).
     client_trace: Option<Mutex<std::fs::File>>,
+    /// A controlled round's conductor.
+    conductor: Option<Arc<Conductor>>,
 }
 
 impl Ctx {
@@ -121,6 +136,7 @@ impl Ctx {
         seed: u64,
         (start, limit_us): (Instant, u64),
         client_trace: Option<std::fs::File>,
+        conductor: Option<Arc<Conductor>>,
     ) -> Arc<Ctx> {
         Arc::new(Ctx {
             sim: sim.clone(),
@@ -136,6 +152,7 @@ impl Ctx {
             faults: Mutex::new(BTreeMap::new()),
             closed: Mutex::new(BTreeMap::new()),
             client_trace: client_trace.map(Mutex::new),
+            conductor,
         })
     }
 
@@ -180,6 +197,9 @@ pub fn play(
     let dir = round_dir(round)?;
     let result = play_in(sim, model, target, round, opts, &dir);
     if opts.keep {
+        if let Ok(RoundResult { control: Some(c), .. }) = &result {
+            let _ = std::fs::write(dir.join("schedule.txt"), c.schedule.join("\n") + "\n");
+        }
         return result.map(|r| RoundResult { dir: Some(dir), ..r });
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -208,7 +228,8 @@ fn play_in(
     dir: &Path,
 ) -> Result<RoundResult, RoundError> {
     let start = Instant::now();
-    let hub = Hub::start(sim.clone(), round, start)
+    let conductor = Conductor::for_round(sim, model, round, opts.control.as_ref());
+    let hub = Hub::start(sim.clone(), round, start, conductor.clone())
         .map_err(|e| RoundError(format!("cannot listen on loopback for the hook: {e}")))?;
     let db_path = dir.join("db.sqlite");
     let started = Services::start(target, dir).map_err(RoundError).and_then(|services| {
@@ -230,16 +251,18 @@ fn play_in(
     }
     let limit = opts.limit_us.min(sim.world.time_limit_us);
     let traffic = Instant::now();
-    let client_trace = match opts.trace {
-        true => Some(
-            std::fs::File::create_new(dir.join("client.jsonl"))
-                .map_err(|e| RoundError(format!("cannot write the client's trace: {e}")))?,
-        ),
-        false => None,
-    };
-    let ctx =
-        Ctx::new((sim, model, target), &servers, &db_path, round, (traffic, limit), client_trace);
+    let client_trace = client_trace(opts, dir)?;
+    let ctx = Ctx::new(
+        (sim, model, target),
+        &servers,
+        &db_path,
+        round,
+        (traffic, limit),
+        client_trace,
+        conductor.clone(),
+    );
     let (requests, collected, bound) = play_items(&ctx);
+    let control = conductor.map(|c| c.finish());
     let wall_us = traffic.elapsed().as_micros() as u64;
     let died = servers.died();
     let log = hub.finish();
@@ -264,7 +287,17 @@ fn play_in(
         faults: ctx.faults_with(log.faults),
         ..Observation::default()
     };
-    Ok(RoundResult { observation, wall_us, dir: None, reached: log.reached })
+    Ok(RoundResult { observation, wall_us, dir: None, reached: log.reached, control })
+}
+
+/// `--instrument`: the file of the client's trace lines, `client.jsonl` in the round's folder.
+fn client_trace(opts: &RoundOptions, dir: &Path) -> Result<Option<std::fs::File>, RoundError> {
+    if !opts.trace {
+        return Ok(None);
+    }
+    std::fs::File::create_new(dir.join("client.jsonl"))
+        .map(Some)
+        .map_err(|e| RoundError(format!("cannot write the client's trace: {e}")))
 }
 
 /// Warm every process up: `n` requests one after the other, each answered before the next,
@@ -316,19 +349,25 @@ fn start_servers(
     let launch = Launch {
         dir: dir.to_path_buf(),
         db: dir.join("db.sqlite"),
-        busy_timeout_ms: sim.world.wait_budget_us.unwrap_or(model.wait_budget_us) / 1000,
+        // In a controlled round a lock's holder runs when the conductor releases it: a wait
+        // for the lock lasts until then, bounded by the round, not by the wall-clock budget.
+        busy_timeout_ms: match &opts.control {
+            Some(_) => opts.limit_us.min(sim.world.time_limit_us) / 1000,
+            None => sim.world.wait_budget_us.unwrap_or(model.wait_budget_us) / 1000,
+        },
         hub_url: hub.url(),
-        points: armed_points(sim),
+        points: armed_points(sim, opts.control.is_some()),
         trace: opts.trace.then(|| dir.join("trace.jsonl")),
         services,
     };
     Servers::start(target, launch, sim.world.processes).map_err(|e| RoundError(e.0))
 }
 
-/// The points the sim injects at, plus `steps` when it crashes processes between steps.
-pub fn armed_points(sim: &Sim) -> String {
+/// The points the sim injects at, plus `steps` when it crashes processes between steps or the
+/// round is controlled (its steps are where the conductor holds the server).
+pub fn armed_points(sim: &Sim, controlled: bool) -> String {
     let mut points: BTreeSet<&str> = sim.injects.iter().map(|i| i.point.as_str()).collect();
-    if sim.faults.crash > 0.0 {
+    if sim.faults.crash > 0.0 || controlled {
         points.insert("steps");
     }
     points.into_iter().collect::<Vec<_>>().join(",")
@@ -362,6 +401,10 @@ fn play_items(ctx: &Arc<Ctx>) -> (Vec<RequestReport>, Vec<crate::report::Collect
         let (ctx, collected) = (ctx.clone(), collected.clone());
         threads.push(std::thread::spawn(move || run_action(&ctx, ai, &collected)));
     }
+    if let Some(c) = ctx.conductor.clone() {
+        let deadline = ctx.deadline;
+        threads.push(std::thread::spawn(move || c.conduct(deadline)));
+    }
     for t in threads {
         let _ = t.join();
     }
@@ -376,7 +419,7 @@ fn run_request(ctx: &Arc<Ctx>, qi: usize, reports: &Mutex<Vec<RequestReport>>) {
     if !ctx.done.wait(&spec.after, ctx.deadline) {
         return;
     }
-    sleep_until(Instant::now() + Duration::from_micros(spec.delay_us), ctx.deadline);
+    ctx.pause(spec.delay_us);
     let mut copies = Vec::new();
     for copy in 0..spec.copies {
         let ctx = ctx.clone();
@@ -395,7 +438,20 @@ fn run_request(ctx: &Arc<Ctx>, qi: usize, reports: &Mutex<Vec<RequestReport>>) {
         }
         r[qi].finished = Instant::now() < ctx.deadline;
     }
+    if let Some(c) = &ctx.conductor {
+        c.request_done(qi);
+    }
     ctx.done.mark(&spec.id);
+}
+
+impl Ctx {
+    /// The client waits `us` of wall-clock time; in a controlled round not at all: there the
+    /// conductor's order is the round's time.
+    fn pause(&self, us: u64) {
+        if self.conductor.is_none() {
+            sleep_until(Instant::now() + Duration::from_micros(us), self.deadline);
+        }
+    }
 }
 
 fn sleep_until(t: Instant, deadline: Instant) {
@@ -447,8 +503,7 @@ fn run_copy(ctx: &Arc<Ctx>, qi: usize, copy: u32) -> Vec<AttemptOutcome> {
     );
     let (lo, hi) = spec.spread_us;
     if hi > 0 {
-        let d = if hi > lo { rng.gen_range(lo..=hi) } else { lo };
-        sleep_until(Instant::now() + Duration::from_micros(d), ctx.deadline);
+        ctx.pause(if hi > lo { rng.gen_range(lo..=hi) } else { lo });
     }
     let policy = &spec.policy;
     let first_sent = Instant::now();
@@ -481,7 +536,10 @@ fn run_copy(ctx: &Arc<Ctx>, qi: usize, copy: u32) -> Vec<AttemptOutcome> {
         if policy.horizon_us.is_some_and(|h| since_first.saturating_add(backoff) > h) {
             break;
         }
-        sleep_until(Instant::now() + Duration::from_micros(backoff), ctx.deadline);
+        ctx.pause(backoff);
+    }
+    if let Some(c) = &ctx.conductor {
+        c.leave(qi);
     }
     out
 }
@@ -568,12 +626,19 @@ fn exchange(
 ) -> Option<wire::Message> {
     if let Some(d) = faults.delay_us {
         ctx.fired("delay");
-        sleep_until(Instant::now() + Duration::from_micros(d), deadline);
+        if ctx.conductor.is_none() {
+            sleep_until(Instant::now() + Duration::from_micros(d), deadline);
+        }
     }
     if faults.drop_request {
         ctx.fired("request_drop");
-        sleep_until(deadline, deadline);
+        if ctx.conductor.is_none() {
+            sleep_until(deadline, deadline);
+        }
         return None;
+    }
+    if let Some(c) = &ctx.conductor {
+        return controlled_exchange(ctx, c, (process, attempt_id), bytes, faults);
     }
     let connect_us = epoch_us();
     let mut conn = connect(ctx, process)?;
@@ -600,31 +665,75 @@ fn exchange(
             let _ = wire::read_message(&mut first, Instant::now() + Duration::from_secs(30));
         });
     }
-    let msg = match wire::read_message(&mut conn, deadline) {
-        Ok(m) if m.status().is_some() => m,
-        // An answer that is not HTTP is the target's fault: the round is refused.
-        Ok(m) => {
-            let why = format!("process {} answered `{}`, not an HTTP answer", process + 1, m.start);
-            ctx.garbage.lock().unwrap().get_or_insert(crate::text::printable(&why));
-            return None;
-        }
-        Err(wire::ReadError::Garbage(why)) => {
-            let why = format!("process {} answered {why}", process + 1);
-            ctx.garbage.lock().unwrap().get_or_insert(crate::text::printable(&why));
-            return None;
-        }
-        Err(wire::ReadError::Closed) => {
-            *ctx.closed.lock().unwrap().entry(process).or_insert(0) += 1;
-            return None;
-        }
-        Err(_) => return None,
-    };
+    let msg = ctx.judged(process, wire::read_message(&mut conn, deadline))?;
     if faults.drop_reply {
         ctx.fired("reply_drop");
         sleep_until(deadline, deadline);
         return None;
     }
     Some(msg)
+}
+
+/// [`exchange`] in a controlled round: the attempt waits at the conductor's gate, then its
+/// answer is read on a thread of its own (the conductor's visible event) while the client
+/// waits for it or for the conductor to choose its timeout.
+fn controlled_exchange(
+    ctx: &Ctx,
+    c: &Arc<Conductor>,
+    (process, attempt_id): (usize, &str),
+    bytes: &[u8],
+    faults: &NetFaults,
+) -> Option<wire::Message> {
+    if !c.send_gate(attempt_id) {
+        return None;
+    }
+    match connect(ctx, process) {
+        Some(mut conn) => match wire::send(&mut conn, bytes) {
+            true => super::conduct::read_answer(c, attempt_id, conn, ctx.deadline),
+            false => c.answered(attempt_id, Err(wire::ReadError::Closed)),
+        },
+        None => c.answered(attempt_id, Err(wire::ReadError::Timeout)),
+    }
+    let got = match c.await_answer(attempt_id) {
+        Answer::Read(got) => got,
+        Answer::Expired => return None,
+    };
+    let msg = ctx.judged(process, got)?;
+    if faults.drop_reply {
+        ctx.fired("reply_drop");
+        return None;
+    }
+    Some(msg)
+}
+
+impl Ctx {
+    /// What a read got, as the client takes it: an HTTP answer, or None (a transport failure).
+    /// An answer that is not HTTP, or a connection closed unasked, is recorded as the target's.
+    fn judged(
+        &self,
+        process: usize,
+        got: Result<wire::Message, wire::ReadError>,
+    ) -> Option<wire::Message> {
+        match got {
+            Ok(m) if m.status().is_some() => Some(m),
+            Ok(m) => {
+                let why =
+                    format!("process {} answered `{}`, not an HTTP answer", process + 1, m.start);
+                self.garbage.lock().unwrap().get_or_insert(crate::text::printable(&why));
+                None
+            }
+            Err(wire::ReadError::Garbage(why)) => {
+                let why = format!("process {} answered {why}", process + 1);
+                self.garbage.lock().unwrap().get_or_insert(crate::text::printable(&why));
+                None
+            }
+            Err(wire::ReadError::Closed) => {
+                *self.closed.lock().unwrap().entry(process).or_insert(0) += 1;
+                None
+            }
+            Err(_) => None,
+        }
+    }
 }
 
 /// A connection to process `process`; None when it is down (crashed, restarting) or the

@@ -8,6 +8,7 @@ use std::sync::Arc;
 mod agreement;
 mod business;
 mod cli_conventions;
+mod controlled;
 mod conventions;
 mod coverage;
 mod dependencies;

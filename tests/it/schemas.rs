@@ -81,6 +81,23 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("explain", &["explain", "update-last-write", "--sim", "10-failure-before-commit", "--json"]),
     // Real runs, against the worked example of docs/targets.md (Python's standard library).
     ("real", &["real", "double-submit", "--target", "example-own-api", "--runs", "2", "--json"]),
+    // A controlled real run (docs/controlled.md), its schedules and replays, on the article's
+    // check-first server (Node.js).
+    (
+        "real",
+        &[
+            "real",
+            "check-first-race",
+            "--target",
+            "check-first",
+            "--controlled",
+            "--runs",
+            "2",
+            "--replays",
+            "1",
+            "--json",
+        ],
+    ),
     (
         "validate",
         &["validate", "double-submit", "--target", "example-own-api", "--runs", "2", "--json"],

@@ -1,0 +1,164 @@
+//! Controlled real rounds (`real --controlled`, docs/controlled.md): idemsim releases every
+//! request and every hook call of a real server one at a time, in an order its strategy draws
+//! from the round's seed. A tiny racing server (check-then-insert, Python's threaded
+//! http.server, announcing its `await` at the hook) races on a schedule a strategy finds, a
+//! round replays from its seed alone with the same schedule, answers and rows, and a server
+//! that never announces where its runtime interleaves is refused, never judged safe.
+
+use std::path::{Path, PathBuf};
+
+use super::idemsim;
+
+/// A check-first server: look the key up, announce `step await` at the hook (when
+/// `announces`), insert the row, save the key, answer. One thread per request.
+fn racer(name: &str, announces: bool) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("idemsim-racer-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = format!(
+        r#"import json, os, sqlite3, threading, urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+DB = os.environ["IDEMSIM_DB"]
+HOOK = os.environ.get("IDEMSIM_HOOK", "")
+ANNOUNCES = {announces}
+init = sqlite3.connect(DB, isolation_level=None)
+init.execute("CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, user TEXT, operation TEXT, item TEXT, qty INTEGER, intent TEXT)")
+init.execute("CREATE TABLE IF NOT EXISTS keys (user TEXT, operation TEXT, key TEXT PRIMARY KEY, status INTEGER, body TEXT)")
+def hook(step, attempt):
+    if ANNOUNCES and HOOK and "step" in os.environ.get("IDEMSIM_POINTS", ""):
+        call = json.dumps({{"point": "step", "step": step, "attempt": attempt}}).encode()
+        urllib.request.urlopen(urllib.request.Request(HOOK + "/point", data=call)).read()
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        user, key = self.headers.get("X-User"), self.headers.get("Idempotency-Key")
+        db = sqlite3.connect(DB, isolation_level=None, timeout=30)
+        found = db.execute("SELECT status, body FROM keys WHERE key = ?", (key,)).fetchone()
+        if found:
+            status, text = found
+        else:
+            hook("await", self.headers.get("X-Attempt"))
+            cur = db.execute("INSERT INTO rows(user, operation, item, qty, intent) VALUES (?, 'orders', ?, ?, ?)",
+                             (user, body["item"], body["qty"], self.headers.get("X-Intent")))
+            text = json.dumps({{"id": cur.lastrowid, "item": body["item"], "qty": body["qty"]}})
+            status = 201
+            try:
+                db.execute("INSERT INTO keys VALUES (?, 'orders', ?, 201, ?)", (user, key, text))
+            except sqlite3.IntegrityError:
+                status, text = 500, json.dumps({{"error": "key clash"}})
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+s = ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("IDEMSIM_LISTENING", s.server_address[1], flush=True)
+s.serve_forever()
+"#,
+        announces = if announces { "True" } else { "False" }
+    );
+    std::fs::write(dir.join("server.py"), script).unwrap();
+    let path = dir.join(format!("{name}.toml"));
+    let text = format!(
+        "name = \"{name}\"\nmodel = \"check-first\"\ncommand = [\"python3\", {:?}]\n\
+         [database]\nrows = \"SELECT id, user, operation, item, qty, intent FROM rows\"\n\
+         keys = \"SELECT user, operation, key, status FROM keys\"\n",
+        dir.join("server.py").display().to_string()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn controlled(target: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    let t = target.to_str().unwrap();
+    let mut args = vec!["real", "check-first-race", "--target", t, "--controlled", "--json"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = idemsim(&args);
+    let report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    (code, report, err)
+}
+
+#[test]
+fn a_controlled_round_finds_the_race_and_replays_it_from_its_seed() {
+    let t = racer("racer", true);
+    let (code, r, err) = controlled(&t, &["--runs", "8", "--replays", "1"]);
+    assert_eq!(code, 1, "no round raced: {r:#}\n{err}");
+    assert_eq!(r["controlled"]["strategy"], "random", "{r:#}");
+    let rounds = r["rounds"].as_array().unwrap();
+    for round in rounds {
+        let c = &round["control"];
+        assert_eq!((c["replays"].as_u64(), c["reproduced"].as_u64()), (Some(1), Some(1)), "{r:#}");
+        assert_eq!(c["escaped"], serde_json::json!([]), "{r:#}");
+    }
+    // A racing schedule holds both copies at their await before either inserts.
+    let bad = rounds
+        .iter()
+        .find(|x| x["violations"].as_array().unwrap().iter().any(|v| v == "duplicate-row"))
+        .unwrap_or_else(|| panic!("no duplicate-row round: {r:#}"));
+    let schedule: Vec<&str> = bad["control"]["schedule"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let held =
+        schedule.iter().filter(|s| s.starts_with("resume ") && s.ends_with(" at step await"));
+    assert_eq!(held.count(), 2, "{schedule:?}");
+    assert_eq!(bad["rows"], 2, "{bad:#}");
+
+    // The round alone, from its seed: the same schedule and outcome.
+    let seed = bad["round"].to_string();
+    let (code, again, err) = controlled(&t, &["--seed", &seed, "--runs", "1"]);
+    assert_eq!(code, 1, "{again:#}\n{err}");
+    let one = &again["rounds"][0];
+    assert_eq!(one["round"], bad["round"]);
+    assert_eq!(one["control"]["schedule"], bad["control"]["schedule"]);
+    assert_eq!((&one["rows"], &one["violations"]), (&bad["rows"], &bad["violations"]));
+}
+
+#[test]
+fn pct_finds_the_race_and_a_passing_round_serialises_the_copies() {
+    let t = racer("racer-pct", true);
+    let (_, r, err) = controlled(&t, &["--runs", "12", "--explore", "pct:d=2"]);
+    assert_eq!(r["controlled"]["strategy"], "pct:d=2", "{err}");
+    let rounds = r["rounds"].as_array().unwrap();
+    // A round without a violation ran one copy's insert before the other's lookup.
+    for round in rounds.iter().filter(|x| x["violations"].as_array().unwrap().is_empty()) {
+        assert_eq!(round["rows"], 1, "{round:#}");
+    }
+    assert!(rounds.iter().any(|x| x["rows"] == 2), "pct:d=2 never raced in 12 rounds: {r:#}");
+}
+
+#[test]
+fn a_server_that_never_says_where_it_interleaves_is_refused_not_judged_safe() {
+    let t = racer("silent", false);
+    let (code, out, err) = idemsim(&[
+        "real",
+        "check-first-race",
+        "--target",
+        t.to_str().unwrap(),
+        "--controlled",
+        "--runs",
+        "2",
+    ]);
+    assert_eq!(code, 5, "{out}{err}");
+    assert!(err.contains("interleaves at step(s) `await`"), "{err}");
+    assert!(!out.contains("expectations held"), "judged: {out}");
+}
+
+#[test]
+fn controlled_options_are_checked_before_any_round() {
+    let t = racer("options", true);
+    let t = t.to_str().unwrap();
+    let (code, _, err) =
+        idemsim(&["real", "check-first-race", "--target", t, "--controlled", "--explore", "edges"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a controlled round chooses an order, not timings"), "{err}");
+    let (code, _, err) = idemsim(&["real", "check-first-race", "--target", t, "--explore", "pct"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--controlled"), "{err}");
+    let (code, _, err) = idemsim(&["real", "crash-between-steps", "--target", t, "--controlled"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("controlled rounds do not order crashes"), "{err}");
+}

@@ -24,6 +24,10 @@ A model file (models/*.toml) holds such blocks inside comments, every line start
 
     python3 tools/gen-docs.py           # rewrite every block
     python3 tools/gen-docs.py --check   # exit 1 and show a diff if any block is stale
+
+With GEN_DOCS_TIMES=1 each command's wall time goes to stderr (what CI's step spends). Running
+the commands two at a time was measured and gains nothing on 2 cores: the slow ones (matrices,
+sweeps) already use every core.
 """
 
 import difflib
@@ -32,6 +36,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(<!-- gen: (.*?) -->\n)(.*?)(<!-- /gen -->)", re.S)
@@ -56,6 +61,7 @@ def run(command: str) -> str:
     env = dict(os.environ, IDEMSIM_BIN=str(ROOT / "target" / "release" / "idemsim"),
                IDEMSIM_INVOKED="cargo run --release --")
     env.pop("RUSTFLAGS", None)
+    began = time.monotonic()
     out = subprocess.run(
         ["bash", "-c", PRELUDE + command],
         cwd=ROOT,
@@ -67,6 +73,8 @@ def run(command: str) -> str:
     if out.returncode != 0 or not out.stdout.strip():
         sys.exit(f"gen-docs: `{command}` failed ({out.returncode}):\n{out.stderr}")
     CACHE[command] = out.stdout
+    if os.environ.get("GEN_DOCS_TIMES"):
+        print(f"{time.monotonic() - began:7.2f} s  {command[:120]}", file=sys.stderr)
     return out.stdout
 
 

@@ -2,6 +2,7 @@
 """Measure controlled real rounds (docs/controlled.md) and print the page's tables.
 
     python3 tools/controlled.py [--bin target/release/idemsim] [--rounds 40] [--plain 300]
+                                [--part all|determinism|luck]
 
 Two measurements, both through the real binary against the shipped targets:
 
@@ -33,6 +34,7 @@ DETERMINISM = [
     ("11-twenty-concurrent-one-process", "check-first"),
     ("11-twenty-concurrent-one-process", "node24-check-first"),
     ("11-twenty-concurrent-one-process", "py-check-first"),
+    ("11-twenty-concurrent-one-process", "py-transactional"),
     ("12-twenty-concurrent-two-processes", "check-first"),
 ]
 
@@ -46,10 +48,10 @@ def real(binary, args):
     return json.loads(out.stdout), None
 
 
-def determinism(binary, rounds):
+def determinism(binary, rounds, cells=None):
     print("| sim | target | rounds failing · passing | replays reproduced: failing · passing | escaped events (rounds) | slowest release → next event |")
     print("|---|---|---|---|---|---|")
-    for sim, target in DETERMINISM:
+    for sim, target in cells or DETERMINISM:
         r, err = real(binary, [sim, "--target", target, "--controlled", "--runs", str(rounds), "--replays", "2"])
         if r is None:
             print(f"| {sim} | {target} | refused: {err} | | | |")
@@ -77,8 +79,8 @@ def first_round(report, rows):
 
 
 def luck(binary, plain_rounds, controlled_rounds):
-    print("| how | rounds played | first round with ≥ 2 rows | first round with ≥ 10 rows | rounds with ≥ 10 rows |")
-    print("|---|---|---|---|---|")
+    print("| how | rounds played | first round with ≥ 2 rows | rounds with ≥ 2 rows | first round with ≥ 10 rows | rounds with ≥ 10 rows |")
+    print("|---|---|---|---|---|---|")
     runs = [
         ("plain `real` (this machine's schedule)", [BURST, "--target", "check-first", "--runs", str(plain_rounds)]),
         ("`--controlled` (random walk)", [BURST, "--target", "check-first", "--controlled", "--runs", str(controlled_rounds)]),
@@ -87,12 +89,13 @@ def luck(binary, plain_rounds, controlled_rounds):
     for name, args in runs:
         r, err = real(binary, args)
         if r is None:
-            print(f"| {name} | refused: {err} | | | |")
+            print(f"| {name} | refused: {err} | | | | |")
             continue
         n = len(r["rounds"])
+        two = sum(1 for x in r["rounds"] if x["rows"] >= 2)
         ten = sum(1 for x in r["rounds"] if x["rows"] >= 10)
         show = lambda v: "none" if v is None else str(v)
-        print(f"| {name} | {n} | {show(first_round(r, 2))} | {show(first_round(r, 10))} | {ten}/{n} |")
+        print(f"| {name} | {n} | {show(first_round(r, 2))} | {two}/{n} | {show(first_round(r, 10))} | {ten}/{n} |")
         sys.stdout.flush()
 
 
@@ -101,12 +104,17 @@ def main():
     ap.add_argument("--bin", default="target/release/idemsim")
     ap.add_argument("--rounds", type=int, default=40, help="controlled rounds per cell")
     ap.add_argument("--plain", type=int, default=300, help="plain rounds of the burst")
+    ap.add_argument("--part", choices=["all", "determinism", "luck"], default="all")
+    ap.add_argument("--cells", help="determinism cells to measure, SIM:TARGET,... (default: all)")
     a = ap.parse_args()
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     print(f"<!-- python3 tools/controlled.py --rounds {a.rounds} --plain {a.plain} -->\n")
-    determinism(a.bin, a.rounds)
-    print()
-    luck(a.bin, a.plain, a.rounds)
+    if a.part in ("all", "determinism"):
+        cells = [tuple(c.split(":", 1)) for c in a.cells.split(",")] if a.cells else None
+        determinism(a.bin, a.rounds, cells)
+        print()
+    if a.part in ("all", "luck"):
+        luck(a.bin, a.plain, a.rounds)
 
 
 if __name__ == "__main__":

@@ -147,12 +147,10 @@ impl Conductor {
             .iter()
             .map(|q| q.timeout_us < default_timeout || q.policy.abandon_first_us.is_some())
             .collect();
-        let attempts: u64 = sim
-            .requests
-            .iter()
-            .map(|q| u64::from(q.copies) * u64::from(q.policy.max_attempts))
-            .sum();
-        // A round's decisions when nothing expires: each attempt's send, and its holds.
+        // First attempts: a retry is the exception, and a longer estimate would put PCT's change
+        // points past the round's end. A round's decisions when nothing expires or retries:
+        // each send, and its holds.
+        let attempts: u64 = sim.requests.iter().map(|q| u64::from(q.copies)).sum();
         let length = attempts.saturating_mul(steps as u64 + 1).max(1);
         let mut st = State {
             flows: BTreeMap::new(),

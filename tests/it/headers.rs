@@ -96,7 +96,7 @@ fn model_headers_quote_rates_only_in_generated_blocks() {
 /// Pages that are records of real measurements (rendered from saved data by tools/reality.py and
 /// tools/packages.py, each run dated): their rates are what was measured, not the matrix's.
 const MEASUREMENT_RECORDS: &[&str] =
-    &["docs/reality.md", "docs/packages.md", "docs/reality-measurements.md"];
+    &["docs/reality.md", "docs/packages.md", "docs/reality-measurements.md", "docs/controlled.md"];
 
 /// Figures in the prose that read as rates and are not the matrix's, each with what keeps it
 /// true: a parameter a sim or a strategy sets, a threshold, a format or a statistic that a unit

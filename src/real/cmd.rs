@@ -354,6 +354,10 @@ fn controlled_lines(sim: &Sim, target: &Target, r: &RealReport) -> String {
         rounds.len(),
         if cut > 0 { format!(" · {cut} round(s) cut by their bound") } else { String::new() }
     );
+    let first: Vec<&String> = rounds.iter().flat_map(|c| c.escaped.iter()).collect();
+    if !first.is_empty() {
+        let _ = writeln!(o, "  went quiet after   {}", excerpt(&first, 3));
+    }
     let (replays, same): (u32, u32) =
         rounds.iter().fold((0, 0), |(n, k), c| (n + c.replays, k + c.reproduced));
     if replays > 0 {
@@ -375,8 +379,23 @@ fn controlled_lines(sim: &Sim, target: &Target, r: &RealReport) -> String {
             crate::text::printable(&target.name),
             bad.round
         );
+        if let Some(c) = &bad.control {
+            let events: Vec<&String> = c.schedule.iter().collect();
+            let _ = writeln!(o, "  its schedule      {}", excerpt(&events, 8));
+        }
     }
     o
+}
+
+/// The first `n` of `events`, escaped and joined, and how many more there are.
+fn excerpt(events: &[&String], n: usize) -> String {
+    let shown: Vec<String> = events.iter().take(n).map(|e| crate::text::printable(e)).collect();
+    match events.len().saturating_sub(n) {
+        0 => shown.join(" · "),
+        more => {
+            format!("{} · … {more} more (--json, or schedule.txt with --keep)", shown.join(" · "))
+        }
+    }
 }
 
 /// The histograms and the rounds' wall times.

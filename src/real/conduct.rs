@@ -318,7 +318,7 @@ impl Conductor {
                 })
                 .collect();
             for id in escaped {
-                let last = st.log.schedule.iter().rev().find(|e| e.contains(&id)).cloned();
+                let last = st.log.schedule.iter().rev().find(|e| flow_of(e) == Some(&id)).cloned();
                 st.log.escaped.push(last.unwrap_or(id.clone()));
                 st.flows.insert(id, Flow::Quiet);
             }
@@ -407,6 +407,11 @@ fn yields_at(model: &Model, k: &crate::model::StepKind) -> bool {
                 || (cache && key_step)
         }
     }
+}
+
+/// The flow (attempt id) an event's name is about: `send A`, `resume A at POINT`, `expire A`.
+fn flow_of(event: &str) -> Option<&str> {
+    event.split(' ').nth(1)
 }
 
 /// Count the copies of every request whose `after` list is done and that has not started.
@@ -536,4 +541,17 @@ pub fn read_answer(
         let got = wire::read_message(&mut conn, deadline);
         c.answered(&id, got);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flow_of;
+
+    #[test]
+    fn an_event_names_its_own_flow_not_one_whose_id_ends_the_same() {
+        assert_eq!(flow_of("send 10.1.1"), Some("10.1.1"));
+        assert_ne!(flow_of("send 10.1.1"), Some("0.1.1"));
+        assert_eq!(flow_of("resume 0.1.1 at step await"), Some("0.1.1"));
+        assert_eq!(flow_of("expire 2.0.3"), Some("2.0.3"));
+    }
 }

@@ -10,9 +10,10 @@ Two measurements, both through the real binary against the shipped targets:
    --json`; each round is played three times, and a replay counts when its schedule, every
    attempt's answer, the rows and the effects equal the first play's. Failing and passing
    rounds are counted apart, with the events that escaped control.
-2. Found faster than by luck: on the article's check-first server, case 11's burst of 20, the
-   first round with at least 2 and at least 10 rows, plain (`real`, the machine's own
-   schedule) and controlled (random walk, then PCT of depth 3), rounds from 0.
+2. Found faster than by luck: on the article's check-first server and on express-idempotency
+   over Redis, case 11's burst of 20, the first round with at least 2, at least 10 and all 20
+   rows, plain (`real`, the machine's own schedule) and controlled (random walk, PCT of depth 3,
+   swarm), rounds from 0.
 
 Nothing here is deterministic on the plain side: the plain column is one run on this machine,
 dated by the page.
@@ -36,7 +37,16 @@ DETERMINISM = [
     ("11-twenty-concurrent-one-process", "py-check-first"),
     ("11-twenty-concurrent-one-process", "py-transactional"),
     ("12-twenty-concurrent-two-processes", "check-first"),
+    ("double-submit", "express-idempotency-redis"),
+    ("11-twenty-concurrent-one-process", "express-idempotency-redis"),
+    ("double-submit", "node-idempotency-redis"),
+    ("11-twenty-concurrent-one-process", "node-idempotency-redis"),
+    ("double-submit", "powertools-redis"),
 ]
+
+# Where luck is measured: the article's check-first server, and express-idempotency over Redis
+# (GET, then SET without NX), whose races happen at Redis's replies.
+LUCK_TARGETS = ["check-first", "express-idempotency-redis"]
 
 BURST = "11-twenty-concurrent-one-process"
 
@@ -78,25 +88,30 @@ def first_round(report, rows):
     return None
 
 
-def luck(binary, plain_rounds, controlled_rounds):
-    print("| how | rounds played | first round with ≥ 2 rows | rounds with ≥ 2 rows | first round with ≥ 10 rows | rounds with ≥ 10 rows |")
-    print("|---|---|---|---|---|---|")
+def luck(binary, target, plain_rounds, controlled_rounds):
+    print(f"Target `{target}`, sim `{BURST}`.\n")
+    print("| how | rounds played | first round with ≥ 2 rows | rounds with ≥ 2 rows | first round with ≥ 10 rows | rounds with ≥ 10 rows | first round with 20 rows | rounds with 20 rows |")
+    print("|---|---|---|---|---|---|---|---|")
     runs = [
-        ("plain `real` (this machine's schedule)", [BURST, "--target", "check-first", "--runs", str(plain_rounds)]),
-        ("`--controlled` (random walk)", [BURST, "--target", "check-first", "--controlled", "--runs", str(controlled_rounds)]),
-        ("`--controlled --explore pct:d=3`", [BURST, "--target", "check-first", "--controlled", "--explore", "pct:d=3", "--runs", str(controlled_rounds)]),
+        ("plain `real` (this machine's schedule)", [BURST, "--target", target, "--runs", str(plain_rounds)]),
+        ("`--controlled` (random walk)", [BURST, "--target", target, "--controlled", "--runs", str(controlled_rounds)]),
+        ("`--controlled --explore pct:d=3`", [BURST, "--target", target, "--controlled", "--explore", "pct:d=3", "--runs", str(controlled_rounds)]),
+        ("`--controlled --explore swarm`", [BURST, "--target", target, "--controlled", "--explore", "swarm", "--runs", str(controlled_rounds)]),
     ]
     for name, args in runs:
         r, err = real(binary, args)
         if r is None:
-            print(f"| {name} | refused: {err} | | | | |")
+            print(f"| {name} | refused: {err} | | | | | | |")
             continue
         n = len(r["rounds"])
-        two = sum(1 for x in r["rounds"] if x["rows"] >= 2)
-        ten = sum(1 for x in r["rounds"] if x["rows"] >= 10)
         show = lambda v: "none" if v is None else str(v)
-        print(f"| {name} | {n} | {show(first_round(r, 2))} | {two}/{n} | {show(first_round(r, 10))} | {ten}/{n} |")
+        cells = []
+        for rows in (2, 10, 20):
+            k = sum(1 for x in r["rounds"] if x["rows"] >= rows)
+            cells += [show(first_round(r, rows)), f"{k}/{n}"]
+        print(f"| {name} | {n} | " + " | ".join(cells) + " |")
         sys.stdout.flush()
+    print()
 
 
 def main():
@@ -106,6 +121,7 @@ def main():
     ap.add_argument("--plain", type=int, default=300, help="plain rounds of the burst")
     ap.add_argument("--part", choices=["all", "determinism", "luck"], default="all")
     ap.add_argument("--cells", help="determinism cells to measure, SIM:TARGET,... (default: all)")
+    ap.add_argument("--luck-targets", help="targets for the luck part, T,... (default: all)")
     a = ap.parse_args()
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     print(f"<!-- python3 tools/controlled.py --rounds {a.rounds} --plain {a.plain} -->\n")
@@ -114,7 +130,8 @@ def main():
         determinism(a.bin, a.rounds, cells)
         print()
     if a.part in ("all", "luck"):
-        luck(a.bin, a.plain, a.rounds)
+        for t in a.luck_targets.split(",") if a.luck_targets else LUCK_TARGETS:
+            luck(a.bin, t, a.plain, a.rounds)
 
 
 if __name__ == "__main__":

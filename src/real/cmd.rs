@@ -60,6 +60,17 @@ pub struct RealArgs {
     /// exactly (0 to 100).
     #[arg(long, value_name = "N", default_value_t = 0, requires = "controlled")]
     pub replays: u32,
+    /// With --controlled: play this schedule (one event per line, as `--keep`'s schedule.txt
+    /// and `--shrink` write it): at every decision its next event when enabled, else the flow
+    /// that moved last runs on.
+    #[arg(long, value_name = "FILE", requires = "controlled", conflicts_with = "explore")]
+    pub schedule: Option<std::path::PathBuf>,
+    /// With --controlled: shrink the first violating round's schedule to the events that must
+    /// be forced for its violation (every candidate a real round, at most 400), and write it
+    /// here for --schedule. A link is followed, a FIFO, device or folder is refused, a file is
+    /// replaced whole.
+    #[arg(long, value_name = "FILE", requires = "controlled")]
+    pub shrink: Option<std::path::PathBuf>,
 }
 
 /// A controlled round's options from the command line (None: not controlled).
@@ -68,10 +79,14 @@ fn control_options(a: &RealArgs) -> anyhow::Result<Option<super::conduct::Contro
     if !a.controlled {
         return Ok(None);
     }
-    let order = match &a.explore {
-        Some(s) => Order::parse(s).map_err(|e| anyhow::anyhow!(e))?,
-        None => Order::Random,
+    let order = match (&a.explore, &a.schedule) {
+        (Some(s), _) => Order::parse(s).map_err(|e| anyhow::anyhow!(e))?,
+        (None, Some(path)) => Order::Schedule(Arc::new(super::shrink::read_schedule(path)?)),
+        (None, None) => Order::Random,
     };
+    if let Some(out) = &a.shrink {
+        crate::outfile::destination(out)?;
+    }
     let quiet_ms = a.quiet_ms.unwrap_or(DEFAULT_QUIET_MS);
     if !(1..=60_000).contains(&quiet_ms) {
         anyhow::bail!("--quiet-ms {quiet_ms}: expected 1 to 60000");
@@ -79,7 +94,11 @@ fn control_options(a: &RealArgs) -> anyhow::Result<Option<super::conduct::Contro
     if a.replays > 100 {
         anyhow::bail!("--replays {}: expected 0 to 100", a.replays);
     }
-    Ok(Some(Control { order, quiet: std::time::Duration::from_millis(quiet_ms) }))
+    Ok(Some(Control {
+        order,
+        quiet: std::time::Duration::from_millis(quiet_ms),
+        schedule_file: a.schedule.as_ref().map(|p| p.display().to_string()),
+    }))
 }
 
 /// The sim, the model and the target a real command names.
@@ -207,6 +226,7 @@ pub fn real_cmd(a: RealArgs, quiet: bool) -> anyhow::Result<Ending> {
         },
         first: a.seed,
         replays: a.replays,
+        shrink: a.shrink.is_some(),
     };
     let progress = shows_progress(a.json || quiet);
     let runs = a.seed.saturating_add(a.runs);
@@ -232,10 +252,14 @@ pub fn real_cmd(a: RealArgs, quiet: bool) -> anyhow::Result<Ending> {
     if progress {
         eprintln!();
     }
+    if let (Some(out), Some(s)) = (&a.shrink, &report.shrunk) {
+        crate::outfile::write_file(out, &super::shrink::schedule_text(s, &sim.name, &target.name))?;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", real_text(&sim, &model, &target, &report));
+        print!("{}", shrunk_lines(&sim, &target, &report, a.shrink.as_deref()));
     }
     Ok(if report.cell.interrupted {
         Ending::Interrupted
@@ -259,6 +283,28 @@ pub fn hist(h: &std::collections::BTreeMap<u64, u64>) -> String {
     h.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("   ")
 }
 
+/// What kind of run the report is: controlled (how) or plain, with the machine's load.
+fn run_kind(target: &Target, r: &RealReport) -> String {
+    match &r.controlled {
+        Some(c) => format!(
+            "a CONTROLLED real run: idemsim released every request{} one at a time, \
+             in an order its strategy ({}) chose from the round's seed, each after the last \
+             one's next event or {} ms of quiet ({} CPUs, load {:.2} before, {:.2} after)",
+            if target.proxied() { ", hook call and Redis reply" } else { " and hook call" },
+            c.strategy,
+            c.quiet_ms,
+            r.cpus,
+            r.load_before[0],
+            r.load_after[0]
+        ),
+        None => format!(
+            "a REAL run, not deterministic: each round's schedule is this machine's ({} CPUs, \
+             load {:.2} before, {:.2} after)",
+            r.cpus, r.load_before[0], r.load_after[0]
+        ),
+    }
+}
+
 /// The report of a real run as text.
 pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> String {
     let c = &r.cell;
@@ -272,19 +318,7 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
         model.name,
         c.seeds
     );
-    let whose = match &r.controlled {
-        Some(c) => format!(
-            "a CONTROLLED real run: idemsim released every request and hook call one at a time, \
-             in an order its strategy ({}) chose from the round's seed, each after the last \
-             one's next event or {} ms of quiet ({} CPUs, load {:.2} before, {:.2} after)",
-            c.strategy, c.quiet_ms, r.cpus, r.load_before[0], r.load_after[0]
-        ),
-        None => format!(
-            "a REAL run, not deterministic: each round's schedule is this machine's ({} CPUs, \
-             load {:.2} before, {:.2} after)",
-            r.cpus, r.load_before[0], r.load_after[0]
-        ),
-    };
+    let whose = run_kind(target, r);
     let _ = writeln!(o, "  {whose}; each round starts fresh server processes: {}", started(r.warm));
     let _ = writeln!(o, "  faults: {}", sim.faults.describe());
     if let Some(line) = c.fired_line(sim, "rounds") {
@@ -328,6 +362,47 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
     o
 }
 
+/// `--shrink`'s result: the events that must be forced, and the command that replays them.
+fn shrunk_lines(
+    sim: &Sim,
+    target: &Target,
+    r: &RealReport,
+    out: Option<&std::path::Path>,
+) -> String {
+    let Some(out) = out else { return String::new() };
+    let mut o = String::new();
+    let Some(s) = &r.shrunk else {
+        let path = crate::text::printable(&out.display().to_string());
+        let _ = writeln!(o, "\nno round violated: nothing to shrink ({path} not written)");
+        return o;
+    };
+    let _ = writeln!(
+        o,
+        "\nshrunk round {} ({}): {} forced event(s) of {}, {} real rounds played{}; the shrunk \
+         schedule showed {} again on {} of 2 more plays",
+        s.round,
+        s.violation,
+        s.events.len(),
+        s.from,
+        s.rounds,
+        if s.bound_hit { " (the shrink's bound: smaller, maybe not minimal)" } else { "" },
+        s.violation,
+        s.confirmed
+    );
+    for e in &s.events {
+        let _ = writeln!(o, "  {}", crate::text::printable(e));
+    }
+    let _ = writeln!(
+        o,
+        "replay it: idemsim real {} --target {} --controlled --schedule {} --seed {} --runs 1",
+        crate::text::printable(&sim.name),
+        crate::text::printable(&target.name),
+        crate::text::printable(&out.display().to_string()),
+        s.round
+    );
+    o
+}
+
 /// A controlled run's schedules, what escaped control, the replays, and the command that
 /// replays the first violating round.
 fn controlled_lines(sim: &Sim, target: &Target, r: &RealReport) -> String {
@@ -366,9 +441,23 @@ fn controlled_lines(sim: &Sim, target: &Target, r: &RealReport) -> String {
             "replays             {same}/{replays} reproduced their round exactly (schedule, answers, rows, effects)"
         );
     }
+    if let Some((l, d)) =
+        r.rounds.iter().find_map(|l| Some((l, l.control.as_ref()?.differs.as_ref()?)))
+    {
+        let _ = writeln!(
+            o,
+            "  first departure    round {}'s replay: {}",
+            l.round,
+            crate::text::printable(d)
+        );
+    }
     if let Some(bad) = r.rounds.iter().find(|l| !l.violations.is_empty()) {
         let explore = match summary.strategy.as_str() {
             "random" => String::new(),
+            "schedule" => format!(
+                " --schedule {}",
+                crate::text::printable(summary.schedule_file.as_deref().unwrap_or("FILE"))
+            ),
             s => format!(" --explore {s}"),
         };
         let _ = writeln!(

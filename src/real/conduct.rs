@@ -37,6 +37,15 @@ pub enum Order {
         /// The bug depth d.
         depth: u32,
     },
+    /// Swarm testing (Groce et al., ISSTA 2012) over the kinds of event: each round turns
+    /// sends, resumes and timeouts on or off (at least one on), and chooses uniformly among
+    /// the enabled events of the kinds that are on, among all when none is enabled. A round
+    /// with resumes off sends every copy before any runs on; one with sends off runs each
+    /// request to its end.
+    Swarm,
+    /// A schedule given event by event (`--schedule`, or a shrink's candidate): at every
+    /// decision its next event when enabled, else [`default_choice`].
+    Schedule(std::sync::Arc<Vec<String>>),
 }
 
 impl Order {
@@ -44,10 +53,11 @@ impl Order {
     pub fn parse(s: &str) -> Result<Order, String> {
         match crate::explore::Strategy::parse(s) {
             _ if s == "random" => Ok(Order::Random),
+            Ok(crate::explore::Strategy::Swarm) => Ok(Order::Swarm),
             Ok(crate::explore::Strategy::Pct { depth }) => Ok(Order::Pct { depth }),
             _ => Err(format!(
                 "--explore {} with --controlled: a controlled round chooses an order, not \
-                 timings or faults; expected random, pct or pct:d=N (N from 1 to 8)",
+                 timings or faults; expected random, swarm, pct or pct:d=N (N from 1 to 8)",
                 crate::text::shown(s)
             )),
         }
@@ -58,6 +68,8 @@ impl Order {
         match self {
             Order::Random => "random".into(),
             Order::Pct { depth } => format!("pct:d={depth}"),
+            Order::Schedule(_) => "schedule".into(),
+            Order::Swarm => "swarm".into(),
         }
     }
 }
@@ -98,6 +110,8 @@ pub struct ControlLog {
     pub cut: bool,
     /// The steps where the conductor held the server at least once.
     pub held_at: BTreeSet<String>,
+    /// The flows whose client the conductor made give up (`expire A`).
+    pub expired: BTreeSet<String>,
 }
 
 struct State {
@@ -115,6 +129,12 @@ struct State {
     answers: BTreeMap<String, Result<wire::Message, wire::ReadError>>,
     released: BTreeSet<u64>,
     next_ticket: u64,
+    /// Held dependency replies by proxy connection, in arrival order: only the first of each
+    /// is enabled (a client pairs replies with its commands by position).
+    dependency: BTreeMap<u64, std::collections::VecDeque<u64>>,
+    /// No decision before then: after an answer, the server's work that follows it (a
+    /// response stored once sent) reaches a proxy first.
+    settle_until: Option<Instant>,
     log: ControlLog,
     over: bool,
 }
@@ -131,14 +151,31 @@ pub struct Conductor {
     /// The steps where the server's runtime lets another request run: the conductor holds
     /// the server there (every other hook call passes).
     yields: BTreeSet<String>,
+    /// How long after an answer the conductor waits before its next decision (zero without a
+    /// proxied dependency).
+    settle: Duration,
 }
+
+/// After an answer or a held dependency reply, how long a round with a proxied dependency
+/// waits before its next decision: for the server's work that follows an answer
+/// (express-idempotency stores the response once it is sent) to reach the proxy, so that its
+/// command is not taken for the next released flow's; and for an answer sent in the same run
+/// as a command, so that the command's reply is not taken for one of the flow's events.
+pub const SETTLE: Duration = Duration::from_millis(5);
 
 impl Conductor {
     /// A conductor for `sim`'s round `seed`, choosing by `order`, with the quiet bound `quiet`.
-    /// `model`: the design the target runs, whose runtime says where requests interleave.
-    pub fn new(sim: &Sim, model: &Model, seed: u64, order: &Order, quiet: Duration) -> Conductor {
-        let yields = yield_steps(model);
-        let steps = yields.len();
+    /// `model`: the design the target runs, whose runtime says where requests interleave;
+    /// `proxied`: its key store's replies come through a proxy ([`super::proxy`]).
+    pub fn new(
+        sim: &Sim,
+        model: &Model,
+        seed: u64,
+        (order, quiet): (&Order, Duration),
+        proxied: bool,
+    ) -> Conductor {
+        let yields = yield_steps(model, proxied);
+        let steps = yields.len() + if proxied { proxied_steps(model) } else { 0 };
         let requests: Vec<(String, Vec<String>, u32)> =
             sim.requests.iter().map(|q| (q.id.clone(), q.after.clone(), q.copies)).collect();
         let default_timeout = sim.world.client_timeout_us;
@@ -162,6 +199,8 @@ impl Conductor {
             answers: BTreeMap::new(),
             released: BTreeSet::new(),
             next_ticket: 0,
+            dependency: BTreeMap::new(),
+            settle_until: None,
             log: ControlLog::default(),
             over: false,
         };
@@ -174,6 +213,7 @@ impl Conductor {
             expirable,
             chooser: Mutex::new(Chooser::new(order, seed, length)),
             yields,
+            settle: if proxied { SETTLE } else { Duration::ZERO },
         }
     }
 
@@ -183,9 +223,10 @@ impl Conductor {
         model: &Model,
         round: u64,
         control: Option<&Control>,
+        proxied: bool,
     ) -> Option<std::sync::Arc<Conductor>> {
         let c = control?;
-        Some(std::sync::Arc::new(Conductor::new(sim, model, round, &c.order, c.quiet)))
+        Some(std::sync::Arc::new(Conductor::new(sim, model, round, (&c.order, c.quiet), proxied)))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -213,12 +254,52 @@ impl Conductor {
         }
         let mut st = self.lock();
         let Some(flow) = st.flows.get(id).cloned() else { return };
+        let ticket = self.held(&mut st, id, &flow, point);
+        while !st.released.remove(&ticket) && !st.over {
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Flow `id` is held at `point` (it showed its next event): its ticket.
+    fn held(&self, st: &mut State, id: &str, flow: &Flow, point: &str) -> u64 {
         st.log.held_at.insert(point.to_string());
         let ticket = st.next_ticket;
         st.next_ticket += 1;
-        self.seen(&mut st, &flow);
+        self.seen(st, flow);
         st.flows.insert(id.to_string(), Flow::Held(point.to_string(), ticket));
         self.changed.notify_all();
+        ticket
+    }
+
+    /// The flow a command a proxy sees now belongs to: the one released last, while it is
+    /// still moving (only one moves at a time). None: the command passes.
+    pub fn command_owner(&self) -> Option<String> {
+        let st = self.lock();
+        let last = st.log.schedule.last()?;
+        let id = flow_of(last)?;
+        matches!(st.flows.get(id), Some(Flow::Moving(_))).then(|| id.to_string())
+    }
+
+    /// A reply to flow `id`'s command reached the proxy on connection `conn`: the flow's
+    /// next event. Its ticket, for [`Conductor::await_release`]; None (it passes) when the
+    /// flow no longer moves (it escaped control, or the round is over).
+    pub fn dependency_reply(&self, id: &str, conn: u64, point: &str) -> Option<u64> {
+        let mut st = self.lock();
+        let flow = st.flows.get(id).cloned()?;
+        if !matches!(flow, Flow::Moving(_)) || st.over {
+            return None;
+        }
+        let ticket = self.held(&mut st, id, &flow, point);
+        st.dependency.entry(conn).or_default().push_back(ticket);
+        // The server may have answered the flow in the same run that sent the command: its
+        // answer, when it comes, ends the hold ([`Conductor::answered`]) before any decision.
+        st.settle_until = Some(Instant::now() + self.settle);
+        Some(ticket)
+    }
+
+    /// Wait until `ticket` is released (or the round is over).
+    pub fn await_release(&self, ticket: u64) {
+        let mut st = self.lock();
         while !st.released.remove(&ticket) && !st.over {
             st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
         }
@@ -230,8 +311,17 @@ impl Conductor {
         let mut st = self.lock();
         if let Some(flow) = st.flows.get(id).cloned() {
             self.seen(&mut st, &flow);
+            if let Flow::Held(_, ticket) = flow {
+                // A dependency reply held for a flow already answered: the server's work after
+                // its answer (a response stored once sent), not one of the flow's events.
+                st.released.insert(ticket);
+                st.dependency.values_mut().for_each(|q| q.retain(|t| *t != ticket));
+            }
         }
         st.flows.insert(id.to_string(), Flow::Over);
+        if !self.settle.is_zero() {
+            st.settle_until = Some(Instant::now() + self.settle);
+        }
         if !st.expired.contains(id) {
             st.answers.insert(id.to_string(), got);
             st.busy += 1;
@@ -322,7 +412,9 @@ impl Conductor {
                 st.log.escaped.push(last.unwrap_or(id.clone()));
                 st.flows.insert(id, Flow::Quiet);
             }
-            let options = if st.busy == 0 && !moving { self.enabled(&st) } else { Vec::new() };
+            let settling = st.settle_until.is_some_and(|t| now < t);
+            let options =
+                if st.busy == 0 && !moving && !settling { self.enabled(&st) } else { Vec::new() };
             if options.is_empty() {
                 if st.busy == 0 && !moving && st.done.len() == self.requests.len() {
                     st.over = true;
@@ -342,9 +434,15 @@ impl Conductor {
                 }
                 Event::Resume(id, ticket) => {
                     st.released.insert(ticket);
+                    for q in st.dependency.values_mut() {
+                        if q.front() == Some(&ticket) {
+                            q.pop_front();
+                        }
+                    }
                     st.flows.insert(id, Flow::Moving(Instant::now()));
                 }
                 Event::Expire(id) => {
+                    st.log.expired.insert(id.clone());
                     st.expired.insert(id);
                     st.busy += 1; // its client goes on to its next attempt
                 }
@@ -359,7 +457,7 @@ impl Conductor {
         for (id, f) in &st.flows {
             match f {
                 Flow::Unsent => out.push((format!("send {id}"), Event::Send(id.clone()))),
-                Flow::Held(point, ticket) => out
+                Flow::Held(point, ticket) if !queued(st, *ticket) => out
                     .push((format!("resume {id} at {point}"), Event::Resume(id.clone(), *ticket))),
                 _ => {}
             }
@@ -378,16 +476,38 @@ impl Conductor {
     }
 }
 
+/// Whether held dependency reply `ticket` waits behind another on its connection.
+fn queued(st: &State, ticket: u64) -> bool {
+    st.dependency.values().any(|q| q.contains(&ticket) && q.front() != Some(&ticket))
+}
+
 /// The steps (as the hook names them, `step NAME`) where the model's runtime lets another
-/// request run: where a controlled round holds the server.
-pub fn yield_steps(model: &Model) -> BTreeSet<String> {
+/// request run and the hook must hold the server: where a controlled round holds it. With
+/// `proxied`, a key store in a cache is held at its replies instead ([`super::proxy`]).
+pub fn yield_steps(model: &Model, proxied: bool) -> BTreeSet<String> {
     model
         .program
         .iter()
         .filter_map(|s| crate::model::STEPS.iter().find(|k| k.step == *s))
         .filter(|k| k.named.is_none() && yields_at(model, k))
+        .filter(|k| !(proxied && cache_step(model, k)))
         .map(|k| format!("step {}", k.name))
         .collect()
+}
+
+/// How many of the model's steps are a round trip to a cache key store (each a reply a proxy
+/// holds).
+fn proxied_steps(model: &Model) -> usize {
+    let steps =
+        model.program.iter().filter_map(|s| crate::model::STEPS.iter().find(|k| k.step == *s));
+    steps.filter(|k| cache_step(model, k)).count()
+}
+
+/// A step of a key store that lives in a cache (Redis): a network round trip.
+fn cache_step(model: &Model, k: &crate::model::StepKind) -> bool {
+    use crate::model::{KeyStore, Step};
+    let cache = model.key.as_ref().is_some_and(|key| key.store == KeyStore::Cache);
+    cache && matches!(k.step, Step::Lookup | Step::Claim | Step::SaveResponse)
 }
 
 /// Whether the model's runtime lets another request run at step `k`: a thread anywhere (the
@@ -396,15 +516,13 @@ pub fn yield_steps(model: &Model) -> BTreeSet<String> {
 /// every statement with an asynchronous driver. Holding a Node.js server anywhere else would run requests side by side where its
 /// synchronous code never lets them.
 fn yields_at(model: &Model, k: &crate::model::StepKind) -> bool {
-    use crate::model::{Awaits, KeyStore, Runtime, Step};
+    use crate::model::{Awaits, Runtime, Step};
     match &model.runtime {
         Runtime::Threads(_) => true,
         Runtime::EventLoop(_) => {
-            let cache = model.key.as_ref().is_some_and(|key| key.store == KeyStore::Cache);
-            let key_step = matches!(k.step, Step::Lookup | Step::Claim | Step::SaveResponse);
             matches!(k.step, Step::Await | Step::Effect)
                 || (k.statement && model.driver.awaits == Awaits::EveryStatement)
-                || (cache && key_step)
+                || cache_step(model, k)
         }
     }
 }
@@ -427,10 +545,14 @@ fn start_ready(requests: &[(String, Vec<String>, u32)], st: &mut State) {
     }
 }
 
+/// An enabled event.
 #[derive(Debug, Clone)]
-enum Event {
+pub enum Event {
+    /// A client's attempt may connect and write.
     Send(String),
+    /// A held hook call or dependency reply may go on (its ticket).
     Resume(String, u64),
+    /// A client may give up waiting.
     Expire(String),
 }
 
@@ -443,6 +565,13 @@ impl Event {
     }
 }
 
+/// How often a decision where a client's timeout could fire lets it fire, when a send or a
+/// resume could happen instead. A timeout is a rare event on a real server (answers take
+/// milliseconds; the sims' timeouts are seconds), yet a uniform choice would take it at half
+/// of the decisions where a request is held, and most rounds would be clients giving up: one
+/// decision in eight explores it and leaves the rest to the requests' interleaving.
+pub const EXPIRY_SHARE: f64 = 0.125;
+
 /// The strategy's state over a round.
 struct Chooser {
     order: Order,
@@ -451,6 +580,23 @@ struct Chooser {
     priority: BTreeMap<String, u64>,
     changes: Vec<u64>,
     step: u64,
+    /// A given schedule: the index of its next event.
+    next: usize,
+    /// The flow of the event chosen last.
+    last: Option<String>,
+    /// Swarm: whether sends, resumes and timeouts are on this round.
+    kinds: [bool; 3],
+}
+
+/// The choice a given schedule leaves to idemsim: go on with the flow that moved last (a
+/// request runs on until the schedule says otherwise), else the first send or resume by name;
+/// a client's timeout only when nothing else can happen. Serial, without preemption: a
+/// schedule's events are the points where it departs from this.
+pub fn default_choice(options: &[(String, Event)], last: Option<&str>) -> usize {
+    let progress = |i: &usize| !matches!(options[*i].1, Event::Expire(_));
+    let mut all = 0..options.len();
+    let same = |i: &usize| progress(i) && Some(options[*i].1.flow()) == last;
+    (0..options.len()).find(same).or_else(|| all.find(progress)).unwrap_or(0)
 }
 
 impl Chooser {
@@ -460,17 +606,62 @@ impl Chooser {
             Order::Pct { depth } => {
                 (1..*depth).map(|_| rng.gen_range(0..length)).collect::<Vec<u64>>()
             }
-            Order::Random => Vec::new(),
+            Order::Random | Order::Schedule(_) | Order::Swarm => Vec::new(),
         };
-        Chooser { order: order.clone(), rng, priority: BTreeMap::new(), changes, step: 0 }
+        let mut kinds = [true; 3];
+        if *order == Order::Swarm {
+            loop {
+                kinds = [rng.gen_bool(0.5), rng.gen_bool(0.5), rng.gen_bool(0.5)];
+                if kinds.contains(&true) {
+                    break;
+                }
+            }
+        }
+        let (priority, step, next) = (BTreeMap::new(), 0, 0);
+        Chooser { order: order.clone(), rng, priority, changes, step, next, last: None, kinds }
     }
 
     fn pick(&mut self, options: &[(String, Event)]) -> usize {
+        let i = self.choose(options);
+        self.last = Some(options[i].1.flow().to_string());
+        i
+    }
+
+    fn choose(&mut self, options: &[(String, Event)]) -> usize {
         let step = self.step;
         self.step += 1;
-        match self.order {
-            Order::Random => self.rng.gen_range(0..options.len()),
-            Order::Pct { depth } => {
+        match &self.order {
+            Order::Schedule(list) => {
+                let want = list.get(self.next);
+                match want.and_then(|w| options.iter().position(|(n, _)| n == w)) {
+                    Some(i) => {
+                        self.next += 1;
+                        i
+                    }
+                    None => default_choice(options, self.last.as_deref()),
+                }
+            }
+            Order::Random => {
+                let all: Vec<usize> = (0..options.len()).collect();
+                self.progress_or_expiry(options, &all)
+            }
+            Order::Swarm => {
+                let kind = |e: &Event| match e {
+                    Event::Send(_) => 0,
+                    Event::Resume(..) => 1,
+                    Event::Expire(_) => 2,
+                };
+                let on: Vec<usize> =
+                    (0..options.len()).filter(|&i| self.kinds[kind(&options[i].1)]).collect();
+                match on.len() {
+                    0 => {
+                        let all: Vec<usize> = (0..options.len()).collect();
+                        self.progress_or_expiry(options, &all)
+                    }
+                    n => on[self.rng.gen_range(0..n)],
+                }
+            }
+            &Order::Pct { depth } => {
                 for (_, ev) in options {
                     if !self.priority.contains_key(ev.flow()) {
                         // Initial priorities sit above the change points' (0..depth).
@@ -490,12 +681,24 @@ impl Chooser {
                     self.priority.insert(flow, k as u64);
                     flow = best_flow(&self.priority);
                 }
-                // The flow's own events (its resume, its expiry) at even odds.
+                // The flow's own events: its resume, or (rarely) its expiry.
                 let mine: Vec<usize> =
                     (0..options.len()).filter(|&i| options[i].1.flow() == flow).collect();
-                mine[self.rng.gen_range(0..mine.len())]
+                self.progress_or_expiry(options, &mine)
             }
         }
+    }
+
+    /// One of `among` (indices into `options`): an expiry with probability [`EXPIRY_SHARE`]
+    /// when something else could happen, every time when nothing else can; otherwise
+    /// uniformly among the sends and resumes.
+    fn progress_or_expiry(&mut self, options: &[(String, Event)], among: &[usize]) -> usize {
+        let (expiries, progress): (Vec<usize>, Vec<usize>) =
+            among.iter().partition(|&&i| matches!(options[i].1, Event::Expire(_)));
+        let expire =
+            progress.is_empty() || (!expiries.is_empty() && self.rng.gen_bool(EXPIRY_SHARE));
+        let from = if expire { &expiries } else { &progress };
+        from[self.rng.gen_range(0..from.len())]
     }
 }
 
@@ -506,6 +709,8 @@ pub struct Control {
     pub order: Order,
     /// How long a released flow may show nothing before it has escaped control.
     pub quiet: Duration,
+    /// `--schedule`: the file the order was read from, for the report.
+    pub schedule_file: Option<String>,
 }
 
 /// The default quiet bound (ms): see docs/controlled.md for what a round measured against it.

@@ -14,8 +14,12 @@ pub mod hub;
 pub mod janitor;
 pub mod mapping;
 pub mod procs;
+pub mod proxy;
+pub mod resp;
 pub mod round;
 pub mod services;
+pub mod shrink;
+pub mod startup;
 pub mod target;
 pub mod template;
 pub mod validate;
@@ -43,6 +47,8 @@ pub struct RealOptions {
     pub first: u64,
     /// Controlled rounds: how many times each is played again to see it reproduce.
     pub replays: u32,
+    /// Controlled rounds: shrink the first violating round's schedule ([`shrink`]).
+    pub shrink: bool,
     /// Each round's options.
     pub round: RoundOptions,
 }
@@ -50,7 +56,7 @@ pub struct RealOptions {
 impl RealOptions {
     /// `runs` rounds from round 0, not replayed.
     pub fn plain(runs: u64, round: RoundOptions) -> RealOptions {
-        RealOptions { runs, first: 0, replays: 0, round }
+        RealOptions { runs, first: 0, replays: 0, shrink: false, round }
     }
 }
 
@@ -116,6 +122,9 @@ pub struct RoundControl {
     pub replays: u32,
     /// See `replays`.
     pub reproduced: u32,
+    /// Where the first replay that did not reproduce the round departed from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub differs: Option<String>,
 }
 
 /// A real run: the cell over its rounds, and each round.
@@ -153,15 +162,31 @@ pub struct RealReport {
     /// Controlled rounds (`--controlled`): the strategy and the quiet bound.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub controlled: Option<ControlSummary>,
+    /// `--shrink`: the first violating round's schedule, shrunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<shrink::Shrunk>,
 }
 
 /// How a controlled run chose its rounds' schedules.
 #[derive(Debug, Clone, Serialize)]
 pub struct ControlSummary {
-    /// `random`, `pct:d=N`.
+    /// `random`, `pct:d=N`, `schedule`.
     pub strategy: String,
     /// How long a released flow may show nothing before it has escaped control (ms).
     pub quiet_ms: u64,
+    /// `schedule`: the file it was read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule_file: Option<String>,
+}
+
+impl ControlSummary {
+    fn of(c: &conduct::Control) -> ControlSummary {
+        ControlSummary {
+            strategy: c.order.name(),
+            quiet_ms: c.quiet.as_millis() as u64,
+            schedule_file: c.schedule_file.clone(),
+        }
+    }
 }
 
 /// A real run that could not go on.
@@ -258,9 +283,7 @@ pub fn real(
         };
         tally.add(&res);
         let wall_ms = res.wall_us as f64 / 1000.0;
-        let mut report = run::judge(sim, model, r, res.observation);
-        report.violations.extend(successes_of_nothing(&report));
-        unattributed_transport_failures(&mut report.violations);
+        let report = judged(sim, model, r, res.observation, res.control.as_ref());
         let line = RoundLine::of(r, &report, (wall_ms, res.dir, control));
         on_round(&line);
         rounds.push(line);
@@ -268,9 +291,10 @@ pub fn real(
     }
     never_reached(sim, &tally, rounds.len())?;
     if opts.round.control.is_some() && !rounds.is_empty() {
-        never_held(model, &tally.held_at)?;
+        never_held(model, target, &tally.held_at)?;
     }
     cell.seeds = format!("{} rounds", cell.runs);
+    let shrunk = shrink_first((sim, model, target), opts, &rounds)?;
     Ok(RealReport {
         format: "idemsim-real",
         version: 1,
@@ -285,11 +309,62 @@ pub fn real(
         crashes: tally.crashes,
         points: tally.points,
         successes_without_id: tally.successes_without_id,
-        controlled: opts.round.control.as_ref().map(|c| ControlSummary {
-            strategy: c.order.name(),
-            quiet_ms: c.quiet.as_millis() as u64,
-        }),
+        controlled: opts.round.control.as_ref().map(ControlSummary::of),
+        shrunk,
     })
+}
+
+/// `--shrink`: the first violating round's schedule, shrunk (None: no round violated).
+fn shrink_first(
+    (sim, model, target): (&Arc<Sim>, &Arc<Model>, &Target),
+    opts: &RealOptions,
+    rounds: &[RoundLine],
+) -> Result<Option<shrink::Shrunk>, RealError> {
+    let Some(l) = rounds.iter().find(|l| !l.violations.is_empty()).filter(|_| opts.shrink) else {
+        return Ok(None);
+    };
+    let schedule = l.control.as_ref().map(|c| c.schedule.clone()).unwrap_or_default();
+    shrink::shrink((sim, model, target), opts, l.round, &schedule, &l.violations[0]).map(Some)
+}
+
+/// A real round's observation judged as the model's: the oracle's violations, plus a 2xx
+/// that names no stored row, with transport failures never excused as the client's except
+/// for a controlled round's intents every attempt of which its conductor gave up (`control`).
+pub fn judged(
+    sim: &Sim,
+    model: &Model,
+    r: u64,
+    observation: crate::report::Observation,
+    control: Option<&conduct::ControlLog>,
+) -> crate::report::RunReport {
+    let timed_out = control.map(|l| timed_out_intents(&observation, l)).unwrap_or_default();
+    let mut report = run::judge(sim, model, r, observation);
+    report.violations.extend(successes_of_nothing(&report));
+    unattributed_transport_failures(&mut report.violations, &timed_out);
+    report
+}
+
+/// The intents of a controlled round every attempt of which met no answer because the
+/// conductor chose its client's timeout: their `out-of-retries` is the round's fault, as in a
+/// simulated run, not a server that never answered.
+fn timed_out_intents(
+    o: &crate::report::Observation,
+    log: &conduct::ControlLog,
+) -> BTreeSet<String> {
+    let mut by_intent: BTreeMap<&str, bool> = BTreeMap::new();
+    for (qi, q) in o.requests.iter().enumerate() {
+        let intent = q.intent.as_str();
+        for (c, copy) in q.copies.iter().enumerate() {
+            for (k, a) in copy.iter().enumerate() {
+                let flow = format!("{qi}.{c}.{}", k + 1);
+                let excused = a.outcome == crate::report::Outcome::TransportFailure
+                    && log.expired.contains(&flow);
+                let all = by_intent.entry(intent).or_insert(true);
+                *all = *all && excused;
+            }
+        }
+    }
+    by_intent.into_iter().filter(|(_, all)| *all).map(|(i, _)| i.to_string()).collect()
 }
 
 /// A controlled round `r` played `opts.replays` times more: how many reproduced it exactly.
@@ -303,13 +378,17 @@ fn replay(
 ) -> Result<RoundControl, RealError> {
     let print = outcome_print(observation, log);
     let mut reproduced = 0;
+    let mut differs = None;
     let again = RoundOptions { keep: false, ..opts.round.clone() };
     for _ in 0..opts.replays {
         let res = round::play(sim, model, target, r, &again)
             .map_err(|e| RealError(format!("round {r} (replay): {}", e.0)))?;
-        let same =
-            res.control.as_ref().is_some_and(|l| outcome_print(&res.observation, l) == print);
-        reproduced += u32::from(same);
+        let other = res.control.as_ref().map(|l| outcome_print(&res.observation, l));
+        match other.as_ref().map(|o| first_difference(&print, o)) {
+            Some(None) => reproduced += 1,
+            Some(Some(d)) => differs = differs.or(Some(d)),
+            None => {}
+        }
     }
     Ok(RoundControl {
         schedule: log.schedule.clone(),
@@ -318,31 +397,51 @@ fn replay(
         cut: log.cut,
         replays: opts.replays,
         reproduced,
+        differs,
     })
 }
 
 /// What a replay must reproduce: the schedule, every attempt's answer (status and the row it
 /// names), the rows stored (id and intent) and the effects, in order.
-fn outcome_print(o: &crate::report::Observation, log: &conduct::ControlLog) -> String {
-    let mut answers = String::new();
+fn outcome_print(o: &crate::report::Observation, log: &conduct::ControlLog) -> [Vec<String>; 4] {
+    let mut answers = Vec::new();
     for q in &o.requests {
         for (c, copy) in q.copies.iter().enumerate() {
-            for a in copy {
-                answers.push_str(&format!("{}.{c}:{:?}:{:?};", q.id, a.status, a.row));
+            for (k, a) in copy.iter().enumerate() {
+                answers.push(format!("{}.{c}.{}: {:?} row {:?}", q.id, k + 1, a.status, a.row));
             }
         }
     }
-    let rows: Vec<(i64, &str)> = o.rows.iter().map(|r| (r.id, r.intent.as_str())).collect();
-    let effects: Vec<&str> = o.effect_log.iter().map(|e| e.intent.as_str()).collect();
-    format!("{:?}|{answers}|{rows:?}|{effects:?}", log.schedule)
+    let rows = o.rows.iter().map(|r| format!("row {} for {}", r.id, r.intent)).collect();
+    let effects = o.effect_log.iter().map(|e| format!("effect for {}", e.intent)).collect();
+    [log.schedule.clone(), answers, rows, effects]
+}
+
+/// Where a replay first departed from its round (None: it did not): the part, the position,
+/// and both entries.
+fn first_difference(first: &[Vec<String>; 4], again: &[Vec<String>; 4]) -> Option<String> {
+    const PARTS: [&str; 4] = ["schedule", "answers", "rows", "effects"];
+    for (part, (a, b)) in PARTS.iter().zip(first.iter().zip(again)) {
+        if a == b {
+            continue;
+        }
+        let i = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let at = |v: &Vec<String>| v.get(i).map_or("(nothing)".to_string(), |e| format!("`{e}`"));
+        return Some(format!("{part}, entry {}: {} then {}", i + 1, at(a), at(b)));
+    }
+    None
 }
 
 /// A real round cannot tell a transport failure that an injected fault caused from one the
 /// server caused (a reset, a hang): an intent left without an answer is never excused as the
 /// client's `out-of-retries` there; it stays `unfinished-intent`.
-fn unattributed_transport_failures(violations: &mut [crate::report::Violation]) {
+fn unattributed_transport_failures(
+    violations: &mut [crate::report::Violation],
+    timed_out: &BTreeSet<String>,
+) {
     use crate::report::ViolationKind as V;
-    for v in violations.iter_mut().filter(|v| v.name == V::OutOfRetries) {
+    let unexcused = |v: &&mut crate::report::Violation| !timed_out.contains(&v.intent);
+    for v in violations.iter_mut().filter(|v| v.name == V::OutOfRetries).filter(unexcused) {
         v.name = V::UnfinishedIntent;
         v.permitted = false;
     }
@@ -384,12 +483,25 @@ fn never_reached(sim: &Sim, tally: &Tally, rounds: usize) -> Result<(), RealErro
 /// run ([`conduct::yield_steps`]). A target that never announced one of them there was never
 /// held there: its requests ran one after the other where real ones interleave, and the
 /// rounds' "no violation" would be a false safe. A target fault, never a result.
-fn never_held(model: &Model, held_at: &BTreeSet<String>) -> Result<(), RealError> {
-    let missed: Vec<String> = conduct::yield_steps(model)
+fn never_held(model: &Model, target: &Target, held_at: &BTreeSet<String>) -> Result<(), RealError> {
+    let missed: Vec<String> = conduct::yield_steps(model, target.proxied())
         .into_iter()
         .filter(|s| !held_at.contains(s))
         .map(|s| format!("`{}`", s.trim_start_matches("step ")))
         .collect();
+    for s in target.services.iter().filter(|s| s.proxy.is_some()) {
+        let prefix = format!("{} ", s.name);
+        if !held_at.iter().any(|p| p.starts_with(&prefix)) {
+            return Err(RealError(format!(
+                "a controlled round holds every reply service `{}` gives a request, through a \
+                 proxy whose port the target's command is given for ${{service.{}.port}}; no \
+                 reply to a request's command ever came through it, so the server does not \
+                 talk to that service where the target says and no round can be judged \
+                 (docs/controlled.md)",
+                s.name, s.name
+            )));
+        }
+    }
     if missed.is_empty() {
         return Ok(());
     }

@@ -15,8 +15,9 @@ use rand::{Rng, SeedableRng};
 
 use super::conduct::{Answer, Conductor, Control, ControlLog};
 use super::hub::Hub;
-use super::procs::{Launch, Servers};
-use super::services::Services;
+use super::procs::Servers;
+use super::proxy::Proxy;
+use super::startup;
 use super::target::Target;
 use super::{db, wire};
 use crate::model::Model;
@@ -228,27 +229,19 @@ fn play_in(
     dir: &Path,
 ) -> Result<RoundResult, RoundError> {
     let start = Instant::now();
-    let conductor = Conductor::for_round(sim, model, round, opts.control.as_ref());
+    let conductor =
+        Conductor::for_round(sim, model, round, opts.control.as_ref(), target.proxied());
     let hub = Hub::start(sim.clone(), round, start, conductor.clone())
         .map_err(|e| RoundError(format!("cannot listen on loopback for the hook: {e}")))?;
     let db_path = dir.join("db.sqlite");
-    let started = Services::start(target, dir).map_err(RoundError).and_then(|services| {
-        let ports = services.ports();
-        start_servers(sim, model, target, opts, dir, &hub, ports).map(|s| (services, s))
-    });
-    let (services, servers) = match started {
+    let started = startup::start((sim, model, target), opts, dir, &hub, conductor.as_ref());
+    let (services, servers, proxies) = match started {
         Ok(s) => s,
         Err(e) => {
             hub.finish();
             return Err(e);
         }
     };
-    hub.attach(servers.clone());
-    if let Err(e) = warm_up(sim, target, &servers, opts.warm) {
-        hub.finish();
-        servers.kill_all();
-        return Err(RoundError(e));
-    }
     let limit = opts.limit_us.min(sim.world.time_limit_us);
     let traffic = Instant::now();
     let client_trace = client_trace(opts, dir)?;
@@ -267,9 +260,11 @@ fn play_in(
     let died = servers.died();
     let log = hub.finish();
     servers.kill_all();
+    let proxy_faults: Vec<String> = proxies.into_iter().flat_map(Proxy::finish).collect();
     drop(services);
     let refused = ctx.garbage.lock().unwrap().clone().or_else(|| ctx.unasked_closes(&log));
-    if let Some(bad) = died.first().or(log.bad_calls.first()).or(refused.as_ref()) {
+    let bad = died.first().or(log.bad_calls.first()).or(refused.as_ref());
+    if let Some(bad) = bad.or(proxy_faults.first()) {
         return Err(RoundError(bad.clone()));
     }
     let state = db::read_final(&db_path, target).map_err(RoundError)?;
@@ -298,79 +293,6 @@ fn client_trace(opts: &RoundOptions, dir: &Path) -> Result<Option<std::fs::File>
     std::fs::File::create_new(dir.join("client.jsonl"))
         .map(Some)
         .map_err(|e| RoundError(format!("cannot write the client's trace: {e}")))
-}
-
-/// Warm every process up: `n` requests one after the other, each answered before the next,
-/// shaped as the sim's first request but sent by [`WARMUP_USER`] with keys of their own. What
-/// they store is left out of the round ([`db`] skips that user). An error names the process.
-fn warm_up(sim: &Sim, target: &Target, servers: &Servers, n: u32) -> Result<(), String> {
-    let Some(first) = sim.requests.first() else { return Ok(()) };
-    let mut spec = first.clone();
-    spec.user = Some(WARMUP_USER.to_string());
-    spec.intent = WARMUP_USER.to_string();
-    for p in 0..sim.world.processes {
-        let port = servers.port(p).ok_or_else(|| format!("process {} has no port", p + 1))?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        for i in 0..n {
-            let key = format!("{WARMUP_USER}-{}-{i}", p + 1);
-            let k = first.key.as_ref().map(|_| key.as_str());
-            let req = super::mapping::request_for(target, &spec, 1, k, &key);
-            let bytes = wire::request_bytes(&req.method, &req.path, &req.headers, &req.body);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let answered = wire::connect(addr, Duration::from_secs(2))
-                .ok()
-                .and_then(|mut c| {
-                    wire::send(&mut c, &bytes).then(|| wire::read_message(&mut c, deadline).ok())
-                })
-                .flatten()
-                .and_then(|m| m.status());
-            if answered.is_none() {
-                return Err(format!(
-                    "process {} did not answer warm-up request {} of {n} within 10 s",
-                    p + 1,
-                    i + 1
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Start the sim's server processes for a round in `dir`.
-fn start_servers(
-    sim: &Sim,
-    model: &Model,
-    target: &Target,
-    opts: &RoundOptions,
-    dir: &Path,
-    hub: &Hub,
-    services: Vec<(String, u16)>,
-) -> Result<Arc<Servers>, RoundError> {
-    let launch = Launch {
-        dir: dir.to_path_buf(),
-        db: dir.join("db.sqlite"),
-        // In a controlled round a lock's holder runs when the conductor releases it: a wait
-        // for the lock lasts until then, bounded by the round, not by the wall-clock budget.
-        busy_timeout_ms: match &opts.control {
-            Some(_) => opts.limit_us.min(sim.world.time_limit_us) / 1000,
-            None => sim.world.wait_budget_us.unwrap_or(model.wait_budget_us) / 1000,
-        },
-        hub_url: hub.url(),
-        points: armed_points(sim, opts.control.is_some()),
-        trace: opts.trace.then(|| dir.join("trace.jsonl")),
-        services,
-    };
-    Servers::start(target, launch, sim.world.processes).map_err(|e| RoundError(e.0))
-}
-
-/// The points the sim injects at, plus `steps` when it crashes processes between steps or the
-/// round is controlled (its steps are where the conductor holds the server).
-pub fn armed_points(sim: &Sim, controlled: bool) -> String {
-    let mut points: BTreeSet<&str> = sim.injects.iter().map(|i| i.point.as_str()).collect();
-    if sim.faults.crash > 0.0 || controlled {
-        points.insert("steps");
-    }
-    points.into_iter().collect::<Vec<_>>().join(",")
 }
 
 /// Run every request and action on its own thread; returns the clients' reports, the key
@@ -696,7 +618,11 @@ fn controlled_exchange(
     }
     let got = match c.await_answer(attempt_id) {
         Answer::Read(got) => got,
-        Answer::Expired => return None,
+        Answer::Expired => {
+            // The conductor chose the client's timeout: a fault of the round, not the server's.
+            ctx.fired("client_timeout");
+            return None;
+        }
     };
     let msg = ctx.judged(process, got)?;
     if faults.drop_reply {

@@ -105,6 +105,9 @@ pub struct Service {
     pub command: Vec<String>,
     /// How long it may take to accept connections (µs).
     pub start_timeout_us: u64,
+    /// The wire protocol a controlled round's proxy speaks between the servers and it
+    /// (`resp`: Redis), so that its replies become scheduling points; None: not proxied.
+    pub proxy: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -152,6 +155,7 @@ struct ServiceFile {
     name: Spanned<String>,
     command: Spanned<Vec<String>>,
     start_timeout_ms: Option<Spanned<f64>>,
+    proxy: Option<Spanned<String>>,
 }
 
 /// Reserved environment names: idemsim sets them for every process.
@@ -167,6 +171,11 @@ const RESERVED: &[&str] = &[
 ];
 
 impl Target {
+    /// Whether a controlled round puts a proxy between the servers and a service.
+    pub fn proxied(&self) -> bool {
+        self.services.iter().any(|s| s.proxy.is_some())
+    }
+
     /// Load a target file.
     pub fn load(path: &Path) -> Result<Target, InputError> {
         let src = read_file(path, "target")?;
@@ -337,10 +346,16 @@ fn services(file: &Source, list: &[ServiceFile]) -> Result<Vec<Service>, InputEr
             Template::parse(arg, &|n| n == "port").map_err(|e| file.err(s.command.span(), e))?;
         }
         let start_timeout_us = start_timeout(file, &s.start_timeout_ms)?;
+        if let Some(p) = &s.proxy
+            && p.get_ref() != "resp"
+        {
+            return Err(file.err(p.span(), "expected \"resp\" (Redis's protocol)"));
+        }
         out.push(Service {
             name: name.clone(),
             command: s.command.get_ref().clone(),
             start_timeout_us,
+            proxy: s.proxy.as_ref().map(|p| p.get_ref().clone()),
         });
     }
     Ok(out)

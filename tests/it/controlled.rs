@@ -162,3 +162,124 @@ fn controlled_options_are_checked_before_any_round() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("controlled rounds do not order crashes"), "{err}");
 }
+
+/// `real SIM --target T --controlled` with `extra`, through the shipped Node.js packages.
+fn package_round(sim: &str, target: &str, extra: &[&str]) -> serde_json::Value {
+    static NODE: std::sync::Once = std::sync::Once::new();
+    super::npm_install("targets/node", "express-idempotency", &NODE);
+    let mut args = vec!["real", sim, "--target", target, "--controlled", "--json"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = idemsim(&args);
+    assert!(code == 0 || code == 1, "{target} × {sim}: exit {code}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"))
+}
+
+#[test]
+fn a_redis_reply_is_a_scheduling_point_and_a_package_race_replays() {
+    // express-idempotency over Redis: GET, then SET without NX, with no hook inside the
+    // package. idemsim's proxy holds every reply Redis gives a request; a burst whose GETs all
+    // answer before any SET lets several copies insert, and replays from its seed.
+    let r = package_round(
+        "11-twenty-concurrent-one-process",
+        "express-idempotency-redis",
+        &["--runs", "2", "--replays", "1"],
+    );
+    for round in r["rounds"].as_array().unwrap() {
+        let c = &round["control"];
+        assert_eq!((c["replays"].as_u64(), c["reproduced"].as_u64()), (Some(1), Some(1)), "{r:#}");
+        let schedule: Vec<&str> =
+            c["schedule"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+        let gets = schedule.iter().filter(|s| s.ends_with(" at redis GET")).count();
+        let sets = schedule.iter().filter(|s| s.ends_with(" at redis SET")).count();
+        assert_eq!(gets, 20, "every copy's lookup is held once: {schedule:?}");
+        assert!(sets >= 1, "{schedule:?}");
+        // Each copy inserted that read its GET before the first claim's SET answered.
+        assert!(round["rows"].as_u64().unwrap() >= 2, "{round:#}");
+    }
+}
+
+#[test]
+fn a_proxied_service_the_server_never_talks_to_is_a_target_fault() {
+    // The target says its server talks to `cache` (proxied), but the server never connects:
+    // no reply is ever held there, so the rounds cannot be judged.
+    let t = racer("unproxied", true);
+    let text = std::fs::read_to_string(&t).unwrap().replace(
+        "[database]",
+        "[[service]]\nname = \"cache\"\ncommand = [\"python3\", \"-m\", \"http.server\", \
+         \"--bind\", \"127.0.0.1\", \"${port}\"]\nproxy = \"resp\"\n\n[database]",
+    );
+    std::fs::write(&t, text).unwrap();
+    let (code, out, err) =
+        idemsim(&["real", "check-first-race", "--target", t.to_str().unwrap(), "--controlled"]);
+    assert_eq!(code, 5, "{out}{err}");
+    assert!(err.contains("no reply to a request's command ever came through it"), "{err}");
+    let bad = std::fs::read_to_string(&t).unwrap().replace("proxy = \"resp\"", "proxy = \"http\"");
+    std::fs::write(&t, bad).unwrap();
+    let (code, _, err) = idemsim(&["real", "check-first-race", "--target", t.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(":7:9: expected \"resp\" (Redis's protocol)"), "{err}");
+}
+
+#[test]
+fn a_racing_round_shrinks_to_the_preemption_it_needs_and_replays_from_the_file() {
+    let t = racer("racer-shrink", true);
+    let out = std::env::temp_dir().join(format!("idemsim-shrunk-{}.txt", std::process::id()));
+    let out_s = out.to_str().unwrap();
+    let (code, r, err) = controlled(&t, &["--runs", "8", "--shrink", out_s]);
+    assert_eq!(code, 1, "no round raced: {r:#}\n{err}");
+    let s = &r["shrunk"];
+    assert_eq!(s["violation"], "duplicate-row", "{s:#}");
+    assert_eq!(s["confirmed"], 2, "{s:#}");
+    // Serially (each request runs on until it answers) the second copy finds the key: the
+    // race needs both copies sent before the first inserts, and nothing else.
+    let events: Vec<&str> =
+        s["events"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    assert_eq!(events.len(), 2, "{s:#}");
+    assert!(events.iter().all(|e| e.starts_with("send ")), "{events:?}");
+    assert!(s["from"].as_u64().unwrap() > 2, "{s:#}");
+    let file = std::fs::read_to_string(&out).unwrap();
+    assert!(file.starts_with("# idemsim real check-first-race"), "{file}");
+    assert!(file.ends_with(&format!("{}\n{}\n", events[0], events[1])), "{file}");
+
+    // Replayed from the file: the same violation. With nothing forced: serial, one row.
+    let round = s["round"].to_string();
+    let (code, again, err) =
+        controlled(&t, &["--schedule", out_s, "--seed", &round, "--runs", "1"]);
+    assert_eq!(code, 1, "{again:#}\n{err}");
+    assert_eq!(again["controlled"]["strategy"], "schedule");
+    assert_eq!(again["rounds"][0]["rows"], 2, "{again:#}");
+    std::fs::write(&out, "# nothing forced\n").unwrap();
+    let (code, serial, err) = controlled(&t, &["--schedule", out_s, "--runs", "1"]);
+    assert_eq!(code, 0, "{serial:#}\n{err}");
+    assert_eq!(serial["rounds"][0]["rows"], 1, "{serial:#}");
+    std::fs::write(&out, "send 0.0.1\nhold 0.1.1\n").unwrap();
+    let (code, _, err) = idemsim(&[
+        "real",
+        "check-first-race",
+        "--target",
+        t.to_str().unwrap(),
+        "--controlled",
+        "--schedule",
+        out_s,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(":2:1: expected an event"), "{err}");
+}
+
+#[test]
+fn swarm_turns_kinds_of_event_off_and_a_send_first_round_races() {
+    let t = racer("racer-swarm", true);
+    let (_, r, err) = controlled(&t, &["--runs", "10", "--explore", "swarm"]);
+    assert_eq!(r["controlled"]["strategy"], "swarm", "{err}");
+    let rounds = r["rounds"].as_array().unwrap();
+    // A round whose resumes are off sends both copies before either inserts: it races.
+    let both_sent_first = |x: &&serde_json::Value| {
+        let s = x["control"]["schedule"].as_array().unwrap();
+        s.len() >= 2 && s[..2].iter().all(|e| e.as_str().unwrap().starts_with("send "))
+    };
+    let sent_first: Vec<&serde_json::Value> = rounds.iter().filter(both_sent_first).collect();
+    assert!(!sent_first.is_empty(), "{r:#}");
+    for x in sent_first {
+        assert_eq!(x["rows"], 2, "{x:#}");
+    }
+}

@@ -71,6 +71,11 @@ pub struct RealArgs {
     /// replaced whole.
     #[arg(long, value_name = "FILE", requires = "controlled")]
     pub shrink: Option<std::path::PathBuf>,
+    /// With --controlled: show the first violating round (else the first round) as it ran,
+    /// the events idemsim released merged with the server's own trace lines (implies
+    /// --instrument; `interleaving.txt` in the round's folder with --keep).
+    #[arg(long, requires = "controlled")]
+    pub trace: bool,
 }
 
 /// A controlled round's options from the command line (None: not controlled).
@@ -220,7 +225,7 @@ pub fn real_cmd(a: RealArgs, quiet: bool) -> anyhow::Result<Ending> {
         round: RoundOptions {
             limit_us: a.round_limit_ms.saturating_mul(1000),
             keep: a.keep,
-            trace: a.instrument,
+            trace: a.instrument || a.trace,
             warm: warm_count(a.warm, &sim)?,
             control: control_options(&a)?,
         },
@@ -237,6 +242,12 @@ pub fn real_cmd(a: RealArgs, quiet: bool) -> anyhow::Result<Ending> {
         opts.round.control.as_ref().and_then(|_| super::conduct::uncontrollable(&sim))
     {
         anyhow::bail!("sim `{}`: {why}", sim.name);
+    }
+    if let Some(super::conduct::Order::Schedule(events)) =
+        opts.round.control.as_ref().map(|c| &c.order)
+        && let Some(why) = super::shrink::unknown_flow(events, &sim)
+    {
+        anyhow::bail!("{why}");
     }
     let report = match super::real(&sim, &model, &target, &opts, |line| {
         if progress {
@@ -259,7 +270,9 @@ pub fn real_cmd(a: RealArgs, quiet: bool) -> anyhow::Result<Ending> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", real_text(&sim, &model, &target, &report));
-        print!("{}", shrunk_lines(&sim, &target, &report, a.shrink.as_deref()));
+        let shrunk =
+            super::controlled_text::shrunk_lines(&sim, &target, &report, a.shrink.as_deref());
+        print!("{shrunk}{}", super::controlled_text::trace_lines(&report));
     }
     Ok(if report.cell.interrupted {
         Ending::Interrupted
@@ -270,7 +283,7 @@ pub fn real_cmd(a: RealArgs, quiet: bool) -> anyhow::Result<Ending> {
     })
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -357,134 +370,9 @@ pub fn real_text(sim: &Sim, model: &Model, target: &Target, r: &RealReport) -> S
         );
     }
     o.push_str(&shape_lines(r));
-    o.push_str(&controlled_lines(sim, target, r));
+    o.push_str(&super::controlled_text::controlled_lines(sim, target, r));
     o.push_str(&expectations_line(c));
     o
-}
-
-/// `--shrink`'s result: the events that must be forced, and the command that replays them.
-fn shrunk_lines(
-    sim: &Sim,
-    target: &Target,
-    r: &RealReport,
-    out: Option<&std::path::Path>,
-) -> String {
-    let Some(out) = out else { return String::new() };
-    let mut o = String::new();
-    let Some(s) = &r.shrunk else {
-        let path = crate::text::printable(&out.display().to_string());
-        let _ = writeln!(o, "\nno round violated: nothing to shrink ({path} not written)");
-        return o;
-    };
-    let _ = writeln!(
-        o,
-        "\nshrunk round {} ({}): {} forced event(s) of {}, {} real rounds played{}; the shrunk \
-         schedule showed {} again on {} of 2 more plays",
-        s.round,
-        s.violation,
-        s.events.len(),
-        s.from,
-        s.rounds,
-        if s.bound_hit { " (the shrink's bound: smaller, maybe not minimal)" } else { "" },
-        s.violation,
-        s.confirmed
-    );
-    for e in &s.events {
-        let _ = writeln!(o, "  {}", crate::text::printable(e));
-    }
-    let _ = writeln!(
-        o,
-        "replay it: idemsim real {} --target {} --controlled --schedule {} --seed {} --runs 1",
-        crate::text::printable(&sim.name),
-        crate::text::printable(&target.name),
-        crate::text::printable(&out.display().to_string()),
-        s.round
-    );
-    o
-}
-
-/// A controlled run's schedules, what escaped control, the replays, and the command that
-/// replays the first violating round.
-fn controlled_lines(sim: &Sim, target: &Target, r: &RealReport) -> String {
-    let Some(summary) = &r.controlled else { return String::new() };
-    let mut o = String::new();
-    let rounds: Vec<&super::RoundControl> =
-        r.rounds.iter().filter_map(|l| l.control.as_ref()).collect();
-    let mut decisions: Vec<f64> = rounds.iter().map(|c| c.schedule.len() as f64).collect();
-    decisions.sort_by(f64::total_cmp);
-    let slowest = rounds.iter().map(|c| c.slowest_ms).fold(0.0, f64::max);
-    let escaped: usize = rounds.iter().map(|c| c.escaped.len()).sum();
-    let escaping = rounds.iter().filter(|c| !c.escaped.is_empty()).count();
-    let cut = rounds.iter().filter(|c| c.cut).count();
-    let _ = writeln!(
-        o,
-        "decisions per round p50 {:.0} · max {:.0} · slowest release to its next event {slowest:.1} ms (quiet bound {} ms)",
-        percentile(&decisions, 0.5),
-        decisions.last().copied().unwrap_or(0.0),
-        summary.quiet_ms
-    );
-    let _ = writeln!(
-        o,
-        "escaped control     {escaped} event(s) in {escaping} of {} rounds{}",
-        rounds.len(),
-        if cut > 0 { format!(" · {cut} round(s) cut by their bound") } else { String::new() }
-    );
-    let first: Vec<&String> = rounds.iter().flat_map(|c| c.escaped.iter()).collect();
-    if !first.is_empty() {
-        let _ = writeln!(o, "  went quiet after   {}", excerpt(&first, 3));
-    }
-    let (replays, same): (u32, u32) =
-        rounds.iter().fold((0, 0), |(n, k), c| (n + c.replays, k + c.reproduced));
-    if replays > 0 {
-        let _ = writeln!(
-            o,
-            "replays             {same}/{replays} reproduced their round exactly (schedule, answers, rows, effects)"
-        );
-    }
-    if let Some((l, d)) =
-        r.rounds.iter().find_map(|l| Some((l, l.control.as_ref()?.differs.as_ref()?)))
-    {
-        let _ = writeln!(
-            o,
-            "  first departure    round {}'s replay: {}",
-            l.round,
-            crate::text::printable(d)
-        );
-    }
-    if let Some(bad) = r.rounds.iter().find(|l| !l.violations.is_empty()) {
-        let explore = match summary.strategy.as_str() {
-            "random" => String::new(),
-            "schedule" => format!(
-                " --schedule {}",
-                crate::text::printable(summary.schedule_file.as_deref().unwrap_or("FILE"))
-            ),
-            s => format!(" --explore {s}"),
-        };
-        let _ = writeln!(
-            o,
-            "replay round {}: idemsim real {} --target {} --controlled{explore} --seed {} --runs 1",
-            bad.round,
-            crate::text::printable(&sim.name),
-            crate::text::printable(&target.name),
-            bad.round
-        );
-        if let Some(c) = &bad.control {
-            let events: Vec<&String> = c.schedule.iter().collect();
-            let _ = writeln!(o, "  its schedule      {}", excerpt(&events, 8));
-        }
-    }
-    o
-}
-
-/// The first `n` of `events`, escaped and joined, and how many more there are.
-fn excerpt(events: &[&String], n: usize) -> String {
-    let shown: Vec<String> = events.iter().take(n).map(|e| crate::text::printable(e)).collect();
-    match events.len().saturating_sub(n) {
-        0 => shown.join(" · "),
-        more => {
-            format!("{} · … {more} more (--json, or schedule.txt with --keep)", shown.join(" · "))
-        }
-    }
 }
 
 /// The histograms and the rounds' wall times.

@@ -95,6 +95,8 @@ pub enum Answer {
     Read(Result<wire::Message, wire::ReadError>),
     /// The conductor chose its timeout.
     Expired,
+    /// The round ended first.
+    Over,
 }
 
 /// What a controlled round did, for its report.
@@ -112,6 +114,11 @@ pub struct ControlLog {
     pub held_at: BTreeSet<String>,
     /// The flows whose client the conductor made give up (`expire A`).
     pub expired: BTreeSet<String>,
+    /// A given schedule's events never taken: the first of them was never enabled.
+    pub unplayed: Vec<String>,
+    /// When each event of `schedule` was released (µs since the Unix epoch, the clock of the
+    /// target's trace lines).
+    pub released_us: Vec<u64>,
 }
 
 struct State {
@@ -260,8 +267,12 @@ impl Conductor {
         }
     }
 
-    /// Flow `id` is held at `point` (it showed its next event): its ticket.
+    /// Flow `id` is held at `point` (it showed its next event): its ticket. A dependency reply
+    /// the flow was held at goes on (nothing else would release it).
     fn held(&self, st: &mut State, id: &str, flow: &Flow, point: &str) -> u64 {
+        if let Flow::Held(_, old) = flow {
+            pass_dependency(st, *old);
+        }
         st.log.held_at.insert(point.to_string());
         let ticket = st.next_ticket;
         st.next_ticket += 1;
@@ -314,8 +325,7 @@ impl Conductor {
             if let Flow::Held(_, ticket) = flow {
                 // A dependency reply held for a flow already answered: the server's work after
                 // its answer (a response stored once sent), not one of the flow's events.
-                st.released.insert(ticket);
-                st.dependency.values_mut().for_each(|q| q.retain(|t| *t != ticket));
+                pass_dependency(&mut st, ticket);
             }
         }
         st.flows.insert(id.to_string(), Flow::Over);
@@ -336,8 +346,11 @@ impl Conductor {
             if let Some(got) = st.answers.remove(id) {
                 return Answer::Read(got);
             }
-            if st.expired.contains(id) || st.over {
+            if st.expired.contains(id) {
                 return Answer::Expired;
+            }
+            if st.over {
+                return Answer::Over;
             }
             st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
         }
@@ -370,6 +383,10 @@ impl Conductor {
         let mut st = self.lock();
         st.over = true;
         self.changed.notify_all();
+        let ch = self.chooser.lock().unwrap_or_else(|e| e.into_inner());
+        if let Order::Schedule(list) = &ch.order {
+            st.log.unplayed = list.get(ch.next..).unwrap_or_default().to_vec();
+        }
         std::mem::take(&mut st.log)
     }
 
@@ -428,6 +445,7 @@ impl Conductor {
             let i = self.chooser.lock().unwrap_or_else(|e| e.into_inner()).pick(&options);
             let (name, ev) = options[i].clone();
             st.log.schedule.push(name);
+            st.log.released_us.push(epoch_us());
             match ev {
                 Event::Send(id) => {
                     st.flows.insert(id, Flow::Moving(Instant::now()));
@@ -473,6 +491,14 @@ impl Conductor {
     fn may_expire(&self, id: &str) -> bool {
         let qi = id.split('.').next().and_then(|q| q.parse::<usize>().ok());
         qi.and_then(|q| self.expirable.get(q)).copied().unwrap_or(false)
+    }
+}
+
+/// Let held dependency reply `ticket` go on without a decision (no-op for a hook's ticket).
+fn pass_dependency(st: &mut State, ticket: u64) {
+    if st.dependency.values().any(|q| q.contains(&ticket)) {
+        st.released.insert(ticket);
+        st.dependency.values_mut().for_each(|q| q.retain(|t| *t != ticket));
     }
 }
 
@@ -525,6 +551,11 @@ fn yields_at(model: &Model, k: &crate::model::StepKind) -> bool {
                 || cache_step(model, k)
         }
     }
+}
+
+fn epoch_us() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_micros() as u64)
 }
 
 /// The flow (attempt id) an event's name is about: `send A`, `resume A at POINT`, `expire A`.

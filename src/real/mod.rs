@@ -9,8 +9,10 @@
 pub mod calibrate;
 pub mod cmd;
 pub mod conduct;
+pub mod controlled_text;
 pub mod db;
 pub mod hub;
+pub mod interleave;
 pub mod janitor;
 pub mod mapping;
 pub mod procs;
@@ -84,9 +86,16 @@ pub struct RoundLine {
     /// A controlled round: its schedule, and whether its replays reproduced it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control: Option<RoundControl>,
+    /// `--trace`: the round as it ran (reported for one round, [`RealReport::trace`]).
+    #[serde(skip)]
+    pub trace: Option<interleave::Interleaving>,
 }
 
 impl RoundLine {
+    fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+
     /// Round `r`'s line from its judged report, its wall time, folder and control.
     fn of(
         r: u64,
@@ -102,6 +111,7 @@ impl RoundLine {
             violations: report.violation_names().iter().map(|v| v.name().to_string()).collect(),
             dir: dir.map(|d| d.display().to_string()),
             control,
+            trace: None,
         }
     }
 }
@@ -125,6 +135,9 @@ pub struct RoundControl {
     /// Where the first replay that did not reproduce the round departed from it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub differs: Option<String>,
+    /// `--schedule`: its events never taken (the first was never enabled).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unplayed: Vec<String>,
 }
 
 /// A real run: the cell over its rounds, and each round.
@@ -165,6 +178,10 @@ pub struct RealReport {
     /// `--shrink`: the first violating round's schedule, shrunk.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shrunk: Option<shrink::Shrunk>,
+    /// `--trace`: the first violating round (else the first round) as it ran: its schedule
+    /// merged with the server's own trace lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<interleave::Interleaving>,
 }
 
 /// How a controlled run chose its rounds' schedules.
@@ -284,7 +301,8 @@ pub fn real(
         tally.add(&res);
         let wall_ms = res.wall_us as f64 / 1000.0;
         let report = judged(sim, model, r, res.observation, res.control.as_ref());
-        let line = RoundLine::of(r, &report, (wall_ms, res.dir, control));
+        let mut line = RoundLine::of(r, &report, (wall_ms, res.dir, control));
+        line.trace = res.interleaving;
         on_round(&line);
         rounds.push(line);
         cell.add(&SeedResult { cell: 0, seed: r, report, nondeterministic: false });
@@ -301,6 +319,7 @@ pub fn real(
         kind: "real",
         target: target.name.clone(),
         cell,
+        trace: rounds.iter().find(|l| !l.ok()).or(rounds.first()).and_then(|l| l.trace.clone()),
         rounds,
         load_before,
         load_after: load_average(),
@@ -320,7 +339,10 @@ fn shrink_first(
     opts: &RealOptions,
     rounds: &[RoundLine],
 ) -> Result<Option<shrink::Shrunk>, RealError> {
-    let Some(l) = rounds.iter().find(|l| !l.violations.is_empty()).filter(|_| opts.shrink) else {
+    // An interrupted run is reported as it stands: no round more.
+    let interrupted = crate::sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed);
+    let first = rounds.iter().find(|l| !l.violations.is_empty());
+    let Some(l) = first.filter(|_| opts.shrink && !interrupted) else {
         return Ok(None);
     };
     let schedule = l.control.as_ref().map(|c| c.schedule.clone()).unwrap_or_default();
@@ -398,6 +420,7 @@ fn replay(
         replays: opts.replays,
         reproduced,
         differs,
+        unplayed: log.unplayed.clone(),
     })
 }
 

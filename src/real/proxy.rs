@@ -34,8 +34,8 @@ struct Shared {
     name: String,
     upstream: SocketAddr,
     conductor: Arc<Conductor>,
-    /// Every socket opened, to cut them all when the round ends.
-    sockets: Mutex<Vec<TcpStream>>,
+    /// Every connection's two sockets (the server's, the upstream), to cut them.
+    sockets: Mutex<std::collections::BTreeMap<u64, [TcpStream; 2]>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// What went wrong on a connection (the round is refused with it).
     faults: Mutex<Vec<String>>,
@@ -51,7 +51,7 @@ impl Proxy {
             name: name.to_string(),
             upstream: SocketAddr::from(([127, 0, 0, 1], upstream)),
             conductor,
-            sockets: Mutex::new(Vec::new()),
+            sockets: Mutex::default(),
             threads: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
         });
@@ -87,7 +87,7 @@ impl Proxy {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        for s in self.shared.sockets.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for s in self.shared.sockets.lock().unwrap_or_else(|e| e.into_inner()).values().flatten() {
             let _ = s.shutdown(Shutdown::Both);
         }
         let threads = std::mem::take(&mut *self.shared.threads.lock().unwrap());
@@ -147,7 +147,7 @@ impl Shared {
             self.fault(format!("connection {n}: cannot share its sockets"));
             return;
         };
-        self.sockets.lock().unwrap().extend([client, up]);
+        self.sockets.lock().unwrap().insert(n, [client, up]);
         let owners: Arc<Owners> = Arc::default();
         let (tx, rx) = mpsc::channel::<Outgoing>();
         let mut threads = Vec::new();
@@ -158,6 +158,15 @@ impl Shared {
         let me = self.clone();
         threads.push(std::thread::spawn(move || me.deliver(rx, c_write)));
         self.threads.lock().unwrap().extend(threads);
+    }
+
+    /// Cut connection `n` (its server's socket and its upstream): the server sees it close
+    /// at once instead of waiting for replies that cannot come.
+    fn cut(&self, n: u64) {
+        let sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
+        for s in sockets.get(&n).into_iter().flatten() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
     }
 
     fn fault(&self, why: String) {
@@ -175,6 +184,7 @@ impl Shared {
         });
         if let Err(why) = res {
             self.fault(format!("connection {n}, a command: {why}"));
+            self.cut(n);
         }
         let _ = to.shutdown(Shutdown::Write);
     }
@@ -189,10 +199,15 @@ impl Shared {
             };
             let point = format!("{} {cmd}", self.name);
             let ticket = who.and_then(|f| self.conductor.dependency_reply(&f, n, &point));
-            tx.send((frame.to_vec(), ticket)).map_err(|_| "the server's side closed".to_string())
+            // The writer ended (the server closed, or was ended with the round): so does this.
+            tx.send((frame.to_vec(), ticket)).map_err(|_| String::new())
         });
-        if let Err(why) = res {
-            self.fault(format!("connection {n}, a reply: {why}"));
+        match res {
+            Err(why) if !why.is_empty() => {
+                self.fault(format!("connection {n}, a reply: {why}"));
+                self.cut(n);
+            }
+            _ => {}
         }
     }
 

@@ -66,6 +66,8 @@ pub struct RoundResult {
     pub reached: BTreeMap<String, u64>,
     /// A controlled round's schedule and what escaped it.
     pub control: Option<ControlLog>,
+    /// A controlled round with `trace`: its schedule merged with the server's trace lines.
+    pub interleaving: Option<super::interleave::Interleaving>,
 }
 
 /// A real round could not be played (the target, not the design, is at fault).
@@ -196,10 +198,20 @@ pub fn play(
     opts: &RoundOptions,
 ) -> Result<RoundResult, RoundError> {
     let dir = round_dir(round)?;
-    let result = play_in(sim, model, target, round, opts, &dir);
+    let mut result = play_in(sim, model, target, round, opts, &dir);
+    if let Ok(RoundResult { control: Some(c), interleaving, .. }) = &mut result
+        && opts.trace
+    {
+        let released: Vec<(String, u64)> =
+            c.schedule.iter().cloned().zip(c.released_us.iter().copied()).collect();
+        *interleaving = Some(super::interleave::merge(round, &released, &dir.join("trace.jsonl")));
+    }
     if opts.keep {
-        if let Ok(RoundResult { control: Some(c), .. }) = &result {
+        if let Ok(RoundResult { control: Some(c), interleaving, .. }) = &result {
             let _ = std::fs::write(dir.join("schedule.txt"), c.schedule.join("\n") + "\n");
+            if let Some(i) = interleaving {
+                let _ = std::fs::write(dir.join("interleaving.txt"), i.lines.join("\n") + "\n");
+            }
         }
         return result.map(|r| RoundResult { dir: Some(dir), ..r });
     }
@@ -229,6 +241,7 @@ fn play_in(
     dir: &Path,
 ) -> Result<RoundResult, RoundError> {
     let start = Instant::now();
+    let client_trace = client_trace(opts, dir)?;
     let conductor =
         Conductor::for_round(sim, model, round, opts.control.as_ref(), target.proxied());
     let hub = Hub::start(sim.clone(), round, start, conductor.clone())
@@ -244,7 +257,6 @@ fn play_in(
     };
     let limit = opts.limit_us.min(sim.world.time_limit_us);
     let traffic = Instant::now();
-    let client_trace = client_trace(opts, dir)?;
     let ctx = Ctx::new(
         (sim, model, target),
         &servers,
@@ -282,7 +294,8 @@ fn play_in(
         faults: ctx.faults_with(log.faults),
         ..Observation::default()
     };
-    Ok(RoundResult { observation, wall_us, dir: None, reached: log.reached, control })
+    let reached = log.reached;
+    Ok(RoundResult { observation, wall_us, dir: None, reached, control, interleaving: None })
 }
 
 /// `--instrument`: the file of the client's trace lines, `client.jsonl` in the round's folder.
@@ -623,6 +636,7 @@ fn controlled_exchange(
             ctx.fired("client_timeout");
             return None;
         }
+        Answer::Over => return None,
     };
     let msg = ctx.judged(process, got)?;
     if faults.drop_reply {

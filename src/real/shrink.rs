@@ -18,7 +18,7 @@ use super::{RealError, RealOptions, Target, round};
 use crate::model::Model;
 use crate::scenario::Sim;
 
-/// The most rounds a shrink plays (candidates and the final checks).
+/// The most candidate rounds a shrink plays (two confirming plays come after).
 pub const MAX_ROUNDS: u32 = 400;
 
 /// A shrunk schedule.
@@ -34,8 +34,12 @@ pub struct Shrunk {
     pub from: usize,
     /// Real rounds played to shrink it.
     pub rounds: u32,
-    /// The shrink stopped at [`MAX_ROUNDS`] (the schedule is smaller, maybe not minimal).
+    /// The shrink stopped early (the schedule is smaller, maybe not minimal): at
+    /// [`MAX_ROUNDS`], on an interrupt, or on a round the target could not play.
     pub bound_hit: bool,
+    /// Why it stopped early, when not at its bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
     /// Of two more plays of the shrunk schedule, how many showed the violation again.
     pub confirmed: u32,
 }
@@ -49,12 +53,23 @@ pub fn shrink(
     violation: &str,
 ) -> Result<Shrunk, RealError> {
     let mut rounds = 0u32;
+    let mut stopped = None;
     let mut fails = |events: &[String]| -> Result<Option<bool>, RealError> {
-        if rounds >= MAX_ROUNDS {
+        if rounds >= MAX_ROUNDS || stopped.is_some() {
+            return Ok(None);
+        }
+        if crate::sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+            stopped = Some("interrupted".to_string());
             return Ok(None);
         }
         rounds += 1;
-        violates(sim, model, target, opts, r, events, violation).map(Some)
+        match violates(sim, model, target, opts, r, events, violation) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => {
+                stopped = Some(e.0);
+                Ok(None)
+            }
+        }
     };
     let mut cur = schedule.to_vec();
     let mut bound_hit = false;
@@ -67,12 +82,14 @@ pub fn shrink(
     if !bound_hit {
         bound_hit = ddmin(&mut cur, &mut fails)?;
     }
-    if cur.len() == 1 && !bound_hit && fails(&[])? == Some(true) {
-        cur.clear();
-    }
+    // (Nothing forced was tried first: a one-event schedule is as small as it gets.)
     let mut confirmed = 0;
     for _ in 0..2 {
-        confirmed += u32::from(violates(sim, model, target, opts, r, &cur, violation)?);
+        let interrupted = crate::sweep::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed);
+        if stopped.is_none() && !interrupted {
+            let again = violates(sim, model, target, opts, r, &cur, violation);
+            confirmed += u32::from(again.unwrap_or(false));
+        }
     }
     Ok(Shrunk {
         round: r,
@@ -81,6 +98,7 @@ pub fn shrink(
         from: schedule.len(),
         rounds,
         bound_hit,
+        stopped,
         confirmed,
     })
 }
@@ -188,6 +206,27 @@ pub fn read_schedule(path: &std::path::Path) -> Result<Vec<String>, crate::input
         out.push(event.to_string());
     }
     Ok(out)
+}
+
+/// The first event of a schedule whose flow the sim cannot have (request, copy or attempt
+/// out of range): such an event is never enabled, and the rest of the schedule never runs.
+pub fn unknown_flow(events: &[String], sim: &Sim) -> Option<String> {
+    events
+        .iter()
+        .find(|e| {
+            let flow = e.split(' ').nth(1).unwrap_or("");
+            let n: Vec<u64> = flow.split('.').filter_map(|p| p.parse().ok()).collect();
+            let spec = n.first().and_then(|&q| sim.requests.get(usize::try_from(q).ok()?));
+            !matches!((spec, n.as_slice()), (Some(q), [_, c, a])
+                if *c < u64::from(q.copies) && (1..=u64::from(q.policy.max_attempts)).contains(a))
+        })
+        .map(|e| {
+            format!(
+                "schedule event `{}` names an attempt the sim cannot make (request.copy.attempt: \
+                 requests from 0, copies from 0, attempts from 1)",
+                crate::text::printable(e)
+            )
+        })
 }
 
 /// The text a schedule file holds: a header comment, then one event per line.

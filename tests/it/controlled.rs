@@ -15,7 +15,7 @@ fn racer(name: &str, announces: bool) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("idemsim-racer-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let script = format!(
-        r#"import json, os, sqlite3, threading, urllib.request
+        r#"import json, os, sqlite3, threading, time, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 DB = os.environ["IDEMSIM_DB"]
 HOOK = os.environ.get("IDEMSIM_HOOK", "")
@@ -23,6 +23,10 @@ ANNOUNCES = {announces}
 init = sqlite3.connect(DB, isolation_level=None)
 init.execute("CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, user TEXT, operation TEXT, item TEXT, qty INTEGER, intent TEXT)")
 init.execute("CREATE TABLE IF NOT EXISTS keys (user TEXT, operation TEXT, key TEXT PRIMARY KEY, status INTEGER, body TEXT)")
+def trace(ev, attempt):
+    if os.environ.get("IDEMSIM_TRACE"):
+        with open(os.environ["IDEMSIM_TRACE"], "a") as f:
+            f.write(json.dumps({{"t_us": time.time() * 1e6, "process": 1, "attempt": attempt, "ev": ev}}) + "\n")
 def hook(step, attempt):
     if ANNOUNCES and HOOK and "step" in os.environ.get("IDEMSIM_POINTS", ""):
         call = json.dumps({{"point": "step", "step": step, "attempt": attempt}}).encode()
@@ -34,6 +38,7 @@ class H(BaseHTTPRequestHandler):
         user, key = self.headers.get("X-User"), self.headers.get("Idempotency-Key")
         db = sqlite3.connect(DB, isolation_level=None, timeout=30)
         found = db.execute("SELECT status, body FROM keys WHERE key = ?", (key,)).fetchone()
+        trace("lookup", self.headers.get("X-Attempt"))
         if found:
             status, text = found
         else:
@@ -282,4 +287,38 @@ fn swarm_turns_kinds_of_event_off_and_a_send_first_round_races() {
     for x in sent_first {
         assert_eq!(x["rows"], 2, "{x:#}");
     }
+}
+
+#[test]
+fn trace_shows_the_releases_and_the_servers_lines_in_time_order() {
+    let t = racer("racer-trace", true);
+    let (_, r, err) = controlled(&t, &["--runs", "3", "--trace"]);
+    let tr = &r["trace"];
+    let lines: Vec<&str> = tr["lines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r:#}\n{err}"))
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let first_bad =
+        r["rounds"].as_array().unwrap().iter().find(|x| x["violations"] != serde_json::json!([]));
+    assert_eq!(
+        tr["round"],
+        first_bad.map_or(serde_json::json!(0), |x| x["round"].clone()),
+        "{r:#}"
+    );
+    // Each copy's lookup comes after its send and before its resume at the await.
+    for copy in ["0.0.1", "0.1.1"] {
+        let at = |what: &str| {
+            lines
+                .iter()
+                .position(|l| l.ends_with(what))
+                .unwrap_or_else(|| panic!("{what}: {lines:#?}"))
+        };
+        let sent = at(&format!("idemsim  send {copy}"));
+        let looked = at(&format!("server   1 {copy} lookup"));
+        let resumed = at(&format!("idemsim  resume {copy} at step await"));
+        assert!(sent < looked && looked < resumed, "{lines:#?}");
+    }
+    assert_eq!(tr["unreadable"], 0, "{tr:#}");
 }

@@ -22,6 +22,9 @@ pub fn trace_lines(r: &RealReport) -> String {
     if t.lines.len() > 400 {
         let _ = writeln!(o, "… {} more lines (interleaving.txt with --keep)", t.lines.len() - 400);
     }
+    for w in &t.why {
+        let _ = writeln!(o, "why: {w}");
+    }
     if !t.lines.iter().any(|l| l.contains("  server ")) {
         let _ = writeln!(o, "(the target wrote no trace lines: it does not read IDEMSIM_TRACE)");
     }

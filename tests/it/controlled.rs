@@ -45,10 +45,12 @@ class H(BaseHTTPRequestHandler):
             hook("await", self.headers.get("X-Attempt"))
             cur = db.execute("INSERT INTO rows(user, operation, item, qty, intent) VALUES (?, 'orders', ?, ?, ?)",
                              (user, body["item"], body["qty"], self.headers.get("X-Intent")))
+            trace("insert", self.headers.get("X-Attempt"))
             text = json.dumps({{"id": cur.lastrowid, "item": body["item"], "qty": body["qty"]}})
             status = 201
             try:
                 db.execute("INSERT INTO keys VALUES (?, 'orders', ?, 201, ?)", (user, key, text))
+                trace("save", self.headers.get("X-Attempt"))
             except sqlite3.IntegrityError:
                 status, text = 500, json.dumps({{"error": "key clash"}})
         data = text.encode()
@@ -292,7 +294,7 @@ fn swarm_turns_kinds_of_event_off_and_a_send_first_round_races() {
 #[test]
 fn trace_shows_the_releases_and_the_servers_lines_in_time_order() {
     let t = racer("racer-trace", true);
-    let (_, r, err) = controlled(&t, &["--runs", "3", "--trace"]);
+    let (_, r, err) = controlled(&t, &["--runs", "8", "--trace"]);
     let tr = &r["trace"];
     let lines: Vec<&str> = tr["lines"]
         .as_array()
@@ -321,4 +323,9 @@ fn trace_shows_the_releases_and_the_servers_lines_in_time_order() {
         assert!(sent < looked && looked < resumed, "{lines:#?}");
     }
     assert_eq!(tr["unreadable"], 0, "{tr:#}");
+    // The violating round's lines say why: one copy looked up before the other saved.
+    assert!(first_bad.is_some(), "no round raced in 8: {r:#}");
+    let why = tr["why"].as_array().unwrap();
+    assert_eq!(why.len(), 1, "{tr:#}");
+    assert!(why[0].as_str().unwrap().contains("both found nothing and both inserted"), "{why:?}");
 }

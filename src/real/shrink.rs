@@ -173,6 +173,10 @@ fn violates(
 /// Read a schedule file (`--schedule`): one event per line (`send A`, `resume A at POINT`,
 /// `expire A`), blank lines and `#` comments skipped; at most `input::MAX_FILE_BYTES`.
 pub fn read_schedule(path: &std::path::Path) -> Result<Vec<String>, crate::input::InputError> {
+    if path.is_dir() {
+        let why = "is a folder; expected a schedule file (one event per line)";
+        return Err(crate::input::InputError::file(path, why));
+    }
     let text = crate::input::read_file(path, "schedule")?;
     let mut out = Vec::new();
     let mut offset = 0;
@@ -288,5 +292,7 @@ mod tests {
         assert!(e.contains("s.txt:2:3: expected an event"), "{e}");
         std::fs::write(&p, "resume 0.x.1 at redis GET\n").unwrap();
         assert!(super::read_schedule(&p).is_err());
+        let e = super::read_schedule(&dir).unwrap_err().to_string();
+        assert!(e.contains("is a folder; expected a schedule file (one event per line)"), "{e}");
     }
 }

@@ -445,7 +445,7 @@ impl Conductor {
             let i = self.chooser.lock().unwrap_or_else(|e| e.into_inner()).pick(&options);
             let (name, ev) = options[i].clone();
             st.log.schedule.push(name);
-            st.log.released_us.push(epoch_us());
+            st.log.released_us.push(super::round::epoch_us() as u64);
             match ev {
                 Event::Send(id) => {
                     st.flows.insert(id, Flow::Moving(Instant::now()));
@@ -551,11 +551,6 @@ fn yields_at(model: &Model, k: &crate::model::StepKind) -> bool {
                 || cache_step(model, k)
         }
     }
-}
-
-fn epoch_us() -> u64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    now.map_or(0, |d| d.as_micros() as u64)
 }
 
 /// The flow (attempt id) an event's name is about: `send A`, `resume A at POINT`, `expire A`.

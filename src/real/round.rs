@@ -420,7 +420,8 @@ impl Ctx {
 }
 
 /// Wall-clock µs since the Unix epoch: the clock of the targets' trace lines.
-fn epoch_us() -> u128 {
+/// Now, in µs since the Unix epoch: the clock of the targets' trace lines.
+pub(super) fn epoch_us() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros())
 }
 

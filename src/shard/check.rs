@@ -86,7 +86,26 @@ pub fn check_cell(c: &ShardCell) -> Result<(), String> {
     }
     check_violations(c)?;
     check_failures(c)?;
-    check_histograms(a)
+    check_histograms(a)?;
+    check_fired(a)
+}
+
+/// Faults fired: each counted in at least one run and at most every run, and at least once
+/// in each run it counts (`times` ≥ `runs`).
+pub(super) fn check_fired(a: &Cell) -> Result<(), String> {
+    for (name, f) in &a.fired {
+        let name = crate::text::shown(name);
+        if f.runs == 0 || f.runs > a.runs {
+            return Err(format!("aggregate.fired.{name}.runs: {} of {} runs", f.runs, a.runs));
+        }
+        if f.times < f.runs {
+            return Err(format!(
+                "aggregate.fired.{name}.times: fired {} times in {} runs",
+                f.times, f.runs
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The cell's range, parsed; the aggregate names the cell's sim, model and range.

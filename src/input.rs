@@ -249,7 +249,7 @@ impl<'a> Source<'a> {
 
 /// A number as an error shows it: as written when short, in scientific notation when its
 /// digits would run past a line (`1e300`, not three hundred digits).
-fn shown_f64(v: f64) -> String {
+pub(crate) fn shown_f64(v: f64) -> String {
     let plain = v.to_string();
     if plain.len() > 24 { format!("{v:e}") } else { plain }
 }

@@ -646,7 +646,7 @@ mod tests {
     }
 
     /// A run with moments is the same run: its report equals `run::run`'s, and seed 13 of the
-    /// teaching race reaches the race window.
+    /// teaching race (its first violating seed) reaches the race window.
     #[test]
     fn run_with_moments_is_the_same_run() {
         let (s, m) = (sim(), crate::catalog::model("check-first").unwrap());

@@ -208,6 +208,12 @@ pub enum What {
     /// The client's connection was reset (its server process died or dropped it).
     ConnectionReset,
     // -- server processes
+    /// The attempt's connection woke its idle server process, which took the client's core
+    /// inside `connect` (the stack's `wake_preempts`): the client writes only once it gets it
+    /// back, after its gap.
+    CoreTaken,
+    /// The client of a preempted connection got its core back (the loop's iteration ran).
+    CoreReturned,
     /// A request reached its server process (the end of a `Sent` arrow).
     Arrived,
     /// A reply sent to the client of request `to` (a message).

@@ -68,7 +68,7 @@ impl Legend {
             | What::ReplyDropped { .. } | What::Delayed { .. } | What::LostInPartition
             | What::LostToDownProcess | What::ConnectionRefused | What::ConnectionReset
             | What::Arrived | What::Reply { .. } | What::ReplyLostAfterCommit
-            | What::ConnectionDropped { .. }
+            | What::ConnectionDropped { .. } | What::CoreTaken | What::CoreReturned
                 => self.write_wire(s, what),
             What::Rejected(..) | What::LockWait { .. } | What::StillLocked { .. }
             | What::LockedAtOnce { .. } | What::PoolWait | What::PoolExhausted { .. }
@@ -144,6 +144,14 @@ impl Legend {
             What::ConnectionRefused => write!(s, "connection refused: the process is down"),
             What::ConnectionReset => write!(s, "connection reset (no reply)"),
             What::Arrived => write!(s, "request arrives"),
+            What::CoreTaken => write!(
+                s,
+                "its connection wakes the idle loop, which takes the client's core inside \
+                 connect: the client writes a gap after it gets it back"
+            ),
+            What::CoreReturned => {
+                write!(s, "the client gets its core back (the loop's iteration ran); it writes")
+            }
             What::Reply { status, body, .. } => write!(s, "reply {status} {body}"),
             What::ReplyLostAfterCommit => write!(s, "fault: reply lost after commit"),
             What::ConnectionDropped { status } => {

@@ -46,6 +46,9 @@ struct RuntimeFile {
     switch_interval_ms: Option<Spanned<f64>>,
     /// prefork: worker processes per server.
     workers: Option<Spanned<i64>>,
+    /// event-loop: the share of connections waking an idle loop whose client it preempts
+    /// inside `connect`.
+    wake_preempts: Option<Spanned<f64>>,
 }
 
 /// Most threads a thread-per-request process may serve at once.
@@ -188,6 +191,9 @@ fn parse_runtime(
         if let Some(t) = &r.turn_ms {
             return not_here(t.span(), "turn_ms", "event-loop");
         }
+        if let Some(w) = &r.wake_preempts {
+            return not_here(w.span(), "wake_preempts", "event-loop");
+        }
         let (threads, gil_switch_us) = if kind == 2 {
             (prefork_fields(file, r, table.clone())?, None)
         } else {
@@ -224,7 +230,25 @@ fn parse_runtime(
         first_accept_us: range("first_accept_ms", &r.first_accept_ms)?,
         handler_us: range("handler_ms", &r.handler_ms)?,
         first_handler_us: range("first_handler_ms", &r.first_handler_ms)?,
+        wake_preempts_ppm: share(file, "wake_preempts", &r.wake_preempts)?,
     }))
+}
+
+/// An event loop's `wake_preempts` (absent: 0, no client is preempted), a share in [0, 1]
+/// kept in parts per million.
+fn share(file: Source, field: &str, v: &Option<Spanned<f64>>) -> Result<u32, InputError> {
+    let Some(v) = v else { return Ok(0) };
+    let share = *v.get_ref();
+    if !(0.0..=1.0).contains(&share) {
+        return Err(file.err(
+            v.span(),
+            format!(
+                "runtime.{field}: expected a share between 0 and 1, got {}",
+                crate::input::shown_f64(share)
+            ),
+        ));
+    }
+    Ok((share * 1e6).round() as u32)
 }
 
 /// A prefork runtime's worker processes (required); it has no threads and no GIL.

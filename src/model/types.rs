@@ -370,6 +370,19 @@ pub struct LoopTimes {
     pub handler_us: Dist,
     /// The same for the first request a process serves after it started (cold code).
     pub first_handler_us: Dist,
+    /// Of the connections that wake an idle loop, the share (parts per million) whose client
+    /// the woken process preempts inside `connect`: the kernel runs it on the client's core,
+    /// and the client's `connect` returns (its gap and write begin) only when the loop's
+    /// iteration ends or the loop goes idle again. Measured by `idemsim calibrate` from the
+    /// client's and the server's trace lines (docs/reality.md).
+    pub wake_preempts_ppm: u32,
+}
+
+impl LoopTimes {
+    /// [`LoopTimes::wake_preempts_ppm`] as a probability.
+    pub fn wake_preempts(&self) -> f64 {
+        f64::from(self.wake_preempts_ppm) / 1e6
+    }
 }
 
 /// The `[driver]` section: how the server process runs its requests' code and SQL (awaits, statement and commit times, transaction mode, journal, pool, deadline).

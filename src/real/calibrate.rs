@@ -15,6 +15,8 @@ use crate::model::Dist;
 struct Line {
     t_us: f64,
     #[serde(default)]
+    process: Option<u64>,
+    #[serde(default)]
     attempt: Option<String>,
     ev: String,
     #[serde(default)]
@@ -34,6 +36,82 @@ pub struct RoundTimes {
     pub handlers: Vec<f64>,
     /// An autocommitted INSERT (or a COMMIT) that wrote: the statement and its fsync.
     pub commits: Vec<f64>,
+    /// Per server process, its first connection: whether the woken process preempted the
+    /// client, inside `connect` or after it.
+    pub first_preempted: Vec<Preempted>,
+}
+
+/// What the server a connection woke did to its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preempted {
+    /// Nothing seen.
+    No,
+    /// The client's `connect` returned only after the server began accepting it.
+    InConnect,
+    /// `connect` returned in time, but the client, due to write while the server ran its first
+    /// iteration, wrote only after it (when the server began its second accept).
+    AfterConnect,
+}
+
+/// The client's trace line of one attempt (`client.jsonl`; µs since the Unix epoch).
+#[derive(Debug, Deserialize)]
+struct ClientLine {
+    attempt: String,
+    process: u64,
+    connect_us: f64,
+    connected_us: f64,
+    write_us: f64,
+    gap_us: f64,
+}
+
+/// For each server process, what happened to the client of its first connection (see
+/// [`Preempted`]). A client that kept its core returns from `connect` within microseconds,
+/// long before a fresh process's accept gets to JavaScript, and writes when its gap ends
+/// (docs/reality.md, "What a scheduler trace showed").
+pub fn first_preempted(dir: &Path) -> Result<Vec<Preempted>, String> {
+    let path = dir.join("client.jsonl");
+    let text = crate::input::read_file(&path, "client trace").map_err(|e| e.to_string())?;
+    let mut first: BTreeMap<u64, ClientLine> = BTreeMap::new();
+    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let c: ClientLine = serde_json::from_str(l)
+            .map_err(|e| format!("{}:{}: not a client trace line: {e}", path.display(), i + 1))?;
+        match first.get(&c.process) {
+            Some(f) if f.connect_us <= c.connect_us => {}
+            _ => {
+                first.insert(c.process, c);
+            }
+        }
+    }
+    let trace = dir.join("trace.jsonl");
+    let text = crate::input::read_file(&trace, "instrumentation").map_err(|e| e.to_string())?;
+    // Per attempt, when its accept began; per process, every accept's beginning.
+    let mut accepted: BTreeMap<String, f64> = BTreeMap::new();
+    let mut accepts: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for l in text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok()) {
+        if let (Some(a), Some(at)) = (l.attempt, l.accepted_us)
+            && !accepted.contains_key(&a)
+        {
+            accepted.insert(a, at);
+            accepts.entry(l.process.unwrap_or(1)).or_default().push(at);
+        }
+    }
+    Ok(first
+        .iter()
+        .filter_map(|(process, c)| {
+            let at = *accepted.get(&c.attempt)?;
+            if c.connected_us > at {
+                return Some(Preempted::InConnect);
+            }
+            let mut all = accepts.get(process).cloned().unwrap_or_default();
+            all.sort_by(f64::total_cmp);
+            let second = all.iter().copied().find(|a| *a > at);
+            let due = c.connected_us + c.gap_us;
+            Some(match second {
+                Some(s) if due < s && c.write_us >= s => Preempted::AfterConnect,
+                _ => Preempted::No,
+            })
+        })
+        .collect())
 }
 
 /// Read one round's instrumentation file.
@@ -107,6 +185,36 @@ fn line(o: &mut String, name: &str, values: &[f64], default: Dist, how: &str) {
     }
 }
 
+/// The `wake_preempts` line: of fresh processes' first connections, the share whose client
+/// the woken server preempted inside `connect`, else the default stack's, saying so; and, as
+/// a comment, how many of the others it preempted after `connect` (measured, not modelled:
+/// docs/reality.md).
+fn wake_lines(o: &mut String, rounds: &[RoundTimes], t: &crate::model::LoopTimes) {
+    let firsts: Vec<Preempted> = rounds.iter().flat_map(|r| r.first_preempted.clone()).collect();
+    let n = firsts.len();
+    let count = |p: Preempted| firsts.iter().filter(|f| **f == p).count();
+    let (inside, after) = (count(Preempted::InConnect), count(Preempted::AfterConnect));
+    let how = "a fresh process's first connection whose client's connect returned after the \
+               server began accepting it";
+    let _ = if n == 0 {
+        writeln!(
+            o,
+            "wake_preempts = {}  # not measured ({how}: no client lines): {}'s",
+            t.wake_preempts(),
+            crate::model::DEFAULT_STACK
+        )
+    } else {
+        writeln!(
+            o,
+            "wake_preempts = {:.3}  # {how}: {inside} of {n}\n\
+             # not modelled (docs/reality.md): of the others, whose client, due to write during \
+             the server's first iteration, wrote only when its second accept began: {after} of {}",
+            inside as f64 / n as f64,
+            n - inside
+        )
+    };
+}
+
 /// The profile: a stack file (`[runtime]` and `[driver]`, each measured time as its
 /// quantiles p0 … p100 in ms, `Dist::measured`) with its provenance, a model names by path
 /// (`stack = "..."`). What the target's lines do not measure is the default stack's, each
@@ -134,6 +242,7 @@ pub fn profile(rounds: &[RoundTimes], provenance: &str) -> String {
     line(&mut o, "handler_ms", &all(|r| r.handlers.clone()), t.handler_us, how);
     let how = "the first request's read to lookup";
     line(&mut o, "first_handler_ms", &first_handler, t.first_handler_us, how);
+    wake_lines(&mut o, rounds, &t);
     let d = &base.driver;
     let _ = writeln!(o, "\n[driver]\nawaits = \"explicit\"");
     line(&mut o, "statement_ms", &[], d.statement_us, "a statement that did not write");
@@ -193,5 +302,55 @@ mod tests {
         assert!(
             round_times(&f).unwrap_err().contains("trace.jsonl:1: not an instrumentation line")
         );
+    }
+
+    #[test]
+    fn a_first_client_held_in_connect_or_in_its_write_was_preempted() {
+        let dir = std::env::temp_dir().join(format!("idemsim-cal-pre-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let client = |a: &str, p: u32, [connect, connected, write, gap]: [u32; 4]| {
+            format!(
+                r#"{{"attempt":"{a}","process":{p},"tid":1,"connect_us":{connect},"connected_us":{connected},"write_us":{write},"written_us":0,"gap_us":{gap}}}"#
+            )
+        };
+        // Process 1's first client (0.1.1, not the first line) returned from connect after
+        // the server began accepting it; process 2's first returned before and wrote on time;
+        // process 3's returned before, was due to write at 160 µs, during the server's first
+        // iteration, and wrote only at 2500 µs, after its second accept began (2000 µs).
+        let lines = [
+            client("0.0.1", 1, [120, 130, 200, 50]),
+            client("0.1.1", 1, [100, 1900, 1950, 50]),
+            client("0.2.1", 2, [110, 115, 165, 50]),
+            client("0.3.1", 3, [100, 110, 2500, 50]),
+            client("0.4.1", 3, [150, 160, 210, 50]),
+        ];
+        std::fs::write(dir.join("client.jsonl"), lines.join("\n")).unwrap();
+        let trace = [
+            r#"{"t_us":2000,"process":1,"attempt":"0.1.1","ev":"read","accepted_us":400}"#,
+            r#"{"t_us":2100,"process":1,"attempt":"0.0.1","ev":"read","accepted_us":1950}"#,
+            r#"{"t_us":900,"process":2,"attempt":"0.2.1","ev":"read","accepted_us":300}"#,
+            r#"{"t_us":2600,"process":3,"attempt":"0.3.1","ev":"read","accepted_us":300}"#,
+            r#"{"t_us":2700,"process":3,"attempt":"0.4.1","ev":"read","accepted_us":2000}"#,
+        ];
+        std::fs::write(dir.join("trace.jsonl"), trace.join("\n")).unwrap();
+        use Preempted::*;
+        assert_eq!(first_preempted(&dir).unwrap(), [InConnect, No, AfterConnect]);
+        let r = RoundTimes {
+            first_preempted: vec![InConnect, No, AfterConnect, No],
+            ..Default::default()
+        };
+        let p = profile(&[r], "here");
+        assert!(p.contains("\nwake_preempts = 0.250  # a fresh process's first"), "{p}");
+        assert!(
+            p.contains("accepting it: 1 of 4\n# not modelled (docs/reality.md): of the others"),
+            "{p}"
+        );
+        assert!(p.contains("second accept began: 1 of 3\n"), "{p}");
+        let p = profile(&[], "here");
+        assert!(p.contains("wake_preempts = ") && !p.contains("# not modelled"), "{p}");
+        assert!(p.contains("(a fresh process's first connection") && p.contains("no client lines"));
+        std::fs::write(dir.join("client.jsonl"), "{").unwrap();
+        assert!(first_preempted(&dir).unwrap_err().contains("client.jsonl:1: not a client trace"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

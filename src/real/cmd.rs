@@ -459,10 +459,13 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
         return Ok(end);
     }
     let warm = warm_count(a.warm, &sim)?;
-    // Both sides start the same way: real processes warmed up, simulated ones started warm.
-    let sim = if warm > 0 && sim.world.start != crate::scenario::Start::Warm {
+    // Both sides start the same way: real processes warmed up, simulated ones started warm;
+    // `--warm 0` on a warm sim plays and simulates fresh processes.
+    use crate::scenario::Start;
+    let start = if warm > 0 { Start::Warm } else { Start::Cold };
+    let sim = if sim.world.start != start {
         let mut s = (*sim).clone();
-        s.world.start = crate::scenario::Start::Warm;
+        s.world.start = start;
         Arc::new(s)
     } else {
         sim
@@ -634,7 +637,10 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     for r in &report.rounds {
         let Some(dir) = &r.dir else { continue };
         let trace = std::path::Path::new(dir).join("trace.jsonl");
-        let t = super::calibrate::round_times(&trace);
+        let t = super::calibrate::round_times(&trace).and_then(|mut t| {
+            t.first_preempted = super::calibrate::first_preempted(std::path::Path::new(dir))?;
+            Ok(t)
+        });
         let _ = std::fs::remove_dir_all(dir);
         times.push(t.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
     }

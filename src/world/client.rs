@@ -98,7 +98,15 @@ async fn send_attempt(world: &Arc<World>, req: usize, copy: u32, attempt: u32) -
     world.emit(node, Some(who), sent);
     let sent_ms = world.now_ms_f();
     let connect_gap_us = draw(world.sim.world.connect_gap_us);
-    let env = Envelope { reply_tag: mailbox.tag, who, http, connect_gap_us, arrived_us: 0 };
+    let env = Envelope {
+        reply_tag: mailbox.tag,
+        who,
+        http,
+        connect_gap_us,
+        arrived_us: 0,
+        sent_us: world.now_us(),
+        held: Default::default(),
+    };
     net::send_request(world, node, process, env);
     let timeout_us = spec.attempt_timeout_us(attempt);
     let (reply, reset) = match clock::timeout_us(timeout_us, mailbox.recv()).await {

@@ -209,7 +209,7 @@ pub(crate) async fn crash_process(world: &Arc<World>, idx: usize, restart_us: u6
         // Requests delivered but not yet admitted die with the process too.
         let mut queued: Vec<(u64, crate::history::Actor)> =
             p.inbox.queue.drain(..).map(|e| (e.reply_tag, e.who)).collect();
-        queued.extend(p.phases.accepted.drain(..).map(|(e, _, _)| (e.reply_tag, e.who)));
+        queued.extend(p.phases.accepted.drain(..).map(|(e, _)| (e.reply_tag, e.who)));
         let mut serving: Vec<_> = std::mem::take(&mut p.serving).into_iter().collect();
         serving.extend(queued);
         (already, serving)

@@ -32,9 +32,38 @@ pub(crate) struct Envelope {
     pub connect_gap_us: u64,
     /// When it reached the server process (µs; set on delivery).
     pub arrived_us: u64,
+    /// When the client sent it (µs).
+    pub sent_us: u64,
+    /// Whether the loop its connection woke preempted its client.
+    pub held: Held,
+}
+
+/// A client preempted by the server process its connection woke (the stack's
+/// `wake_preempts`): its connect returns, and its gap and write begin, only when the loop's
+/// iteration ends or the loop goes idle again (docs/reality.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Held {
+    /// Not preempted.
+    #[default]
+    No,
+    /// Preempted: its bytes are not on their way yet.
+    Waiting,
+    /// Given its core back at this time (µs).
+    Since(u64),
 }
 
 impl Envelope {
+    /// When its bytes are readable at the server (µs); None while its client is preempted.
+    /// Given its core back, the client sleeps its gap and its bytes travel as its connect did.
+    pub fn readable_us(&self) -> Option<u64> {
+        let connected = match self.held {
+            Held::No => self.arrived_us,
+            Held::Waiting => return None,
+            Held::Since(t) => t.saturating_add(self.arrived_us.saturating_sub(self.sent_us)),
+        };
+        Some(connected.saturating_add(self.connect_gap_us))
+    }
+
     /// Index of the request in the sim.
     pub fn req(&self) -> usize {
         match self.who {
@@ -201,6 +230,27 @@ impl World {
         self.emit(Node::Server(p as u32), who, What::LostInPartition);
     }
 
+    /// A request reaches server process `p` at `now`. A connection that wakes an idle loop
+    /// may have its client preempted by the woken process (the stack's `wake_preempts`): the
+    /// first to arrive wakes it; later ones find it awake. Returns the inbox's waker and
+    /// whether the client was preempted.
+    fn arrive(
+        &self,
+        p: &mut super::shared::ProcessState,
+        mut env: Envelope,
+        now: u64,
+    ) -> (Option<Waker>, bool) {
+        env.arrived_us = now;
+        if std::mem::take(&mut p.phases.idle)
+            && let crate::model::Runtime::EventLoop(t) = self.model.runtime
+            && chance(t.wake_preempts())
+        {
+            env.held = Held::Waiting;
+        }
+        let held = env.held == Held::Waiting;
+        (p.inbox.push(env), held)
+    }
+
     /// Deliver every packet due now; returns the next arrival time, if any.
     fn deliver_due(&self) -> Option<u64> {
         let now = self.now_us();
@@ -243,10 +293,12 @@ impl World {
                 self.emit(Node::Server(to.process().unwrap_or(0) as u32), who, what);
                 continue;
             }
+            let mut held = None;
             let waker = match (to, msg) {
-                (Dest::Server(p), Msg::Request(mut env)) => {
-                    env.arrived_us = now;
-                    st.processes[p].inbox.push(env)
+                (Dest::Server(p), Msg::Request(env)) => {
+                    let (waker, h) = self.arrive(&mut st.processes[p], env, now);
+                    held = h.then_some(p);
+                    waker
                 }
                 (Dest::Receiver, Msg::Effect(e)) => st.wire.receiver.push(e),
                 (Dest::Tag { tag, .. }, msg) => match st.wire.slots.get_mut(&tag) {
@@ -259,6 +311,9 @@ impl World {
                 _ => None,
             };
             drop(st);
+            if let Some(p) = held {
+                self.emit(Node::Server(p as u32), who, What::CoreTaken);
+            }
             if let Some(w) = waker {
                 w.wake();
             }

@@ -17,9 +17,10 @@ use std::task::{Poll, Waker};
 
 use super::clock;
 use super::conn::Pool;
-use super::net::Envelope;
+use super::net::{Envelope, Held};
 use super::shared::{World, draw};
 use super::store::Pooled;
+use crate::history::{Actor, Node, What};
 use crate::model::LoopTimes;
 
 /// The grant that the next handler read in the poll phase takes.
@@ -28,8 +29,11 @@ pub(crate) const NEW: u64 = u64::MAX;
 /// A process's loop state.
 #[derive(Default)]
 pub(crate) struct Phases {
-    /// Connections accepted: the envelope, when its bytes are readable (µs), the iteration.
-    pub accepted: VecDeque<(Envelope, u64, u64)>,
+    /// Connections accepted: the envelope and the iteration.
+    pub accepted: VecDeque<(Envelope, u64)>,
+    /// The loop waits for work: the next connection delivered wakes it (and may preempt its
+    /// client, the stack's `wake_preempts`).
+    pub idle: bool,
     /// Executions queued for the check phase (`await` of `setImmediate`).
     pub immediates: VecDeque<u64>,
     /// Executions whose other await finished (I/O, timers), for the next iteration.
@@ -55,12 +59,26 @@ impl Phases {
         !self.ready.is_empty()
             || !self.immediates.is_empty()
             || inbox > 0
-            || self.accepted.iter().any(|(_, at, i)| *i < iter && *at <= now)
+            || self.accepted.iter().any(|(e, i)| readable_at(e, *i, iter, now))
     }
 
     /// The earliest time a connection accepted becomes readable, if any waits.
     fn next_readable(&self) -> Option<u64> {
-        self.accepted.iter().map(|(_, at, _)| *at).min()
+        self.accepted.iter().filter_map(|(e, _)| e.readable_us()).min()
+    }
+
+    /// The iteration of the loop has run its code, or the loop goes idle: every client it
+    /// preempted gets its core back now. Returns those clients.
+    fn give_cores_back(&mut self, queued: &mut VecDeque<Envelope>, now: u64) -> Vec<Actor> {
+        let accepted = self.accepted.iter_mut().map(|(e, _)| e);
+        let mut back = Vec::new();
+        for e in accepted.chain(queued.iter_mut()) {
+            if e.held == Held::Waiting {
+                e.held = Held::Since(now);
+                back.push(e.who);
+            }
+        }
+        back
     }
 
     /// Give the loop up (the holder) and wake the loop task.
@@ -112,14 +130,38 @@ pub(crate) async fn loop_main(
         if let Some((env, first)) = conn {
             clock::sleep_us(draw(if first { times.first_accept_us } else { times.accept_us }))
                 .await;
-            let at = env.arrived_us.saturating_add(env.connect_gap_us).max(world.now_us());
-            world.lock().processes[idx].phases.accepted.push_back((env, at, iter));
+            world.lock().processes[idx].phases.accepted.push_back((env, iter));
         }
+        give_cores_back(&world, idx);
         let checks: Vec<u64> = world.lock().processes[idx].phases.immediates.drain(..).collect();
         for id in checks {
             run(&world, idx, id).await;
         }
     }
+}
+
+/// The loop's iteration has run its code: the clients it preempted get their cores back.
+fn give_cores_back(world: &World, idx: usize) {
+    let now = world.now_us();
+    let back = {
+        let mut st = world.lock();
+        let p = &mut st.processes[idx];
+        p.phases.give_cores_back(&mut p.inbox.queue, now)
+    };
+    announce_cores_back(world, idx, back);
+}
+
+/// The trace's line for each client given its core back.
+fn announce_cores_back(world: &World, idx: usize, back: Vec<Actor>) {
+    for who in back {
+        world.emit(Node::Server(idx as u32), Some(who), What::CoreReturned);
+    }
+}
+
+/// A connection accepted in iteration `accepted` is read in iteration `iter` (a later one)
+/// once its bytes have arrived.
+fn readable_at(e: &Envelope, accepted: u64, iter: u64, now: u64) -> bool {
+    accepted < iter && e.readable_us().is_some_and(|at| at <= now)
 }
 
 /// The connections accepted before iteration `iter` whose bytes have arrived, in order.
@@ -128,27 +170,34 @@ fn readable(world: &World, idx: usize, iter: u64) -> Vec<Envelope> {
     let mut st = world.lock();
     let ph = &mut st.processes[idx].phases;
     let (read, keep): (Vec<_>, Vec<_>) =
-        ph.accepted.drain(..).partition(|(_, at, i)| *i < iter && *at <= now);
+        ph.accepted.drain(..).partition(|(e, i)| readable_at(e, *i, iter, now));
     ph.accepted = keep.into();
-    read.into_iter().map(|(e, _, _)| e).collect()
+    read.into_iter().map(|(e, _)| e).collect()
 }
 
 /// Wait until iteration `iter` has work: sleeping until a connection's bytes arrive, or until
 /// woken (a delivery, a continuation queued).
 async fn wait_for_work(world: &World, idx: usize, iter: u64) {
     loop {
-        let next = {
-            let st = world.lock();
-            let p = &st.processes[idx];
-            if p.phases.has_work(p.inbox.queue.len(), iter, world.now_us()) {
+        let (next, back) = {
+            let now = world.now_us();
+            let mut st = world.lock();
+            let p = &mut st.processes[idx];
+            if p.phases.has_work(p.inbox.queue.len(), iter, now) {
+                p.phases.idle = false;
                 return;
             }
-            p.phases.next_readable()
+            // Nothing to do: the loop sleeps in its poll, and the clients it held run again.
+            let back = p.phases.give_cores_back(&mut p.inbox.queue, now);
+            p.phases.idle = true;
+            (p.phases.next_readable(), back)
         };
+        announce_cores_back(world, idx, back);
         let woken = std::future::poll_fn(|cx| {
             let mut st = world.lock();
             let p = &mut st.processes[idx];
             if p.phases.has_work(p.inbox.queue.len(), iter, world.now_us()) {
+                p.phases.idle = false;
                 return Poll::Ready(());
             }
             p.inbox.waker = Some(cx.waker().clone());

@@ -12,28 +12,29 @@ use super::{idemsim, model, sim};
 
 const RACE: &str = "sims/teaching/check-first-race.toml";
 
-/// (sim, model, seed, trace hash, events) from the build before `--explore` existed
-/// (commit 1d9c068, `run … --json`).
+/// (sim, model, seed, trace hash, events) of the calibrated world (`run … --json`; recorded
+/// before `--explore` existed at commit 1d9c068, and again when the world's stack changed:
+/// `wake_preempts` and the measured loop times, 2026-12-06).
 const CALIBRATED: &[(&str, &str, u64, &str, usize)] = &[
-    (RACE, "check-first", 13, "988513293fde42c2", 20),
-    (RACE, "check-first", 0, "7a55a6ce48d3c6a8", 16),
-    (RACE, "transactional", 5, "05de8d2b09c30d74", 19),
+    (RACE, "check-first", 13, "0690d04550774c40", 20),
+    (RACE, "check-first", 0, "8b4bf2a3ae4fac7a", 16),
+    (RACE, "transactional", 5, "688e906f8b60e296", 19),
     (
         "sims/article/11-twenty-concurrent-one-process.toml",
         "check-first",
         3,
-        "c4a900dde4bc925c",
+        "9042ff39aadd144f",
         124,
     ),
     (
         "sims/article/12-twenty-concurrent-two-processes.toml",
         "transactional",
         7,
-        "35a6bb861621000d",
-        163,
+        "49eb817db00b3d22",
+        165,
     ),
-    ("sims/faults/crash-two-processes.toml", "transactional", 2, "1cf11850af0c99f6", 120),
-    ("sims/faults/proxy-resend.toml", "check-first", 4, "e2140e740f027be8", 56),
+    ("sims/faults/crash-two-processes.toml", "transactional", 2, "616b84f252e7a3c9", 101),
+    ("sims/faults/proxy-resend.toml", "check-first", 4, "3a19d8d369aa11fa", 56),
 ];
 
 /// (a) With no strategy, runs are exactly the calibrated ones: the same trace hashes as

@@ -54,7 +54,9 @@ fn sync_check_first_races_only_across_processes() {
 /// connection per iteration (docs/reality.md): the reads are spread out in time, in order,
 /// none before the process's cold first accept; a read pass that finds several connections
 /// accepted runs each to its first await, so on some seeds several pass the lookup before
-/// any saves, and on others the first request has saved before the next one looks.
+/// any saves, and on others the first request has saved before the next one looks (on most:
+/// a fresh process's cold first accept lets the first request run alone unless its client was
+/// preempted by the woken server, the stack's `wake_preempts`).
 #[test]
 fn a_burst_is_taken_in_one_connection_per_iteration() {
     let s = sim(
@@ -63,7 +65,7 @@ fn a_burst_is_taken_in_one_connection_per_iteration() {
     let m = model("check-first");
     let first_accept_us = m.loop_times().unwrap().first_accept_us.min();
     let (mut batched, mut alone) = (0, 0);
-    for seed in 0..30 {
+    for seed in 0..300 {
         let out = run::run(&s, &m, seed, RunOptions { keep_history: true }).unwrap();
         let h = out.history.unwrap();
         let arrived: Vec<u64> = h

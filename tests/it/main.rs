@@ -126,7 +126,7 @@ fn check_first_races_under_concurrency() {
     let cells = sweep::run_matrix(
         &[sim("sims/article/11-twenty-concurrent-one-process.toml")],
         &[model("check-first")],
-        Some(0..30),
+        Some(0..60),
         1,
     )
     .unwrap();
@@ -270,7 +270,7 @@ fn printed_replay_command_reproduces_the_failure() {
     let (code, out, _) = idemsim(&[
         "matrix",
         "--sims",
-        "sims/article/11-twenty-concurrent-one-process.toml",
+        "sims/article/12-twenty-concurrent-two-processes.toml",
         "--models",
         "check-first",
         "--seeds",

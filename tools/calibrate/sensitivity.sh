@@ -67,11 +67,23 @@ echo "### check-first × 11-twenty-concurrent-one-process: the first connection'
 echo
 echo "| first_accept_ms | seeds with a violation |"
 echo "|---|---|"
+echo "| measured quantiles, p50 1.68 (shipped: a fresh process) | $(rate $case11 check-first) |"
 for h in "0.02, 0.17" "0.18, 0.45" "1, 2"; do
-  m=$(on_stack models/check-first.toml "s/^first_accept_ms = [^#]*/first_accept_ms = [$h]  /")
-  mark=""; [ "$h" = "0.18, 0.45" ] && mark=" (shipped: a fresh process)"
+  m=$(on_stack models/check-first.toml "s/^first_accept_ms = .*/first_accept_ms = [$h]/")
+  mark=""; [ "$h" = "0.18, 0.45" ] && mark=" (shipped until 2026-12-06: stamped after the accept's work)"
   [ "$h" = "0.02, 0.17" ] && mark=" (as warm as any other accept)"
   echo "| [$h]$mark | $(rate $case11 "$m") |"
+done
+echo
+echo "### check-first × 11 and × 12: a connection that wakes the idle loop preempts its client (the stack's runtime.wake_preempts)"
+echo
+echo "| wake_preempts | case 11 (one process) | case 12 (two processes) |"
+echo "|---|---|---|"
+for w in 0 0.05 0.157 0.3 0.6 1; do
+  m=$(on_stack models/check-first.toml "s/^wake_preempts = .*/wake_preempts = $w/")
+  mark=""; [ "$w" = "0.157" ] && mark=" (shipped: 47 of 300 measured)"
+  [ "$w" = "0" ] && mark=" (never: the world before 2026-12-06)"
+  echo "| $w$mark | $(rate $case11 "$m") | $(rate $case12 "$m") |"
 done
 echo
 echo "### check-first × 11 and × 12: the commit's journal sync (driver.commit_ms)"

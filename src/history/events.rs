@@ -242,6 +242,14 @@ pub enum What {
         /// The process's first request (cold code).
         cold: bool,
     },
+    /// The first run of a kind of statement in a fresh process: its code runs cold first (the
+    /// stack's `first_statement_ms`).
+    ColdStatement {
+        /// The statement.
+        stmt: Stmt,
+        /// The extra time (µs).
+        us: u64,
+    },
     /// An await in the driver (0 µs: one event-loop turn).
     DriverAwait {
         /// The await's latency (µs).

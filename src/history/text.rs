@@ -61,7 +61,10 @@ impl Legend {
     #[rustfmt::skip] // one line per group of variants, packed: the map of what writes what
     fn write_what(&self, s: &mut String, what: &What) -> fmt::Result {
         match what {
-            What::HandlerCode { .. } | What::DriverAwait { .. } | What::AwaitOnThread
+            What::HandlerCode { .. }
+                | What::ColdStatement { .. }
+                | What::DriverAwait { .. }
+                | What::AwaitOnThread
                 => write_runtime(s, what),
             What::Sent { .. } | What::Received { .. } | What::TransportFailure { .. }
             | What::GaveUp { .. } | What::RequestDropped | What::RequestDuplicated { .. }
@@ -519,6 +522,13 @@ fn write_runtime(s: &mut String, what: &What) -> fmt::Result {
             let cold = if *cold { " (cold: the process's first request)" } else { "" };
             write!(s, "handler code {} ms{cold}", show_ms(*us))
         }
+        What::ColdStatement { stmt, us } => write!(
+            s,
+            "{}: cold code {} ms first (the process's first {})",
+            stmt.name(),
+            show_ms(*us),
+            stmt.name()
+        ),
         What::DriverAwait { us: 0 } => write!(s, "await: one event-loop turn"),
         What::DriverAwait { us } => write!(s, "await {} ms (driver)", show_ms(*us)),
         What::AwaitOnThread => write!(s, "await: nothing to wait for on its own thread"),

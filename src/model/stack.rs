@@ -49,6 +49,9 @@ struct RuntimeFile {
     /// event-loop: the share of connections waking an idle loop whose client it preempts
     /// inside `connect`.
     wake_preempts: Option<Spanned<f64>>,
+    /// event-loop: the extra time of each kind of statement's first run in a fresh process
+    /// (absent: none).
+    first_statement_ms: Option<Spanned<toml::Value>>,
 }
 
 /// Most threads a thread-per-request process may serve at once.
@@ -194,6 +197,9 @@ fn parse_runtime(
         if let Some(w) = &r.wake_preempts {
             return not_here(w.span(), "wake_preempts", "event-loop");
         }
+        if let Some(f) = &r.first_statement_ms {
+            return not_here(f.span(), "first_statement_ms", "event-loop");
+        }
         let (threads, gil_switch_us) = if kind == 2 {
             (prefork_fields(file, r, table.clone())?, None)
         } else {
@@ -231,6 +237,11 @@ fn parse_runtime(
         handler_us: range("handler_ms", &r.handler_ms)?,
         first_handler_us: range("first_handler_ms", &r.first_handler_ms)?,
         wake_preempts_ppm: share(file, "wake_preempts", &r.wake_preempts)?,
+        first_statement_us: file.ms_dist(
+            "runtime.first_statement_ms",
+            &r.first_statement_ms,
+            Dist::Uniform(0, 0),
+        )?,
     }))
 }
 

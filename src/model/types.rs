@@ -291,6 +291,9 @@ pub const MAX_POOL: u32 = 64;
 
 /// How a server process takes in work and runs its requests' own code: the runtime of the
 /// model's stack (`[runtime]` of its stack profile). One mechanism for every sim.
+// Both variants are tables of measured quantiles (about 1 KiB): boxing one would make the
+// runtime no longer `Copy` for no gain, a model holds one.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runtime {
     /// Node.js's libuv event loop in phases (`kind = "event-loop"`), one per process.
@@ -376,6 +379,12 @@ pub struct LoopTimes {
     /// iteration ends or the loop goes idle again. Measured by `idemsim calibrate` from the
     /// client's and the server's trace lines (docs/reality.md).
     pub wake_preempts_ppm: u32,
+    /// The extra CPU time of the first run of each kind of statement (the lookup, the
+    /// insert, …) in a fresh process's life: the code around it runs for the first time (V8
+    /// compiles a function on its first call and fills its inline caches), measured by
+    /// `idemsim calibrate` as a fresh process's first request's statements against its later
+    /// ones. [0, 0] (the default): no cold statements.
+    pub first_statement_us: Dist,
 }
 
 impl LoopTimes {

@@ -160,6 +160,72 @@ pub fn round_times(trace: &Path) -> Result<RoundTimes, String> {
     Ok(r)
 }
 
+/// Warm-up requests a calibration's cold-code rounds send to every fresh process
+/// (`idemsim-warmup-P-I`, one after the other, each with a key of its own): the first runs
+/// every step's code for the first time, the last two ([`WARM_FROM`] on) run it warm.
+pub const WARMUPS: u32 = 5;
+/// The first warm-up request counted as warm.
+const WARM_FROM: u32 = 3;
+
+/// The steps of fresh processes' warm-up requests: per interval between two consecutive
+/// trace events of a request after its first statement began (`lookup→resume`,
+/// `resume→insert`, `insert→save`; not the handler before it, not the reply after it), the
+/// times of each process's first request and of its warm ones (µs).
+#[derive(Debug, Default)]
+pub struct ColdSteps {
+    /// Per interval, the first requests' times.
+    pub first: BTreeMap<String, Vec<f64>>,
+    /// Per interval, the warm requests' times.
+    pub warm: BTreeMap<String, Vec<f64>>,
+}
+
+impl ColdSteps {
+    /// Add one round's warm-up requests (its instrumentation file; other requests are skipped).
+    pub fn add(&mut self, trace: &Path) -> Result<(), String> {
+        let text = crate::input::read_file(trace, "instrumentation").map_err(|e| e.to_string())?;
+        let prefix = format!("{}-", super::round::WARMUP_USER);
+        let mut by: BTreeMap<String, Vec<(f64, String)>> = BTreeMap::new();
+        for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let line: Line = serde_json::from_str(l).map_err(|e| {
+                format!("{}:{}: not an instrumentation line: {e}", trace.display(), i + 1)
+            })?;
+            if let Some(a) = line.attempt.filter(|a| a.starts_with(&prefix)) {
+                by.entry(a).or_default().push((line.t_us, line.ev));
+            }
+        }
+        for (attempt, mut events) in by {
+            let Some(nth) = attempt.rsplit('-').next().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let into = match nth {
+                0 => &mut self.first,
+                n if n >= WARM_FROM => &mut self.warm,
+                _ => continue,
+            };
+            events.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for w in events.windows(2).skip(1).filter(|w| w[1].1 != "reply") {
+                let name = format!("{}→{}", w[0].1, w[1].1);
+                into.entry(name).or_default().push(w[1].0 - w[0].0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Each first request's interval less its kind's warm median (at least 0): the cold
+    /// code's extra time, one value per statement and process.
+    pub fn excess(&self) -> Vec<f64> {
+        let mut out = Vec::new();
+        for (name, first) in &self.first {
+            let Some(warm) = self.warm.get(name).filter(|w| !w.is_empty()) else { continue };
+            let mut w = warm.clone();
+            w.sort_by(f64::total_cmp);
+            let median = w[w.len() / 2];
+            out.extend(first.iter().map(|f| (f - median).max(0.0)));
+        }
+        out
+    }
+}
+
 /// The measured values' quantiles (µs → a distribution), if any were measured.
 fn measured(v: &[f64]) -> Option<(Dist, usize)> {
     let us: Vec<u64> =
@@ -219,7 +285,7 @@ fn wake_lines(o: &mut String, rounds: &[RoundTimes], t: &crate::model::LoopTimes
 /// quantiles p0 … p100 in ms, `Dist::measured`) with its provenance, a model names by path
 /// (`stack = "..."`). What the target's lines do not measure is the default stack's, each
 /// such line says so.
-pub fn profile(rounds: &[RoundTimes], provenance: &str) -> String {
+pub fn profile(rounds: &[RoundTimes], cold: &ColdSteps, provenance: &str) -> String {
     let all = |f: fn(&RoundTimes) -> Vec<f64>| rounds.iter().flat_map(f).collect::<Vec<f64>>();
     let first_accept = all(|r| r.first_accept.into_iter().collect());
     let first_handler = all(|r| r.first_handler.into_iter().collect());
@@ -243,6 +309,8 @@ pub fn profile(rounds: &[RoundTimes], provenance: &str) -> String {
     let how = "the first request's read to lookup";
     line(&mut o, "first_handler_ms", &first_handler, t.first_handler_us, how);
     wake_lines(&mut o, rounds, &t);
+    let how = "a fresh process's first request's steps less their warm medians (warm-up requests)";
+    line(&mut o, "first_statement_ms", &cold.excess(), t.first_statement_us, how);
     let d = &base.driver;
     let _ = writeln!(o, "\n[driver]\nawaits = \"explicit\"");
     line(&mut o, "statement_ms", &[], d.statement_us, "a statement that did not write");
@@ -276,7 +344,7 @@ mod tests {
         assert_eq!((r.first_accept, r.accepts.as_slice()), (Some(300.0), &[][..]));
         assert_eq!((r.first_handler, r.handlers.as_slice()), (Some(1500.0), &[120.0][..]));
         assert_eq!(r.commits, [800.0]);
-        let p = profile(&[r], "measured here");
+        let p = profile(&[r], &ColdSteps::default(), "measured here");
         assert!(p.starts_with("# measured here\ndescription = "), "{p}");
         assert!(p.contains("[runtime]\nkind = \"event-loop\"\n"), "{p}");
         assert!(
@@ -302,6 +370,46 @@ mod tests {
         assert!(
             round_times(&f).unwrap_err().contains("trace.jsonl:1: not an instrumentation line")
         );
+    }
+
+    #[test]
+    fn a_fresh_process_s_first_steps_less_its_warm_ones_are_its_cold_code() {
+        let dir = std::env::temp_dir().join(format!("idemsim-cal-cold-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("trace.jsonl");
+        let req = |p: u32, i: u32, t: [u32; 5]| {
+            let a = format!("idemsim-warmup-{p}-{i}");
+            ["read", "lookup", "resume", "insert", "reply"]
+                .iter()
+                .zip(t)
+                .map(|(ev, t)| format!(r#"{{"t_us":{t},"attempt":"{a}","ev":"{ev}"}}"#))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let lines = [
+            // Written out of order: a request's events are sorted by time.
+            req(1, 0, [0, 2000, 2700, 3800, 9000]),
+            req(1, 1, [10_000, 10_200, 10_500, 11_200, 11_300]),
+            req(1, 3, [20_000, 20_100, 20_200, 20_800, 20_900]),
+            req(1, 4, [30_000, 30_100, 30_200, 30_700, 30_800]),
+            r#"{"t_us":40000,"attempt":"0.0.1","ev":"read"}"#.to_string(),
+            r#"{"t_us":40100,"attempt":"0.0.1","ev":"lookup"}"#.to_string(),
+            r#"{"t_us":40900,"attempt":"0.0.1","ev":"resume"}"#.to_string(),
+        ];
+        std::fs::write(&f, lines.join("\n")).unwrap();
+        let mut c = ColdSteps::default();
+        c.add(&f).unwrap();
+        // Warm medians: lookup→resume 100, resume→insert 600 (of 500 and 600, the upper).
+        assert_eq!(c.first["lookup→resume"], [700.0]);
+        assert_eq!(c.warm["resume→insert"], [600.0, 500.0]);
+        // The request itself (0.0.1), the handler (read→lookup), the reply and warm-up 1 are
+        // not counted.
+        assert_eq!(c.first.len(), 2);
+        assert_eq!(c.excess(), [600.0, 500.0]);
+        let p = profile(&[], &c, "here");
+        assert!(p.contains("first_statement_ms = { p0 = 0.5, "), "{p}");
+        assert!(p.contains("less their warm medians (warm-up requests): 2 measured"), "{p}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -339,14 +447,14 @@ mod tests {
             first_preempted: vec![InConnect, No, AfterConnect, No],
             ..Default::default()
         };
-        let p = profile(&[r], "here");
+        let p = profile(&[r], &ColdSteps::default(), "here");
         assert!(p.contains("\nwake_preempts = 0.250  # a fresh process's first"), "{p}");
         assert!(
             p.contains("accepting it: 1 of 4\n# not modelled (docs/reality.md): of the others"),
             "{p}"
         );
         assert!(p.contains("second accept began: 1 of 3\n"), "{p}");
-        let p = profile(&[], "here");
+        let p = profile(&[], &ColdSteps::default(), "here");
         assert!(p.contains("wake_preempts = ") && !p.contains("# not modelled"), "{p}");
         assert!(p.contains("(a fresh process's first connection") && p.contains("no client lines"));
         std::fs::write(dir.join("client.jsonl"), "{").unwrap();

@@ -616,6 +616,32 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "an unknown CPU".into())
 }
 
+/// The cold code's rounds of `calibrate`: a fifth as many as its measuring rounds (10 to
+/// 200), each warming its fresh processes up with [`super::calibrate::WARMUPS`] requests, whose
+/// steps are what is measured.
+fn cold_steps(
+    sim: &Arc<Sim>,
+    model: &Arc<Model>,
+    target: &Target,
+    rounds: u64,
+) -> anyhow::Result<super::calibrate::ColdSteps> {
+    let n = (rounds / 5).clamp(10, 200);
+    let round = RoundOptions::plain(60_000_000, true, super::calibrate::WARMUPS);
+    let report = super::real(sim, model, target, &RealOptions::plain(n, round), |line| {
+        eprint!("\rcold code: round {} of {n}   ", line.round + 1);
+    })
+    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
+    eprintln!();
+    let mut cold = super::calibrate::ColdSteps::default();
+    for r in &report.rounds {
+        let Some(dir) = &r.dir else { continue };
+        let added = cold.add(&std::path::Path::new(dir).join("trace.jsonl"));
+        let _ = std::fs::remove_dir_all(dir);
+        added.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
+    }
+    Ok(cold)
+}
+
 /// Run the `calibrate` command.
 pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     let target = super::target::find(&a.target)?;
@@ -644,6 +670,7 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
         let _ = std::fs::remove_dir_all(dir);
         times.push(t.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
     }
+    let cold = cold_steps(&sim, &model, &target, rounds)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -659,7 +686,7 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
         report.load_after[0],
         utc(now)
     );
-    let text = super::calibrate::profile(&times, &provenance);
+    let text = super::calibrate::profile(&times, &cold, &provenance);
     match &a.out {
         Some(out) => {
             crate::outfile::write_file(out, &text)?;

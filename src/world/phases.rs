@@ -48,6 +48,9 @@ pub(crate) struct Phases {
     pub served: u64,
     /// Connections accepted since the process started (the first runs cold code).
     pub accepts: u64,
+    /// The kinds of statement (`Stmt as u32`, one bit each) that have run since the process
+    /// started: the first of each kind runs cold code (`first_statement_ms`).
+    pub ran: u64,
     /// The process started warm (`[world] start = "warm"`, first start only): its first
     /// accept and request cost a warm one's.
     pub warm: bool,

@@ -293,6 +293,7 @@ impl Runner {
     ) -> Result<T, Failure> {
         self.hold().await;
         clock::yield_now().await;
+        self.cold_statement(stmt).await;
         let driver = &self.world.model.driver;
         let took = draw(driver.statement_us);
         if took > 0 {
@@ -351,6 +352,28 @@ impl Runner {
         committed.and(r)
     }
 
+    /// The first statement of `stmt`'s kind in a fresh process's life runs its cold code first
+    /// (an event loop's `first_statement_ms`; a warm-started process has run it all).
+    async fn cold_statement(&self, stmt: Stmt) {
+        let Some(times) = self.world.model.loop_times() else { return };
+        if times.first_statement_us.max() == 0 {
+            return;
+        }
+        let bit = 1u64 << (stmt as u32);
+        let first = {
+            let mut st = self.world.lock();
+            let ph = &mut st.processes[self.idx].phases;
+            let first = ph.ran & bit == 0 && !ph.warm;
+            ph.ran |= bit;
+            first
+        };
+        if first {
+            let us = draw(times.first_statement_us);
+            self.event(What::ColdStatement { stmt, us });
+            clock::sleep_us(us).await;
+        }
+    }
+
     /// The `commit_lost` fault: the connection to the database is lost around COMMIT. The
     /// commit happened or not (even odds, drawn from the seed); the server only sees an error.
     async fn lose_connection_at_commit(&self, stmt: Stmt) -> Failure {
@@ -366,11 +389,11 @@ impl Runner {
     }
 
     /// The syncs of a commit that made writes durable (`driver.commit_ms`). With a rollback
-    /// journal SQLite syncs twice: the journal (under the RESERVED lock: readers still read),
-    /// then, under the EXCLUSIVE lock, the database pages, before it deletes the journal; the
-    /// second half of the time every other connection's statement finds the database locked
-    /// (`State::syncing`). A WAL commit appends to the log, and readers go on reading their
-    /// snapshot.
+    /// journal SQLite takes the EXCLUSIVE lock before its first sync (`syncJournal` begins
+    /// with `sqlite3PagerExclusiveLock`) and holds it through the journal's sync, the database
+    /// pages' write and sync, until it deletes the journal: for the whole commit time every
+    /// other connection's statement finds the database locked (`State::syncing`). A WAL commit
+    /// appends to the log, and readers go on reading their snapshot.
     async fn sync_journal(&self) {
         let us = draw(self.world.model.driver.commit_us);
         if us == 0 {
@@ -388,12 +411,10 @@ impl Runner {
                 }
             }
         }
-        let journal = us / 2;
-        clock::sleep_us(journal).await;
         let id = self.conn.id();
         self.world.lock().syncing = Some(id);
         let _held = Syncing(&self.world, id);
-        clock::sleep_us(us - journal).await;
+        clock::sleep_us(us).await;
     }
 
     /// Does another connection's commit hold the database's lock now (its journal sync)?

@@ -144,6 +144,22 @@ fn a_stack_file_beside_the_model_is_read_and_must_state_its_timings() {
     let m = Model::load(&dir.join("m.toml")).unwrap();
     assert_eq!(m.driver.commit_us, (1_000, 2_000).into());
     assert_eq!(m.loop_times().unwrap().first_handler_us, (1_000, 2_000).into());
+    // No first_statement_ms: no statement runs cold code.
+    assert_eq!(m.loop_times().unwrap().first_statement_us, (0, 0).into());
+    // A thread runtime has no cold statements (not measured): refused where it is written.
+    let threads = "[runtime]\nkind = \"thread-per-request\"\naccept_ms = [0.2, 0.3]\n\
+                   first_accept_ms = [0.2, 0.3]\nhandler_ms = [0.3, 0.5]\n\
+                   first_handler_ms = [0.3, 0.5]\nfirst_statement_ms = [0.1, 0.2]\n";
+    std::fs::write(
+        dir.join("mine.toml"),
+        format!("{threads}[driver]\nstatement_ms = [0.01, 0.02]\ncommit_ms = [1, 2]\nlatency_ms = [0, 0]\n"),
+    )
+    .unwrap();
+    let e = Model::load(&dir.join("m.toml")).unwrap_err().to_string();
+    assert!(
+        e.contains("mine.toml:7:") && e.contains("first_statement_ms: only a `event-loop`"),
+        "{e}"
+    );
     // A missing stack file names the path it tried.
     std::fs::remove_file(dir.join("mine.toml")).unwrap();
     let e = Model::load(&dir.join("m.toml")).unwrap_err().to_string();
@@ -178,14 +194,36 @@ fn processes_start_cold_or_warm_and_a_restart_is_cold() {
                 _ => None,
             })
             .collect();
-        (cold, events.iter().any(|e| matches!(e.what, What::ProcessCrashed)))
+        // Each statement run cold: before the crash or after it.
+        let mut crashed = false;
+        let mut statements: [Vec<&'static str>; 2] = Default::default();
+        for e in &events {
+            match &e.what {
+                What::ProcessCrashed => crashed = true,
+                What::ColdStatement { stmt, .. } => statements[crashed as usize].push(stmt.name()),
+                _ => {}
+            }
+        }
+        (cold, crashed, statements)
     };
-    let (warm, crashed) = colds("warm");
+    let (warm, crashed, statements) = colds("warm");
     assert!(crashed, "the injected crash fired");
     // The first attempt warm; the retry served by the restarted, fresh process cold.
     assert_eq!(warm, [false, true]);
-    let (cold, _) = colds("cold");
+    // A warm process has run every statement's code; the restarted one runs each kind's cold
+    // once.
+    assert_eq!(statements[0], Vec::<&str>::new());
+    let after = &statements[1];
+    assert!(
+        !after.is_empty() && after.iter().all(|s| after.iter().filter(|t| *t == s).count() == 1)
+    );
+    let (cold, _, statements) = colds("cold");
     assert_eq!(cold, [true, true]);
+    assert!(
+        statements[0].contains(&"begin") && statements[0].contains(&"lookup"),
+        "{statements:?}"
+    );
+    assert_eq!(&statements[1], after);
     let e = idemsim::scenario::Sim::parse(Path::new("s.toml"), &text("tepid")).unwrap_err();
     assert!(e.to_string().contains("world.start"), "{e}");
 }

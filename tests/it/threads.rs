@@ -125,9 +125,9 @@ fn model_at_stack_is_the_same_design_on_another_stack_and_replays_by_that_name()
     assert!(e.contains("unknown stack `no-such-stack`"), "{e}");
 }
 
-/// A commit that syncs a rollback journal holds SQLite's EXCLUSIVE lock for its second half
-/// (the database's sync, before the journal is deleted): another connection's lookup then waits
-/// on the busy schedule. In WAL mode readers read their snapshot and never wait.
+/// A commit that syncs a rollback journal holds SQLite's EXCLUSIVE lock from its journal's sync
+/// to the database's (`syncJournal` takes it first): another connection's lookup then waits on
+/// the busy schedule. In WAL mode readers read their snapshot and never wait.
 #[test]
 fn a_rollback_commit_holds_readers_off_while_it_syncs_the_database() {
     let d = dir("sync");
@@ -144,7 +144,7 @@ fn a_rollback_commit_holds_readers_off_while_it_syncs_the_database() {
                 .on_stack("s.toml", idemsim::model::named_stack("s.toml", &d).unwrap())
                 .unwrap(),
         );
-        // a's insert syncs from 0.01 ms: its journal until 5.01, the database until 10.01.
+        // a's insert syncs from 0.01 ms (its journal, then the database) until 10.01.
         let sim = Arc::new(
             Sim::parse(
                 Path::new("two.toml"),
@@ -173,10 +173,10 @@ fn a_rollback_commit_holds_readers_off_while_it_syncs_the_database() {
             .unwrap();
         (waited, looked)
     };
-    // b's lookup at 6.51 ms meets a's database sync: it waits 1 ms, 2, then 5 (SQLite's
-    // schedule), and reads at 14.51, during the journal half of a's next commit (its
-    // save-response), when readers may read.
-    assert_eq!(lookup_of_b("rollback"), (true, 14_510));
+    // b's lookup at 6.51 ms meets a's commit: it waits 1 ms, 2, 5 (SQLite's schedule), meets
+    // a's next commit (its save-response, 10.01 to 20.01) at 14.51, waits 10 more and reads at
+    // 24.51.
+    assert_eq!(lookup_of_b("rollback"), (true, 24_510));
     assert_eq!(lookup_of_b("wal"), (false, 6_510));
     std::fs::remove_dir_all(&d).unwrap();
 }

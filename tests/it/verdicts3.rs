@@ -58,14 +58,14 @@ fn every_fault_that_fired_is_counted_per_run_and_in_the_header() {
 #[test]
 fn a_client_out_of_retries_under_faults_is_not_the_designs_failure() {
     // transactional × crash-between-steps with crashes at 0.15 a boundary (0.08 shipped),
-    // seed 3: one order's 8 attempts all met a crashed or restarting process; nothing the
+    // seed 29: one order's attempts all met a crashed or restarting process; nothing the
     // design answered left it unfinished.
     let path = root().join("sims/faults/crash-between-steps.toml");
     let src = std::fs::read_to_string(&path).unwrap();
     assert!(src.contains("\ncrash = 0.08\n"));
     let s =
         Arc::new(Sim::parse(&path, &src.replace("\ncrash = 0.08\n", "\ncrash = 0.15\n")).unwrap());
-    let r = run::run(&s, &model("transactional"), 3, RunOptions::default()).unwrap().report;
+    let r = run::run(&s, &model("transactional"), 29, RunOptions::default()).unwrap().report;
     let out: Vec<_> = r.violations.iter().filter(|v| v.name == V::OutOfRetries).collect();
     assert!(!out.is_empty() && out.iter().all(|v| v.permitted), "{:?}", r.violations);
     assert!(!r.violations.iter().any(|v| v.name == V::UnfinishedIntent), "{:?}", r.violations);
@@ -170,11 +170,11 @@ fn concurrent_intents_start_together() {
 
 #[test]
 fn the_oracle_pages_example_shows_what_its_trace_shows_and_a_derived_key_expires_by_policy() {
-    // docs/oracle.md quotes ttl-cache-get-set × cache-faults, seed 3, as an eviction before the
+    // docs/oracle.md quotes ttl-cache-get-set × cache-faults, seed 10, as an eviction before the
     // TTL, not a refused SET: the trace says so.
     let s = sim("sims/dependencies/cache-faults.toml");
     let out =
-        run::run(&s, &model("ttl-cache-get-set"), 3, RunOptions { keep_history: true }).unwrap();
+        run::run(&s, &model("ttl-cache-get-set"), 10, RunOptions { keep_history: true }).unwrap();
     let evicted = out
         .history
         .as_ref()

@@ -647,16 +647,16 @@ pub struct Model {
 
 impl Model {
     /// The event loop's times of the model's runtime, if it runs on an event loop.
-    pub fn loop_times(&self) -> Option<LoopTimes> {
-        match self.runtime {
+    pub fn loop_times(&self) -> Option<&LoopTimes> {
+        match &self.runtime {
             Runtime::EventLoop(t) => Some(t),
             Runtime::Threads(_) => None,
         }
     }
 
     /// The threads' times of the model's runtime, if it runs a thread per request.
-    pub fn thread_times(&self) -> Option<ThreadTimes> {
-        match self.runtime {
+    pub fn thread_times(&self) -> Option<&ThreadTimes> {
+        match &self.runtime {
             Runtime::Threads(t) => Some(t),
             Runtime::EventLoop(_) => None,
         }

@@ -114,16 +114,25 @@ pub fn first_preempted(dir: &Path) -> Result<Vec<Preempted>, String> {
         .collect())
 }
 
+/// One round's instrumentation file, line by line (a bad line is named with its number).
+fn lines(trace: &Path) -> Result<Vec<Line>, String> {
+    let text = crate::input::read_file(trace, "instrumentation").map_err(|e| e.to_string())?;
+    let lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    lines
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                format!("{}:{}: not an instrumentation line: {e}", trace.display(), i + 1)
+            })
+        })
+        .collect()
+}
+
 /// Read one round's instrumentation file.
 pub fn round_times(trace: &Path) -> Result<RoundTimes, String> {
-    let text = crate::input::read_file(trace, "instrumentation").map_err(|e| e.to_string())?;
     let mut by: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     let mut accepts = Vec::new();
     let mut others = Vec::new();
-    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let line: Line = serde_json::from_str(l).map_err(|e| {
-            format!("{}:{}: not an instrumentation line: {e}", trace.display(), i + 1)
-        })?;
+    for line in lines(trace)? {
         let who = line.attempt.clone().unwrap_or_default();
         if line.ev == "read"
             && let Some(a) = line.accepted_us
@@ -182,13 +191,9 @@ pub struct ColdSteps {
 impl ColdSteps {
     /// Add one round's warm-up requests (its instrumentation file; other requests are skipped).
     pub fn add(&mut self, trace: &Path) -> Result<(), String> {
-        let text = crate::input::read_file(trace, "instrumentation").map_err(|e| e.to_string())?;
         let prefix = format!("{}-", super::round::WARMUP_USER);
         let mut by: BTreeMap<String, Vec<(f64, String)>> = BTreeMap::new();
-        for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let line: Line = serde_json::from_str(l).map_err(|e| {
-                format!("{}:{}: not an instrumentation line: {e}", trace.display(), i + 1)
-            })?;
+        for line in lines(trace)? {
             if let Some(a) = line.attempt.filter(|a| a.starts_with(&prefix)) {
                 by.entry(a).or_default().push((line.t_us, line.ev));
             }

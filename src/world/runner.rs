@@ -183,7 +183,7 @@ impl Runner {
     /// Wait for the loop in phases to grant this execution its turn (a fresh request's
     /// execution takes the grant of the handler just read and runs its handler's own code
     /// first; any other queues for the next iteration unless it waits for the check phase).
-    async fn acquire_phased(&self, times: crate::model::LoopTimes) {
+    async fn acquire_phased(&self, times: &crate::model::LoopTimes) {
         use super::phases::NEW;
         let (idx, me) = (self.idx, self.id);
         struct Waiting<'a>(&'a World, usize, u64);

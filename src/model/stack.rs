@@ -52,6 +52,12 @@ struct RuntimeFile {
     /// event-loop: the extra time of each kind of statement's first run in a fresh process
     /// (absent: none).
     first_statement_ms: Option<Spanned<toml::Value>>,
+    /// thread-per-request and prefork: a request's database connection opened after its
+    /// handler's code, an interpreter lock released meanwhile (absent: none).
+    connect_ms: Option<Spanned<toml::Value>>,
+    /// thread-per-request with a GIL: a request's thread's code before it first reads its
+    /// socket, part of `handler_ms` (absent: none).
+    prelude_ms: Option<Spanned<toml::Value>>,
 }
 
 /// Most threads a thread-per-request process may serve at once.
@@ -180,32 +186,18 @@ fn parse_runtime(
     table: std::ops::Range<usize>,
 ) -> Result<Runtime, InputError> {
     let kinds = [("event-loop", 0), ("thread-per-request", 1), ("prefork", 2)];
-    let kind = file.choice(&Some(r.kind.clone()), "runtime.kind", &kinds)?.unwrap_or(0);
+    let kind: u8 = file.choice(&Some(r.kind.clone()), "runtime.kind", &kinds)?.unwrap_or(0);
     let range = |field: &str, v: &Option<Spanned<toml::Value>>| {
         if v.is_none() {
             return Err(missing(file, table.clone(), &format!("runtime.{field}")));
         }
         file.ms_dist(&format!("runtime.{field}"), v, Dist::Uniform(0, 0))
     };
-    let not_here = |span: std::ops::Range<usize>, field: &str, kind: &str| {
-        Err(file.err(span, format!("runtime.{field}: only a `{kind}` runtime has it")))
-    };
+    refuse_other_kinds(file, r, kind)?;
     if kind > 0 {
-        if let Some(t) = &r.turn_ms {
-            return not_here(t.span(), "turn_ms", "event-loop");
-        }
-        if let Some(w) = &r.wake_preempts {
-            return not_here(w.span(), "wake_preempts", "event-loop");
-        }
-        if let Some(f) = &r.first_statement_ms {
-            return not_here(f.span(), "first_statement_ms", "event-loop");
-        }
         let (threads, gil_switch_us) = if kind == 2 {
             (prefork_fields(file, r, table.clone())?, None)
         } else {
-            if let Some(w) = &r.workers {
-                return not_here(w.span(), "workers", "prefork");
-            }
             thread_fields(file, r)?
         };
         return Ok(Runtime::Threads(ThreadTimes {
@@ -213,22 +205,12 @@ fn parse_runtime(
             first_accept_us: range("first_accept_ms", &r.first_accept_ms)?,
             handler_us: range("handler_ms", &r.handler_ms)?,
             first_handler_us: range("first_handler_ms", &r.first_handler_ms)?,
+            connect_us: file.ms_dist("runtime.connect_ms", &r.connect_ms, Dist::Uniform(0, 0))?,
+            prelude_us: file.ms_dist("runtime.prelude_ms", &r.prelude_ms, Dist::Uniform(0, 0))?,
             threads,
             gil_switch_us,
             prefork: kind == 2,
         }));
-    }
-    if let Some(w) = &r.workers {
-        return not_here(w.span(), "workers", "prefork");
-    }
-    if let Some(t) = &r.threads {
-        return not_here(t.span(), "threads", "thread-per-request");
-    }
-    if let Some(g) = &r.gil {
-        return not_here(g.span(), "gil", "thread-per-request");
-    }
-    if let Some(s) = &r.switch_interval_ms {
-        return not_here(s.span(), "switch_interval_ms", "thread-per-request");
     }
     Ok(Runtime::EventLoop(LoopTimes {
         turn_us: range("turn_ms", &r.turn_ms)?,
@@ -243,6 +225,40 @@ fn parse_runtime(
             Dist::Uniform(0, 0),
         )?,
     }))
+}
+
+/// A field of another kind of runtime than `kind` (0 event loop, 1 thread per request, 2
+/// prefork), refused at its location. (Prefork's own refusals, with their reason, are
+/// `prefork_fields`'.)
+fn refuse_other_kinds(file: Source, r: &RuntimeFile, kind: u8) -> Result<(), InputError> {
+    type Field<'a> = (&'a str, Option<std::ops::Range<usize>>, &'a [u8], &'a str);
+    let fields: [Field; 9] = [
+        ("turn_ms", r.turn_ms.as_ref().map(|v| v.span()), &[0], "event-loop"),
+        ("wake_preempts", r.wake_preempts.as_ref().map(|v| v.span()), &[0], "event-loop"),
+        ("first_statement_ms", r.first_statement_ms.as_ref().map(|v| v.span()), &[0], "event-loop"),
+        ("workers", r.workers.as_ref().map(|v| v.span()), &[2], "prefork"),
+        ("threads", r.threads.as_ref().map(|v| v.span()), &[1, 2], "thread-per-request"),
+        ("gil", r.gil.as_ref().map(|v| v.span()), &[1, 2], "thread-per-request"),
+        (
+            "switch_interval_ms",
+            r.switch_interval_ms.as_ref().map(|v| v.span()),
+            &[1, 2],
+            "thread-per-request",
+        ),
+        (
+            "connect_ms",
+            r.connect_ms.as_ref().map(|v| v.span()),
+            &[1, 2],
+            "thread-per-request` or `prefork",
+        ),
+        ("prelude_ms", r.prelude_ms.as_ref().map(|v| v.span()), &[1, 2], "thread-per-request"),
+    ];
+    for (field, at, kinds, owner) in fields {
+        if let Some(at) = at.filter(|_| !kinds.contains(&kind)) {
+            return Err(file.err(at, format!("runtime.{field}: only a `{owner}` runtime has it")));
+        }
+    }
+    Ok(())
 }
 
 /// An event loop's `wake_preempts` (absent: 0, no client is preempted), a share in [0, 1]
@@ -272,6 +288,7 @@ fn prefork_fields(
         ("threads", r.threads.as_ref().map(|t| t.span())),
         ("gil", r.gil.as_ref().map(|g| g.span())),
         ("switch_interval_ms", r.switch_interval_ms.as_ref().map(|s| s.span())),
+        ("prelude_ms", r.prelude_ms.as_ref().map(|s| s.span())),
     ] {
         if let Some(span) = span {
             return Err(file.err(
@@ -317,5 +334,10 @@ fn thread_fields(file: Source, r: &RuntimeFile) -> Result<(u32, Option<u64>), In
         (s, true) => Some(file.ms("runtime.switch_interval_ms", s, 5_000, 1)?),
         (None, false) => None,
     };
+    if let (Some(p), false) = (&r.prelude_ms, gil) {
+        return Err(
+            file.err(p.span(), "runtime.prelude_ms: only a runtime with `gil = true` has one")
+        );
+    }
     Ok((threads, switch))
 }

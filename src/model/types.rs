@@ -345,6 +345,12 @@ pub struct ThreadTimes {
     pub handler_us: Dist,
     /// The same for the first request a process serves after it started (cold code).
     pub first_handler_us: Dist,
+    /// The request's database connection opened after its own code, the interpreter lock
+    /// released meanwhile (Python's `sqlite3.connect`); 0 when `handler_us` includes it.
+    pub connect_us: Dist,
+    /// With a GIL: the part of `handler_us` before the thread first reads its socket (a read
+    /// that must wait for the request's bytes gives the lock up there).
+    pub prelude_us: Dist,
     /// Threads that serve requests at once per process; 0: a new thread for each request.
     pub threads: u32,
     /// The interpreter lock's switch interval (µs), if the runtime has one (CPython: 5 ms).

@@ -291,6 +291,26 @@ impl Runner {
         stmt: Stmt,
         f: impl Fn(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, Failure> {
+        let r = self.sql_call(stmt, f).await;
+        self.back_from_c().await;
+        r
+    }
+
+    /// Back from a call that ran without the interpreter lock (a thread runtime with a GIL):
+    /// the thread runs on only once it holds the lock again, in line behind the threads
+    /// that already wait for it.
+    async fn back_from_c(&self) {
+        if let Some(t) = self.world.model.thread_times().filter(|t| t.gil_switch_us.is_some()) {
+            super::threads::code(&self.world, self.idx, t, 0).await;
+        }
+    }
+
+    /// `sql` until the statement returned.
+    async fn sql_call<T>(
+        &self,
+        stmt: Stmt,
+        f: impl Fn(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, Failure> {
         self.hold().await;
         clock::yield_now().await;
         self.cold_statement(stmt).await;

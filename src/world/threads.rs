@@ -10,9 +10,17 @@
 //!
 //! With a GIL (`gil = true`), that code and the accept thread's run only while the thread holds
 //! the process's one interpreter lock, taken first come first served and given back after every
-//! switch interval when another thread waits (CPython's `sys.getswitchinterval()`, 5 ms); a
-//! thread inside SQLite holds no GIL (the `sqlite3` module releases it around every call), so
-//! statements, fsyncs and lock waits never hold it.
+//! switch interval when another thread waits (CPython's `sys.getswitchinterval()`, 5 ms). Every
+//! call that blocks gives it up: a statement (the `sqlite3` module releases it around every
+//! SQLite call, so statements, fsyncs and lock waits never hold it), the connection's open
+//! (`connect_ms`), a read of the socket before the request's bytes have arrived; a thread back
+//! from one waits in line to hold it again. A read whose bytes are there returns at once with
+//! the lock still held (the waiter it signalled has not woken yet). The accept thread takes a
+//! place in line for each thread it starts (`Thread.start()` waits for the thread to run) and
+//! then queues behind it; the new thread runs its code up to its first read (`prelude_ms`) in
+//! that place. Found in the real server's trace lines (stacks/python-sqlite-threads.toml): the
+//! accept loop's `Thread.start()` returns 0.06 ms after the thread's setup when its bytes come
+//! later, and only once the thread reaches `sqlite3.connect` when they were already there.
 //!
 //! Prefork (`kind = "prefork"`, `workers = N`: gunicorn's sync workers, a prefork PHP or Ruby
 //! server) is the same machinery without a GIL: N worker processes share the server's socket,
@@ -85,6 +93,10 @@ impl Fifo {
     fn contended(&self) -> bool {
         !self.queue.is_empty()
     }
+    /// Put `ticket` in line now for a thread that will take its place when it first runs.
+    fn reserve(&mut self, ticket: u64) {
+        self.queue.push_back((ticket, None));
+    }
 }
 
 /// A process's threads: its interpreter lock and its pool (with prefork: its worker
@@ -95,6 +107,9 @@ pub(crate) struct ThreadState {
     pub pool: Fifo,
     busy: std::collections::BTreeSet<u32>,
     served: std::collections::BTreeMap<u32, u64>,
+    /// Places in the GIL's line the accept thread took for the threads it started (a new
+    /// thread waits for the lock from its start), in the order it started them.
+    handed: VecDeque<u64>,
 }
 
 /// Which semaphore of the process.
@@ -144,7 +159,17 @@ impl Drop for Permit {
 
 /// Wait for a permit of `which` (`permits` of them) in line.
 async fn take(world: &Arc<World>, idx: usize, which: Which, permits: u32) -> Permit {
-    let ticket = world.next_tag();
+    take_as(world, idx, which, permits, world.next_tag()).await
+}
+
+/// `take` with a ticket already in line (or kept at its head).
+async fn take_as(
+    world: &Arc<World>,
+    idx: usize,
+    which: Which,
+    permits: u32,
+    ticket: u64,
+) -> Permit {
     struct InLine<'a>(&'a World, usize, Which, u64);
     impl Drop for InLine<'_> {
         fn drop(&mut self) {
@@ -179,14 +204,27 @@ async fn take(world: &Arc<World>, idx: usize, which: Which, permits: u32) -> Per
 }
 
 /// Run `us` of interpreted code: under the GIL when the runtime has one, in slices of its
-/// switch interval when another thread waits for it.
-async fn code(world: &Arc<World>, idx: usize, t: &ThreadTimes, us: u64) {
+/// switch interval when another thread waits for it. With `us = 0`: a thread back from a
+/// call that ran without the lock (SQLite, a connect) waits in line to hold it again.
+pub(crate) async fn code(world: &Arc<World>, idx: usize, t: &ThreadTimes, us: u64) {
     let Some(switch) = t.gil_switch_us else {
         return clock::sleep_us(us).await;
     };
+    let gil = take(world, idx, Which::Gil, 1).await;
+    drop(run_under(world, idx, switch, gil, us).await);
+}
+
+/// Run `us` of code holding `gil`, giving it up after a switch interval whenever another
+/// thread waits and getting back in line; returns the lock, still held.
+async fn run_under(
+    world: &Arc<World>,
+    idx: usize,
+    switch: u64,
+    mut gil: Permit,
+    us: u64,
+) -> Permit {
     let mut left = us;
     loop {
-        let gil = take(world, idx, Which::Gil, 1).await;
         let mut slice = left.min(switch);
         clock::sleep_us(slice).await;
         left -= slice;
@@ -196,14 +234,17 @@ async fn code(world: &Arc<World>, idx: usize, t: &ThreadTimes, us: u64) {
             clock::sleep_us(slice).await;
             left -= slice;
         }
-        drop(gil);
         if left == 0 {
-            return;
+            return gil;
         }
+        drop(gil);
+        gil = take(world, idx, Which::Gil, 1).await;
     }
 }
 
-/// The accept thread of process `idx`: connections one by one, each handed to a thread.
+/// The accept thread of process `idx`: connections one by one, each handed to a thread. With
+/// a GIL and a thread per request, `Thread.start()` returns only once the new thread has run and
+/// the accept thread holds the lock again: it waits in line behind the thread it started.
 pub(crate) async fn accept_main(
     world: Arc<World>,
     idx: usize,
@@ -222,7 +263,24 @@ pub(crate) async fn accept_main(
                     ph.accepts == 1 && !ph.warm
                 };
                 let us = draw(if first { t.first_accept_us } else { t.accept_us });
-                code(&world, idx, &t, us).await;
+                match t.gil_switch_us.filter(|_| t.threads == 0) {
+                    Some(switch) => {
+                        let gil = take(&world, idx, Which::Gil, 1).await;
+                        let gil = run_under(&world, idx, switch, gil, us).await;
+                        let ticket = world.next_tag();
+                        {
+                            let mut st = world.lock();
+                            let th = &mut st.processes[idx].threads;
+                            th.gil.reserve(ticket);
+                            th.handed.push_back(ticket);
+                        }
+                        drop(gil);
+                        super::server::spawn_handler(&world, idx, &shared, &None, env, false);
+                        code(&world, idx, &t, 0).await;
+                        continue;
+                    }
+                    None => code(&world, idx, &t, us).await,
+                }
             }
             super::server::spawn_handler(&world, idx, &shared, &None, env, false);
         }
@@ -254,6 +312,69 @@ pub(crate) async fn start(
         };
         code(world, idx, t, draw(if first { t.first_accept_us } else { t.accept_us })).await;
     }
+    match t.gil_switch_us {
+        Some(switch) if !t.prefork => gil_thread(world, idx, env, who, t, switch).await,
+        _ => free_thread(world, idx, env, who, t, worker).await,
+    }
+    // The request's own database connection opened, the GIL released meanwhile.
+    let connect = draw(t.connect_us);
+    if connect > 0 {
+        clock::sleep_us(connect).await;
+        code(world, idx, t, 0).await;
+    }
+    thread
+}
+
+/// A request's thread under a GIL: its code until it first reads its socket (`prelude_us`) in
+/// the place in line the accept thread took for it; a read whose bytes are there returns at
+/// once and the thread runs on with the lock; one that blocks gives the lock up until they
+/// arrive, then waits in line. Then the rest of its code until the connect.
+async fn gil_thread(
+    world: &Arc<World>,
+    idx: usize,
+    env: &Envelope,
+    who: Actor,
+    t: &ThreadTimes,
+    switch: u64,
+) {
+    let handed = match t.threads {
+        0 => world.lock().processes[idx].threads.handed.pop_front(),
+        _ => None,
+    };
+    let first = {
+        let mut st = world.lock();
+        let p = &mut st.processes[idx];
+        p.phases.served += 1;
+        p.phases.served == 1 && !p.phases.warm
+    };
+    let us = draw(if first { t.first_handler_us } else { t.handler_us });
+    world.emit(Node::Server(idx as u32), Some(who), What::HandlerCode { us, cold: first });
+    let prelude = draw(t.prelude_us).min(us);
+    let mut gil = match handed {
+        Some(ticket) => take_as(world, idx, Which::Gil, 1, ticket).await,
+        None => take(world, idx, Which::Gil, 1).await,
+    };
+    gil = run_under(world, idx, switch, gil, prelude).await;
+    let readable = env.arrived_us.saturating_add(env.connect_gap_us);
+    let now = world.now_us();
+    if readable > now {
+        drop(gil);
+        clock::sleep_us(readable - now).await;
+        gil = take(world, idx, Which::Gil, 1).await;
+    }
+    drop(run_under(world, idx, switch, gil, us - prelude).await);
+}
+
+/// A request's thread with no lock to share (no GIL, or a prefork worker): its request's
+/// bytes read once they have arrived, then its own code.
+async fn free_thread(
+    world: &Arc<World>,
+    idx: usize,
+    env: &Envelope,
+    who: Actor,
+    t: &ThreadTimes,
+    worker: u32,
+) {
     let readable = env.arrived_us.saturating_add(env.connect_gap_us);
     let now = world.now_us();
     if readable > now {
@@ -275,5 +396,4 @@ pub(crate) async fn start(
     let us = draw(if first { t.first_handler_us } else { t.handler_us });
     world.emit(Node::Server(idx as u32), Some(who), What::HandlerCode { us, cold: first });
     code(world, idx, t, us).await;
-    thread
 }

@@ -10,6 +10,9 @@ Prints p10/p50/p90 (nearest rank, as `idemsim calibrate`) in µs of:
   of each process instance (cold) and the later ones (warm), with its parts (body, JSON,
   validation and SHA-256 until sqlite3.connect; the connect; connect to first statement);
 - each statement kind's own duration (execute + fetch), as the `stmts` lists give them;
+- the thread runtime's stack fields: accept() to the thread's setup (`accept_ms`, cold and
+  warm), the setup to sqlite3.connect (`handler_ms`, cold and warm) and the connect itself
+  (`connect_ms`, the GIL released);
 - accept-to-accept gaps of one process instance's accept loop, split at the moment the loop
   had started the connection's thread (reply.spawned_us).
 A process instance is a (trace file, pid); requests are ordered by their read time.
@@ -18,6 +21,7 @@ autocommit INSERT = insert - resume.
 """
 
 import json
+import os
 import sys
 from collections import defaultdict
 
@@ -52,7 +56,14 @@ def main(paths):
     stmts = defaultdict(list)
     gaps, first_gaps = [], []
     loop_start, loop_wait = [], []
+    # The thread runtime's stack fields (the GIL held but for the connect): accept() returned
+    # to the thread's setup (accept_ms); the setup to its first read of the socket, among
+    # requests whose bytes came later (prelude_ms: Thread.start() returned then); the setup to
+    # sqlite3.connect among requests whose bytes were there before the setup (handler_ms: it
+    # never waited); the connect itself (connect_ms).
+    acc_setup, acc_setup_cold, prelude, setup_conn, setup_conn_cold, connects = ([] for _ in range(6))
     for path in paths:
+        written = client_writes(path)
         reqs = defaultdict(dict)  # (pid-less) attempt -> {ev: line}
         with open(path) as f:
             for l in f:
@@ -83,6 +94,9 @@ def main(paths):
                     (acc_read_cold if i == 0 else acc_read).append(rd["t_us"] - rd["accepted_us"])
                 if rd.get("started_us") is not None:
                     start_read.append(rd["t_us"] - rd["started_us"])
+                    thread_fields(i, rd, r.get("reply") or {}, written.get(rd.get("attempt")),
+                                  acc_setup_cold if i == 0 else acc_setup, prelude,
+                                  setup_conn_cold if i == 0 else setup_conn, connects)
                 rep = r.get("reply")
                 if rep and rep.get("first_stmt_us") is None and "stmts" not in rep:
                     # server.mjs's lines: the lookup event is stamped right before the SELECT,
@@ -123,10 +137,44 @@ def main(paths):
         print(fmt("  " + k, v))
     for k in sorted(stmts):
         print(fmt(f"statement {k}", stmts[k]))
+    print(fmt("accept_ms: accept() to thread setup", acc_setup))
+    print(fmt("first_accept_ms: the same, 1st request", acc_setup_cold))
+    print(fmt("prelude_ms: setup to 1st read (bytes later)", prelude))
+    print(fmt("handler_ms: setup to connect (bytes there)", setup_conn))
+    print(fmt("first_handler_ms: the same, 1st request", setup_conn_cold))
+    print(fmt("connect_ms: sqlite3.connect", connects))
     print(fmt("accept gap: 1st to 2nd accept", first_gaps))
     print(fmt("accept gap: later", gaps))
     print(fmt("  accept -> Thread.start() returned", loop_start))
     print(fmt("  Thread.start() returned -> next accept", loop_wait))
+
+
+def client_writes(path):
+    """When the real client finished writing each attempt (client.jsonl beside the trace)."""
+    out = {}
+    try:
+        with open(os.path.join(os.path.dirname(path), "client.jsonl")) as f:
+            for l in f:
+                if l.strip():
+                    c = json.loads(l)
+                    out[c["attempt"]] = c.get("written_us")
+    except OSError:
+        pass
+    return out
+
+
+def thread_fields(i, rd, rep, written, acc_setup, prelude, setup_conn, connects):
+    """One request's share of the thread runtime's fields (see main)."""
+    setup = rd["started_us"]
+    if rd.get("accepted_us") is not None:
+        acc_setup.append(setup - rd["accepted_us"])
+    if written is None or rep.get("connect_us") is None:
+        return
+    connects.append(rep["connect_dur_us"])
+    if written <= setup:
+        setup_conn.append(rep["connect_us"] - setup)
+    elif written > setup + 100 and i > 0 and rep.get("spawned_us") is not None:
+        prelude.append(rep["spawned_us"] - setup)
 
 
 def rates(paths):

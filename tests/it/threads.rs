@@ -25,30 +25,42 @@ fn stack(extra: &str) -> String {
     )
 }
 
-/// Three requests sent at once to one process, on the transactional design on `stack`: when
-/// each request's first statement ran (ms), earliest first.
-fn first_statements(d: &Path, stack_text: &str) -> Vec<u64> {
+/// The history of `sim_text` run on the transactional design on `stack_text` (seed 0).
+fn history(d: &Path, stack_text: &str, sim_text: &str) -> Vec<idemsim::history::Event> {
     std::fs::write(d.join("s.toml"), stack_text).unwrap();
     let m = Arc::new(
         model("transactional")
             .on_stack("s.toml", idemsim::model::named_stack("s.toml", d).unwrap())
             .unwrap(),
     );
-    let sim = Arc::new(
-        Sim::parse(
-            Path::new("three.toml"),
-            "[world]\nlatency_ms = [0.01, 0.01]\nconnect_gap_ms = [0, 0]\n\
-             [[request]]\nid = \"a\"\nkey = \"ka\"\n[[request]]\nid = \"b\"\nkey = \"kb\"\n\
-             [[request]]\nid = \"c\"\nkey = \"kc\"\n",
-        )
-        .unwrap(),
-    );
+    let sim = Arc::new(Sim::parse(Path::new("sim.toml"), sim_text).unwrap());
     let out =
         idemsim::run::run(&sim, &m, 0, idemsim::run::RunOptions { keep_history: true }).unwrap();
-    let events = out.history.unwrap().events;
+    out.history.unwrap().events
+}
+
+/// `n` requests with keys of their own, sent at once to one process whose clients write
+/// `gap_ms` after connecting.
+fn requests(n: usize, gap_ms: u32) -> String {
+    let mut t =
+        format!("[world]\nlatency_ms = [0.01, 0.01]\nconnect_gap_ms = [{gap_ms}, {gap_ms}]\n");
+    for i in 0..n {
+        t.push_str(&format!("[[request]]\nid = \"r{i}\"\nkey = \"k{i}\"\n"));
+    }
+    t
+}
+
+/// Three requests sent at once to one process, on the transactional design on `stack`: when
+/// each request's first statement ran (ms), earliest first.
+fn first_statements(d: &Path, stack_text: &str) -> Vec<u64> {
+    statements_after_code(&history(d, stack_text, &requests(3, 0)))
+}
+
+/// When each request's first server event after its handler's code came (ms), earliest first.
+fn statements_after_code(events: &[idemsim::history::Event]) -> Vec<u64> {
     let mut firsts = std::collections::BTreeMap::new();
     let mut coded = std::collections::BTreeSet::new();
-    for e in &events {
+    for e in events {
         let Some(Actor::Attempt { req, .. }) = e.who else { continue };
         match &e.what {
             What::HandlerCode { .. } => {
@@ -66,21 +78,90 @@ fn first_statements(d: &Path, stack_text: &str) -> Vec<u64> {
     at
 }
 
+/// When each request's reply left the server (ms), earliest first.
+fn replies(events: &[idemsim::history::Event]) -> Vec<u64> {
+    let mut at: Vec<u64> = events
+        .iter()
+        .filter(|e| matches!(e.what, What::Reply { .. }))
+        .map(|e| e.t_us / 1000)
+        .collect();
+    at.sort_unstable();
+    at
+}
+
+/// When the accept thread handed each request to its thread (ms), earliest first.
+fn arrivals(events: &[idemsim::history::Event]) -> Vec<u64> {
+    let mut at: Vec<u64> =
+        events.iter().filter(|e| matches!(e.what, What::Arrived)).map(|e| e.t_us / 1000).collect();
+    at.sort_unstable();
+    at
+}
+
 #[test]
 fn threads_run_their_code_side_by_side_and_a_gil_takes_turns_by_switch_interval() {
     let d = dir("gil");
     // No GIL: three threads' 10 ms of code run at once; each statement at 10 ms.
     assert_eq!(first_statements(&d, &stack("")), [10, 10, 10]);
-    // A GIL with a 5 ms switch interval: slices in turn, the accept thread in line too. The
-    // first two requests are accepted before any thread runs; the first thread (1st) holds
-    // the lock 0-5 while the accept thread waits for it to accept the third (3rd); then the
-    // 2nd runs 5-10, the 1st 10-15 (done), the 3rd 15-20, the 2nd 20-25 (done), the 3rd
-    // 25-30 (done).
-    assert_eq!(first_statements(&d, &stack("gil = true")), [15, 25, 30]);
+    // A GIL with a 5 ms switch interval: slices in turn, the accept thread in line too, behind
+    // each thread it started. The 1st thread holds the lock 0-5 while the accept thread waits
+    // for it; the accept thread takes it at 5, starts the 2nd and queues behind it; the 1st
+    // runs 5-10 (done), the 2nd 10-15, the accept thread starts the 3rd at 15, the 2nd runs
+    // 15-20 (done), the 3rd 20-25 and, the accept thread having nothing more, 25-30 (done).
+    assert_eq!(first_statements(&d, &stack("gil = true")), [10, 20, 30]);
     // A longer interval than the code: one after the other.
     assert_eq!(first_statements(&d, &stack("gil = true\nswitch_interval_ms = 50")), [10, 20, 30]);
     // A pool of one thread: one request at a time, whole.
     assert_eq!(first_statements(&d, &stack("threads = 1")), [10, 20, 30]);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A thread back from SQLite (or from opening its connection) runs on only once it holds the
+/// GIL again: it waits while another thread runs its code. Without a GIL it runs on at once.
+#[test]
+fn a_thread_back_from_a_blocking_call_waits_in_line_for_the_gil() {
+    let d = dir("back");
+    let timed = |extra: &str| {
+        stack(&format!("gil = true\nswitch_interval_ms = 50\n{extra}"))
+            .replace("statement_ms = [0, 0]", "statement_ms = [2, 2]")
+    };
+    // The 1st thread's code 0-10, the 2nd's 10-20. The 1st runs its five statements (BEGIN,
+    // lookup, insert, save, COMMIT) of 2 ms from 10: back from BEGIN at 12, it waits for the
+    // lock until 20, then runs the other four 20-28. (The 2nd's BEGIN waits on SQLite's busy
+    // schedule meanwhile and answers last.)
+    let ev = history(&d, &timed(""), &requests(2, 0));
+    assert_eq!(replies(&ev)[0], 28);
+    // No GIL: the 1st's statements run 10-20 beside the 2nd's code.
+    let free = stack("").replace("statement_ms = [0, 0]", "statement_ms = [2, 2]");
+    assert_eq!(replies(&history(&d, &free, &requests(2, 0)))[0], 20);
+    // Opening the connection (3 ms, the lock given up) comes first: the 1st, back from it at 13,
+    // waits for the 2nd's code until 20 and answers at 30.
+    let ev = history(&d, &timed("connect_ms = [3, 3]"), &requests(2, 0));
+    assert_eq!(replies(&ev)[0], 30);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A new thread runs its code up to its first read of the socket (`prelude_ms`) before the
+/// accept thread can start another; a read whose bytes have not arrived gives the lock up
+/// until they do.
+#[test]
+fn a_thread_gives_the_gil_up_only_at_a_read_that_must_wait_for_its_bytes() {
+    let d = dir("prelude");
+    let with = |extra: &str| stack(&format!("gil = true\nswitch_interval_ms = 50\n{extra}"));
+    // Bytes 5 ms after connecting. The 1st thread's prelude runs 0-2, then its read waits and
+    // gives the lock up: the accept thread starts the 2nd at 2.
+    let ev = history(&d, &with("prelude_ms = [2, 2]"), &requests(2, 5));
+    assert_eq!(arrivals(&ev), [0, 2]);
+    // No prelude: it reads at once, so the accept thread starts the 2nd at once.
+    let ev = history(&d, &with(""), &requests(2, 5));
+    assert_eq!(arrivals(&ev), [0, 0]);
+    // Bytes already there: the 1st thread's read returns at once and it keeps the lock for its
+    // whole 10 ms before the accept thread starts the 2nd.
+    let ev = history(&d, &with("prelude_ms = [2, 2]"), &requests(2, 0));
+    assert_eq!(arrivals(&ev), [0, 10]);
+    // Refused where it means nothing: without a GIL, and on prefork workers.
+    std::fs::write(d.join("s.toml"), stack("prelude_ms = [1, 1]")).unwrap();
+    let e = idemsim::model::named_stack("s.toml", &d).unwrap_err().to_string();
+    assert!(e.contains("runtime.prelude_ms: only a runtime with `gil = true`"), "{e}");
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -229,6 +229,7 @@ impl Shared {
 fn frames(mut from: TcpStream, each: &mut OnFrame<'_>) -> Result<(), String> {
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 << 10];
+    let mut framer = resp::Framer::default();
     loop {
         let got = match from.read(&mut chunk) {
             Ok(0) | Err(_) => return Ok(()),
@@ -237,7 +238,7 @@ fn frames(mut from: TcpStream, each: &mut OnFrame<'_>) -> Result<(), String> {
         buf.extend_from_slice(&chunk[..got]);
         let mut used = 0;
         loop {
-            match resp::frame(&buf[used..]) {
+            match framer.next(&buf[used..]) {
                 Ok(Frame::Whole { len, push }) => {
                     each(&buf[used..used + len], push)?;
                     used += len;

@@ -68,7 +68,7 @@ struct ClientLine {
 /// [`Preempted`]). A client that kept its core returns from `connect` within microseconds,
 /// long before a fresh process's accept gets to JavaScript, and writes when its gap ends
 /// (docs/reality.md, "What a scheduler trace showed").
-pub fn first_preempted(dir: &Path) -> Result<Vec<Preempted>, String> {
+fn first_preempted(dir: &Path, trace: &[Line]) -> Result<Vec<Preempted>, String> {
     let path = dir.join("client.jsonl");
     let text = crate::input::read_file(&path, "client trace").map_err(|e| e.to_string())?;
     let mut first: BTreeMap<u64, ClientLine> = BTreeMap::new();
@@ -82,14 +82,12 @@ pub fn first_preempted(dir: &Path) -> Result<Vec<Preempted>, String> {
             }
         }
     }
-    let trace = dir.join("trace.jsonl");
-    let text = crate::input::read_file(&trace, "instrumentation").map_err(|e| e.to_string())?;
     // Per attempt, when its accept began; per process, every accept's beginning.
-    let mut accepted: BTreeMap<String, f64> = BTreeMap::new();
+    let mut accepted: BTreeMap<&str, f64> = BTreeMap::new();
     let mut accepts: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-    for l in text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok()) {
-        if let (Some(a), Some(at)) = (l.attempt, l.accepted_us)
-            && !accepted.contains_key(&a)
+    for l in trace {
+        if let (Some(a), Some(at)) = (l.attempt.as_deref(), l.accepted_us)
+            && !accepted.contains_key(a)
         {
             accepted.insert(a, at);
             accepts.entry(l.process.unwrap_or(1)).or_default().push(at);
@@ -98,7 +96,7 @@ pub fn first_preempted(dir: &Path) -> Result<Vec<Preempted>, String> {
     Ok(first
         .iter()
         .filter_map(|(process, c)| {
-            let at = *accepted.get(&c.attempt)?;
+            let at = *accepted.get(c.attempt.as_str())?;
             if c.connected_us > at {
                 return Some(Preempted::InConnect);
             }
@@ -127,12 +125,21 @@ fn lines(trace: &Path) -> Result<Vec<Line>, String> {
         .collect()
 }
 
-/// Read one round's instrumentation file.
-pub fn round_times(trace: &Path) -> Result<RoundTimes, String> {
+/// One round's times, from its folder: its instrumentation (`trace.jsonl`, read once) and its
+/// client's lines (`client.jsonl`).
+pub fn round_times(dir: &Path) -> Result<RoundTimes, String> {
+    let trace = lines(&dir.join("trace.jsonl"))?;
+    let mut r = times(&trace);
+    r.first_preempted = first_preempted(dir, &trace)?;
+    Ok(r)
+}
+
+/// The times in one round's instrumentation lines.
+fn times(trace: &[Line]) -> RoundTimes {
     let mut by: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     let mut accepts = Vec::new();
     let mut others = Vec::new();
-    for line in lines(trace)? {
+    for line in trace {
         let who = line.attempt.clone().unwrap_or_default();
         if line.ev == "read"
             && let Some(a) = line.accepted_us
@@ -140,7 +147,7 @@ pub fn round_times(trace: &Path) -> Result<RoundTimes, String> {
             accepts.push(a);
         }
         others.push(line.t_us);
-        by.entry(who).or_default().entry(line.ev).or_insert(line.t_us);
+        by.entry(who).or_default().entry(line.ev.clone()).or_insert(line.t_us);
     }
     accepts.sort_by(f64::total_cmp);
     let mut r = RoundTimes::default();
@@ -166,7 +173,7 @@ pub fn round_times(trace: &Path) -> Result<RoundTimes, String> {
             r.commits.push(ins - b);
         }
     }
-    Ok(r)
+    r
 }
 
 /// Warm-up requests a calibration's cold-code rounds send to every fresh process
@@ -344,7 +351,8 @@ mod tests {
             r#"{"t_us":3700,"attempt":"0.2.1","ev":"read","accepted_us":3450}"#,
         ];
         std::fs::write(&f, lines.join("\n")).unwrap();
-        let r = round_times(&f).unwrap();
+        std::fs::write(dir.join("client.jsonl"), "").unwrap();
+        let r = round_times(&dir).unwrap();
         // The third accept follows other events of the process: not an accept-only gap.
         assert_eq!((r.first_accept, r.accepts.as_slice()), (Some(300.0), &[][..]));
         assert_eq!((r.first_handler, r.handlers.as_slice()), (Some(1500.0), &[120.0][..]));
@@ -373,7 +381,7 @@ mod tests {
         assert_eq!((first.min(), first.max()), (1500, 1500));
         std::fs::write(&f, "garbage").unwrap();
         assert!(
-            round_times(&f).unwrap_err().contains("trace.jsonl:1: not an instrumentation line")
+            round_times(&dir).unwrap_err().contains("trace.jsonl:1: not an instrumentation line")
         );
     }
 
@@ -447,7 +455,7 @@ mod tests {
         ];
         std::fs::write(dir.join("trace.jsonl"), trace.join("\n")).unwrap();
         use Preempted::*;
-        assert_eq!(first_preempted(&dir).unwrap(), [InConnect, No, AfterConnect]);
+        assert_eq!(round_times(&dir).unwrap().first_preempted, [InConnect, No, AfterConnect]);
         let r = RoundTimes {
             first_preempted: vec![InConnect, No, AfterConnect, No],
             ..Default::default()
@@ -463,7 +471,7 @@ mod tests {
         assert!(p.contains("wake_preempts = ") && !p.contains("# not modelled"), "{p}");
         assert!(p.contains("(a fresh process's first connection") && p.contains("no client lines"));
         std::fs::write(dir.join("client.jsonl"), "{").unwrap();
-        assert!(first_preempted(&dir).unwrap_err().contains("client.jsonl:1: not a client trace"));
+        assert!(round_times(&dir).unwrap_err().contains("client.jsonl:1: not a client trace"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -662,11 +662,7 @@ pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     let mut times = Vec::new();
     for r in &report.rounds {
         let Some(dir) = &r.dir else { continue };
-        let trace = std::path::Path::new(dir).join("trace.jsonl");
-        let t = super::calibrate::round_times(&trace).and_then(|mut t| {
-            t.first_preempted = super::calibrate::first_preempted(std::path::Path::new(dir))?;
-            Ok(t)
-        });
+        let t = super::calibrate::round_times(std::path::Path::new(dir));
         let _ = std::fs::remove_dir_all(dir);
         times.push(t.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
     }

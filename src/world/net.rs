@@ -242,7 +242,7 @@ impl World {
     ) -> (Option<Waker>, bool) {
         env.arrived_us = now;
         if std::mem::take(&mut p.phases.idle)
-            && let crate::model::Runtime::EventLoop(t) = self.model.runtime
+            && let crate::model::Runtime::EventLoop(t) = &self.model.runtime
             && chance(t.wake_preempts())
         {
             env.held = Held::Waiting;

@@ -493,7 +493,9 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
     if progress {
         eprintln!();
     }
-    let v = super::validate::compare(&simulated, &real.cell, a.tolerance, unobserved(&target));
+    let violated: Vec<bool> = real.rounds.iter().map(|r| !r.violations.is_empty()).collect();
+    let v = super::validate::compare(&simulated, &real.cell, a.tolerance, unobserved(&target))
+        .with_drift(super::validate::drift(&violated));
     if a.json {
         let sides = (&simulated, &real, runs);
         println!(

@@ -59,6 +59,53 @@ pub struct Validation {
     pub verdict: Verdict,
     /// Violations the real side cannot observe, not compared (`runs with …` left out).
     pub unobserved: Vec<String>,
+    /// The real rounds' first half against their second ([`drift`]), when there were enough.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real_drift: Option<Drift>,
+}
+
+/// Whether the real side held one rate through its run: its rounds with a violation in the
+/// first half against the second, in the order they were played (Fisher's exact test). A
+/// machine whose timing moves during the run (its load, its disk) is not one real rate to
+/// agree with, so a validation that drifted cannot vouch for agreement.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Drift {
+    /// Rounds with a violation, rounds: the first half.
+    pub first: (u64, u64),
+    /// The same, the second half.
+    pub second: (u64, u64),
+    /// Fisher's exact test of the two halves.
+    pub p_value: f64,
+    /// p < the verdicts' alpha.
+    pub drifted: bool,
+}
+
+/// The fewest real rounds whose halves are compared.
+const DRIFT_MIN_ROUNDS: usize = 10;
+
+/// The drift of real rounds, each given as whether it had a violation, in the order played
+/// (None under [`DRIFT_MIN_ROUNDS`]).
+pub fn drift(violated: &[bool]) -> Option<Drift> {
+    if violated.len() < DRIFT_MIN_ROUNDS {
+        return None;
+    }
+    let (a, b) = violated.split_at(violated.len() / 2);
+    let count = |h: &[bool]| (h.iter().filter(|v| **v).count() as u64, h.len() as u64);
+    let (first, second) = (count(a), count(b));
+    let p_value =
+        agree::fisher_exact([[first.0, first.1 - first.0], [second.0, second.1 - second.0]]);
+    Some(Drift { first, second, p_value, drifted: p_value < agree::DEFAULT_ALPHA })
+}
+
+impl Validation {
+    /// Take in the real side's drift: a drifted run's agreement is inconclusive.
+    pub fn with_drift(mut self, d: Option<Drift>) -> Validation {
+        if d.is_some_and(|d| d.drifted) && self.verdict == Verdict::Agree {
+            self.verdict = Verdict::Inconclusive;
+        }
+        self.real_drift = d;
+        self
+    }
 }
 
 fn rate(statistic: &str, (ks, ns): (u64, u64), (kr, nr): (u64, u64), tol: f64) -> RateRow {
@@ -243,7 +290,7 @@ pub fn compare(sim: &Cell, real: &Cell, tolerance: f64, unobserved: &[&str]) -> 
         .filter(|n| sim.violations.contains_key(**n) || real.violations.contains_key(**n))
         .map(|n| n.to_string())
         .collect();
-    Validation { rates, histograms, tolerance, verdict, unobserved }
+    Validation { rates, histograms, tolerance, verdict, unobserved, real_drift: None }
 }
 
 fn pct(x: f64) -> String {
@@ -286,6 +333,22 @@ pub fn text(v: &Validation) -> String {
         let _ = writeln!(o, "  simulated {}", row(&h.sim));
         let _ = writeln!(o, "  real      {}", row(&h.real));
         let _ = writeln!(o, "  permutation test p = {:.4}: {}", h.p_value, h.verdict);
+    }
+    if let Some(d) = &v.real_drift {
+        let _ = writeln!(
+            o,
+            "\nreal rounds with a violation, first half against second: {}/{} against {}/{} (Fisher p = {:.4}): {}",
+            d.first.0,
+            d.first.1,
+            d.second.0,
+            d.second.1,
+            d.p_value,
+            if d.drifted {
+                "DRIFTED: the real side's rate moved during the run; it cannot vouch for agreement"
+            } else {
+                "steady"
+            }
+        );
     }
     let _ = writeln!(
         o,
@@ -343,6 +406,30 @@ mod tests {
         // The same answers on both sides agree.
         let v = compare(&real, &cell(200, &[("201", 3180), ("409", 820)], 200), 0.15, &[]);
         assert_eq!(row(&v, "answers 409 (share)").verdict, Verdict::Agree);
+    }
+
+    /// The real rounds' halves are compared in the order they were played; a run whose rate
+    /// moved cannot be called in agreement, and says why.
+    #[test]
+    fn a_real_side_that_drifted_cannot_vouch_for_agreement() {
+        let steady: Vec<bool> = (0..60).map(|i| i % 3 == 0).collect();
+        let d = drift(&steady).unwrap();
+        assert_eq!((d.first, d.second, d.drifted), ((10, 30), (10, 30), false));
+        assert!((d.p_value - 1.0).abs() < 1e-9);
+        let moved: Vec<bool> = (0..60).map(|i| i < 18).collect();
+        let d = drift(&moved).unwrap();
+        assert_eq!((d.first, d.second, d.drifted), ((18, 30), (0, 30), true));
+        assert!(d.p_value < 1e-5, "{}", d.p_value);
+        assert_eq!(drift(&moved[..9]), None);
+        let v = compare(&cell(60, &[("201", 60)], 0), &cell(60, &[("201", 60)], 0), 0.6, &[]);
+        assert_eq!(v.verdict, Verdict::Agree);
+        let held = v.clone().with_drift(drift(&steady));
+        assert_eq!(held.verdict, Verdict::Agree);
+        assert!(text(&held).contains("10/30 against 10/30 (Fisher p = 1.0000): steady"));
+        let drifted = v.with_drift(drift(&moved));
+        assert_eq!(drifted.verdict, Verdict::Inconclusive);
+        assert!(text(&drifted).contains("18/30 against 0/30"), "{}", text(&drifted));
+        assert!(text(&drifted).contains("DRIFTED"));
     }
 
     #[test]

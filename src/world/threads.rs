@@ -255,36 +255,42 @@ pub(crate) async fn accept_main(
         for env in net::accept(&world, idx).await {
             // Prefork: the connection waits in the shared socket's queue; an idle worker
             // accepts it itself (`start`).
-            if !t.prefork {
-                let first = {
-                    let mut st = world.lock();
-                    let ph = &mut st.processes[idx].phases;
-                    ph.accepts += 1;
-                    ph.accepts == 1 && !ph.warm
-                };
-                let us = draw(if first { t.first_accept_us } else { t.accept_us });
-                match t.gil_switch_us.filter(|_| t.threads == 0) {
-                    Some(switch) => {
-                        let gil = take(&world, idx, Which::Gil, 1).await;
-                        let gil = run_under(&world, idx, switch, gil, us).await;
-                        let ticket = world.next_tag();
-                        {
-                            let mut st = world.lock();
-                            let th = &mut st.processes[idx].threads;
-                            th.gil.reserve(ticket);
-                            th.handed.push_back(ticket);
-                        }
-                        drop(gil);
-                        super::server::spawn_handler(&world, idx, &shared, &None, env, false);
-                        code(&world, idx, &t, 0).await;
-                        continue;
-                    }
-                    None => code(&world, idx, &t, us).await,
-                }
-            }
+            let handed = !t.prefork && accept_code(&world, idx, &t).await;
             super::server::spawn_handler(&world, idx, &shared, &None, env, false);
+            if handed {
+                // `Thread.start()` returns once the accept thread holds the lock again.
+                code(&world, idx, &t, 0).await;
+            }
         }
     }
+}
+
+/// The accept thread's code for one connection, until it starts the connection's thread. With
+/// a GIL and a thread per request it runs under the lock and takes a place in line for the
+/// thread it is about to start (returned true: the accept thread then queues behind it).
+async fn accept_code(world: &Arc<World>, idx: usize, t: &ThreadTimes) -> bool {
+    let first = {
+        let mut st = world.lock();
+        let ph = &mut st.processes[idx].phases;
+        ph.accepts += 1;
+        ph.accepts == 1 && !ph.warm
+    };
+    let us = draw(if first { t.first_accept_us } else { t.accept_us });
+    let Some(switch) = t.gil_switch_us.filter(|_| t.threads == 0) else {
+        code(world, idx, t, us).await;
+        return false;
+    };
+    let gil = take(world, idx, Which::Gil, 1).await;
+    let gil = run_under(world, idx, switch, gil, us).await;
+    let ticket = world.next_tag();
+    {
+        let mut st = world.lock();
+        let th = &mut st.processes[idx].threads;
+        th.gil.reserve(ticket);
+        th.handed.push_back(ticket);
+    }
+    drop(gil);
+    true
 }
 
 /// A request's thread starts: a thread of the pool (waiting for one when all are busy), the
@@ -341,14 +347,7 @@ async fn gil_thread(
         0 => world.lock().processes[idx].threads.handed.pop_front(),
         _ => None,
     };
-    let first = {
-        let mut st = world.lock();
-        let p = &mut st.processes[idx];
-        p.phases.served += 1;
-        p.phases.served == 1 && !p.phases.warm
-    };
-    let us = draw(if first { t.first_handler_us } else { t.handler_us });
-    world.emit(Node::Server(idx as u32), Some(who), What::HandlerCode { us, cold: first });
+    let us = handler_code(world, idx, who, t, None);
     let prelude = draw(t.prelude_us).min(us);
     let mut gil = match handed {
         Some(ticket) => take_as(world, idx, Which::Gil, 1, ticket).await,
@@ -380,20 +379,30 @@ async fn free_thread(
     if readable > now {
         clock::sleep_us(readable - now).await;
     }
+    let us = handler_code(world, idx, who, t, t.prefork.then_some(worker));
+    code(world, idx, t, us).await;
+}
+
+/// How long a request's own code runs (drawn now, and traced): a cold process's first request
+/// costs `first_handler_us`, and so does each prefork worker's (`worker`) first.
+fn handler_code(
+    world: &Arc<World>,
+    idx: usize,
+    who: Actor,
+    t: &ThreadTimes,
+    worker: Option<u32>,
+) -> u64 {
     let first = {
         let mut st = world.lock();
         let p = &mut st.processes[idx];
-        if t.prefork {
-            // Each worker process runs its own first request cold.
-            let n = p.threads.served.entry(worker).or_default();
-            *n += 1;
-            *n == 1 && !p.phases.warm
-        } else {
-            p.phases.served += 1;
-            p.phases.served == 1 && !p.phases.warm
-        }
+        let n = match worker {
+            Some(w) => p.threads.served.entry(w).or_default(),
+            None => &mut p.phases.served,
+        };
+        *n += 1;
+        *n == 1 && !p.phases.warm
     };
     let us = draw(if first { t.first_handler_us } else { t.handler_us });
     world.emit(Node::Server(idx as u32), Some(who), What::HandlerCode { us, cold: first });
-    code(world, idx, t, us).await;
+    us
 }

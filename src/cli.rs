@@ -124,7 +124,7 @@ pub enum Command {
     Validate(crate::real::cmd::ValidateArgs),
     /// Measure a real target's event loop and commits on this machine (from its
     /// instrumentation) and write a stack profile a model names (`stack = "FILE"`).
-    Calibrate(crate::real::cmd::CalibrateArgs),
+    Calibrate(crate::real::measure::CalibrateArgs),
     /// Two designs over the same sims and seeds: per sim, whether their unsafe and failed
     /// rates differ significantly (Fisher's exact test) and, if not, how many seeds would tell.
     Compare(compare::CompareArgs),
@@ -447,7 +447,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Validate(args)) => {
             crate::real::cmd::validate_cmd(args, out::quiet()).map(real_exit)
         }
-        Some(Command::Calibrate(args)) => crate::real::cmd::calibrate_cmd(args).map(real_exit),
+        Some(Command::Calibrate(args)) => crate::real::measure::calibrate_cmd(args).map(real_exit),
     }
 }
 

@@ -17,7 +17,10 @@ mod steps;
 mod types;
 
 pub use checks::POINTS;
-pub use stack::{DEFAULT_STACK, MAX_THREADS, Stack, default_stack, named as named_stack};
+pub use stack::{
+    DEFAULT_STACK, MAX_THREADS, Stack, default_stack, from_text as stack_from_text,
+    named as named_stack,
+};
 pub use steps::{STEP_NAMES, STEPS, Step, StepKind};
 pub use types::*;
 

@@ -137,6 +137,12 @@ pub fn named(spec: &str, base: &Path) -> Result<Stack, InputError> {
     parse_stack(spec, &path, &src)
 }
 
+/// A stack profile held in memory (what `validate --calibrate` measured), named `name`; its
+/// errors point at `name` as a file.
+pub fn from_text(name: &str, src: &str) -> Result<Stack, InputError> {
+    parse_stack(name, Path::new(name), src)
+}
+
 /// The default stack, as shipped (what `idemsim calibrate` writes beside what it measured).
 pub fn default_stack() -> Stack {
     let src = crate::library::shipped_stack(DEFAULT_STACK).expect("the default stack ships");

@@ -247,7 +247,7 @@ fn measured(v: &[f64]) -> Option<(Dist, usize)> {
 
 /// One line `name = …  # how`: the measured quantiles, else the default stack's value,
 /// saying so.
-fn line(o: &mut String, name: &str, values: &[f64], default: Dist, how: &str) {
+fn line(o: &mut String, name: &str, values: &[f64], (default, from): (Dist, &str), how: &str) {
     match measured(values) {
         Some((d, n)) => {
             let _ = writeln!(o, "{name} = {}  # {how}: {n} measured", d.toml());
@@ -255,9 +255,8 @@ fn line(o: &mut String, name: &str, values: &[f64], default: Dist, how: &str) {
         None => {
             let _ = writeln!(
                 o,
-                "{name} = {}  # not measured ({how}: no such lines): {}'s",
+                "{name} = {}  # not measured ({how}: no such lines): {from}'s",
                 default.toml(),
-                crate::model::DEFAULT_STACK
             );
         }
     }
@@ -267,7 +266,7 @@ fn line(o: &mut String, name: &str, values: &[f64], default: Dist, how: &str) {
 /// the woken server preempted inside `connect`, else the default stack's, saying so; and, as
 /// a comment, how many of the others it preempted after `connect` (measured, not modelled:
 /// docs/reality.md).
-fn wake_lines(o: &mut String, rounds: &[RoundTimes], t: &crate::model::LoopTimes) {
+fn wake_lines(o: &mut String, rounds: &[RoundTimes], (t, from): (&crate::model::LoopTimes, &str)) {
     let firsts: Vec<Preempted> = rounds.iter().flat_map(|r| r.first_preempted.clone()).collect();
     let n = firsts.len();
     let count = |p: Preempted| firsts.iter().filter(|f| **f == p).count();
@@ -277,9 +276,8 @@ fn wake_lines(o: &mut String, rounds: &[RoundTimes], t: &crate::model::LoopTimes
     let _ = if n == 0 {
         writeln!(
             o,
-            "wake_preempts = {}  # not measured ({how}: no client lines): {}'s",
+            "wake_preempts = {}  # not measured ({how}: no client lines): {from}'s",
             t.wake_preempts(),
-            crate::model::DEFAULT_STACK
         )
     } else {
         writeln!(
@@ -295,46 +293,57 @@ fn wake_lines(o: &mut String, rounds: &[RoundTimes], t: &crate::model::LoopTimes
 
 /// The profile: a stack file (`[runtime]` and `[driver]`, each measured time as its
 /// quantiles p0 … p100 in ms, `Dist::measured`) with its provenance, a model names by path
-/// (`stack = "..."`). What the target's lines do not measure is the default stack's, each
-/// such line says so.
-pub fn profile(rounds: &[RoundTimes], cold: &ColdSteps, provenance: &str) -> String {
+/// (`stack = "..."`). What the target's lines do not measure is its own stack's (`base`, an
+/// event loop's; [`super::measure::base_stack`]), each such line says so.
+pub fn profile(
+    rounds: &[RoundTimes],
+    cold: &ColdSteps,
+    (base, t): (&crate::model::Stack, &crate::model::LoopTimes),
+    provenance: &str,
+) -> String {
     let all = |f: fn(&RoundTimes) -> Vec<f64>| rounds.iter().flat_map(f).collect::<Vec<f64>>();
     let first_accept = all(|r| r.first_accept.into_iter().collect());
     let first_handler = all(|r| r.first_handler.into_iter().collect());
-    let base = crate::model::default_stack();
-    let crate::model::Runtime::EventLoop(t) = base.runtime else {
-        unreachable!("the default stack runs on an event loop")
-    };
+    let from = base.name.as_str();
     let mut o = String::new();
     for l in provenance.lines() {
         let _ = writeln!(o, "# {l}");
     }
     let _ = writeln!(o, "description = \"measured on this machine by idemsim calibrate\"\n");
     let _ = writeln!(o, "[runtime]\nkind = \"event-loop\"");
-    line(&mut o, "turn_ms", &[], t.turn_us, "an idle iteration");
+    line(&mut o, "turn_ms", &[], (t.turn_us, from), "an idle iteration");
     let how = "accept-only iterations (no other event between two accepts)";
-    line(&mut o, "accept_ms", &all(|r| r.accepts.clone()), t.accept_us, how);
+    line(&mut o, "accept_ms", &all(|r| r.accepts.clone()), (t.accept_us, from), how);
     let how = "a fresh process's first accept to its second";
-    line(&mut o, "first_accept_ms", &first_accept, t.first_accept_us, how);
+    line(&mut o, "first_accept_ms", &first_accept, (t.first_accept_us, from), how);
     let how = "read to lookup, after the first request";
-    line(&mut o, "handler_ms", &all(|r| r.handlers.clone()), t.handler_us, how);
+    line(&mut o, "handler_ms", &all(|r| r.handlers.clone()), (t.handler_us, from), how);
     let how = "the first request's read to lookup";
-    line(&mut o, "first_handler_ms", &first_handler, t.first_handler_us, how);
-    wake_lines(&mut o, rounds, &t);
+    line(&mut o, "first_handler_ms", &first_handler, (t.first_handler_us, from), how);
+    wake_lines(&mut o, rounds, (t, from));
     let how = "a fresh process's first request's steps less their warm medians (warm-up requests)";
-    line(&mut o, "first_statement_ms", &cold.excess(), t.first_statement_us, how);
+    line(&mut o, "first_statement_ms", &cold.excess(), (t.first_statement_us, from), how);
     let d = &base.driver;
     let _ = writeln!(o, "\n[driver]\nawaits = \"explicit\"");
-    line(&mut o, "statement_ms", &[], d.statement_us, "a statement that did not write");
+    line(&mut o, "statement_ms", &[], (d.statement_us, from), "a statement that did not write");
     let how = "a statement that wrote, with its fsync";
-    line(&mut o, "commit_ms", &all(|r| r.commits.clone()), d.commit_us, how);
-    line(&mut o, "latency_ms", &[], d.latency_us, "an await of setImmediate");
+    line(&mut o, "commit_ms", &all(|r| r.commits.clone()), (d.commit_us, from), how);
+    line(&mut o, "latency_ms", &[], (d.latency_us, from), "an await of setImmediate");
     o
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default stack, the base of what a line does not measure.
+    fn base() -> (&'static crate::model::Stack, &'static crate::model::LoopTimes) {
+        let s: &'static crate::model::Stack = Box::leak(Box::new(crate::model::default_stack()));
+        match &s.runtime {
+            crate::model::Runtime::EventLoop(t) => (s, t),
+            crate::model::Runtime::Threads(_) => unreachable!("the default stack is an event loop"),
+        }
+    }
 
     #[test]
     fn a_round_s_lines_give_its_times() {
@@ -357,7 +366,7 @@ mod tests {
         assert_eq!((r.first_accept, r.accepts.as_slice()), (Some(300.0), &[][..]));
         assert_eq!((r.first_handler, r.handlers.as_slice()), (Some(1500.0), &[120.0][..]));
         assert_eq!(r.commits, [800.0]);
-        let p = profile(&[r], &ColdSteps::default(), "measured here");
+        let p = profile(&[r], &ColdSteps::default(), base(), "measured here");
         assert!(p.starts_with("# measured here\ndescription = "), "{p}");
         assert!(p.contains("[runtime]\nkind = \"event-loop\"\n"), "{p}");
         assert!(
@@ -419,7 +428,7 @@ mod tests {
         // not counted.
         assert_eq!(c.first.len(), 2);
         assert_eq!(c.excess(), [600.0, 500.0]);
-        let p = profile(&[], &c, "here");
+        let p = profile(&[], &c, base(), "here");
         assert!(p.contains("first_statement_ms = { p0 = 0.5, "), "{p}");
         assert!(p.contains("less their warm medians (warm-up requests): 2 measured"), "{p}");
         let _ = std::fs::remove_dir_all(&dir);
@@ -460,14 +469,14 @@ mod tests {
             first_preempted: vec![InConnect, No, AfterConnect, No],
             ..Default::default()
         };
-        let p = profile(&[r], &ColdSteps::default(), "here");
+        let p = profile(&[r], &ColdSteps::default(), base(), "here");
         assert!(p.contains("\nwake_preempts = 0.250  # a fresh process's first"), "{p}");
         assert!(
             p.contains("accepting it: 1 of 4\n# not modelled (docs/reality.md): of the others"),
             "{p}"
         );
         assert!(p.contains("second accept began: 1 of 3\n"), "{p}");
-        let p = profile(&[], &ColdSteps::default(), "here");
+        let p = profile(&[], &ColdSteps::default(), base(), "here");
         assert!(p.contains("wake_preempts = ") && !p.contains("# not modelled"), "{p}");
         assert!(p.contains("(a fresh process's first connection") && p.contains("no client lines"));
         std::fs::write(dir.join("client.jsonl"), "{").unwrap();

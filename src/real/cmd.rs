@@ -114,15 +114,7 @@ pub fn load(
 ) -> anyhow::Result<(Arc<Sim>, Arc<Model>, Target)> {
     let target = super::target::find(target)?;
     let sim = catalog::sim(sim)?;
-    let model_name = match (model, &target.model, &target.stack) {
-        (Some(m), _, _) => m.to_string(),
-        (None, Some(m), Some(stack)) => format!("{m}@{stack}"),
-        (None, Some(m), None) => m.clone(),
-        (None, None, _) => {
-            anyhow::bail!("target `{}` names no model: say which with --model", target.name)
-        }
-    };
-    let model = catalog::model(&model_name)?;
+    let model = target_model(&target, model)?;
     let unmapped = super::mapping::unmapped(&target, &sim);
     if !unmapped.is_empty() {
         anyhow::bail!(
@@ -213,6 +205,20 @@ fn precheck(sim: &Sim, model: &Model) -> anyhow::Result<Option<Ending>> {
         anyhow::bail!("sim `{}`: {why}", sim.name);
     }
     Ok(None)
+}
+
+/// The model a target is judged and simulated as: `model` (the command line's), else the one
+/// the target names, on the target's stack when it names one.
+pub fn target_model(target: &Target, model: Option<&str>) -> anyhow::Result<Arc<Model>> {
+    let model_name = match (model, &target.model, &target.stack) {
+        (Some(m), _, _) => m.to_string(),
+        (None, Some(m), Some(stack)) => format!("{m}@{stack}"),
+        (None, Some(m), None) => m.clone(),
+        (None, None, _) => {
+            anyhow::bail!("target `{}` names no model: say which with --model", target.name)
+        }
+    };
+    Ok(catalog::model(&model_name)?)
 }
 
 /// Run the `real` command.
@@ -443,6 +449,14 @@ pub struct ValidateArgs {
     /// start warm (default: 5 when the sim says `start = "warm"`, else 0: both cold)
     #[arg(long, value_name = "N")]
     pub warm: Option<u32>,
+    /// Measure the target's stack on this machine first (`idemsim calibrate`'s rounds) and
+    /// simulate the model on it, not on the stack it names (an event-loop stack only).
+    #[arg(long)]
+    pub calibrate: bool,
+    /// With --calibrate: its measuring rounds (2 to 10 000; a fifth as many more, 10 to 200,
+    /// measure the cold code).
+    #[arg(long, value_name = "N", default_value_t = 30, requires = "calibrate")]
+    pub calibrate_rounds: u64,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -458,19 +472,17 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
     if let Some(end) = precheck(&sim, &model)? {
         return Ok(end);
     }
+    super::procs::end_servers_on_interrupt();
+    let calibrate = a.calibrate.then_some(a.calibrate_rounds);
+    let (model, profile) =
+        super::measure::calibrated(&target, (model, a.model.as_deref()), calibrate)?;
     let warm = warm_count(a.warm, &sim)?;
-    // Both sides start the same way: real processes warmed up, simulated ones started warm;
-    // `--warm 0` on a warm sim plays and simulates fresh processes.
+    // Both sides start the same way (real processes warmed up, simulated ones started warm;
+    // `--warm 0` on a warm sim plays and simulates fresh processes), and every message goes
+    // over loopback, as the real rounds' do.
     use crate::scenario::Start;
     let start = if warm > 0 { Start::Warm } else { Start::Cold };
-    let sim = if sim.world.start != start {
-        let mut s = (*sim).clone();
-        s.world.start = start;
-        Arc::new(s)
-    } else {
-        sim
-    };
-    super::procs::end_servers_on_interrupt();
+    let (sim, played) = super::validate::as_played(sim, start);
     let runs = a.runs.clamp(1, super::MAX_RUNS);
     let simulated = sweep::run_matrix(
         std::slice::from_ref(&sim),
@@ -496,20 +508,21 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
     let violated: Vec<bool> = real.rounds.iter().map(|r| !r.violations.is_empty()).collect();
     let v = super::validate::compare(&simulated, &real.cell, a.tolerance, unobserved(&target))
         .with_drift(super::validate::drift(&violated));
-    if a.json {
-        let sides = (&simulated, &real, runs);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&validate_json(&sim, &model, &target, sides, &v))?
-        );
-    } else {
-        let _ = writeln!(
-            std::io::stdout(),
-            "{}",
-            validate_header(&sim, &model, &target, runs, (&simulated, &real))
-        );
-        print!("{}", super::validate::text(&v));
-    }
+    let played = super::validate::AsPlayed { calibrated: profile, ..played };
+    let sides = (&simulated, &real, runs);
+    let out = match a.json {
+        true => serde_json::to_string_pretty(&validate_json(
+            (&sim, &model, &target),
+            sides,
+            (&played, &v),
+        ))?,
+        false => {
+            validate_header((&sim, &model, &target), sides, &played)
+                + "\n"
+                + &super::validate::text(&v)
+        }
+    };
+    let _ = writeln!(std::io::stdout(), "{}", out.trim_end());
     Ok(match v.verdict {
         _ if real.cell.interrupted => Ending::Interrupted,
         crate::agree::Verdict::Agree => Ending::Held,
@@ -520,11 +533,9 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
 
 /// `validate --json` (schemas/validate.v1.schema.json).
 fn validate_json(
-    sim: &Sim,
-    model: &Model,
-    target: &Target,
+    (sim, model, target): (&Sim, &Model, &Target),
     (simulated, real, runs): (&crate::sweep::Cell, &RealReport, u64),
-    v: &super::validate::Validation,
+    (played, v): (&super::validate::AsPlayed, &super::validate::Validation),
 ) -> serde_json::Value {
     serde_json::json!({
         "format": "idemsim-validate",
@@ -537,6 +548,7 @@ fn validate_json(
         "simulated": simulated,
         "real": real,
         "validation": v,
+        "as_played": played.json(),
     })
 }
 
@@ -546,11 +558,9 @@ fn unobserved(target: &Target) -> &'static [&'static str] {
 }
 
 fn validate_header(
-    sim: &Sim,
-    model: &Model,
-    target: &Target,
-    runs: u64,
-    (simulated, real): (&crate::sweep::Cell, &RealReport),
+    (sim, model, target): (&Sim, &Model, &Target),
+    (simulated, real, runs): (&crate::sweep::Cell, &RealReport, u64),
+    played: &super::validate::AsPlayed,
 ) -> String {
     let mut o = format!(
         "idemsim validate: sim {} · model {} simulated on seeds 0..{runs} (processes start {}) · target {} played for real, {} rounds, each on {} ({} CPUs, load {:.2} → {:.2})\n",
@@ -564,135 +574,13 @@ fn validate_header(
         real.load_before[0],
         real.load_after[0]
     );
+    if let Some(line) = played.text() {
+        o.push_str(&format!("  {line}\n"));
+    }
     for (world, c, unit) in [("simulated", simulated, "runs"), ("real", &real.cell, "rounds")] {
         if let Some(line) = c.fired_line(sim, unit) {
             o.push_str(&format!("  {world}: {line}\n"));
         }
     }
     o
-}
-
-/// `idemsim calibrate --target T`.
-#[derive(Args, Debug)]
-pub struct CalibrateArgs {
-    /// Target name (under targets/) or file path; it must write instrumentation lines.
-    #[arg(long)]
-    pub target: String,
-    /// The burst to measure with (a sim name or path).
-    #[arg(long, default_value = "11-twenty-concurrent-one-process")]
-    pub sim: String,
-    /// Rounds to play (2 to 10 000).
-    #[arg(long, default_value_t = 30)]
-    pub rounds: u64,
-    /// Write the profile to this file (a link is followed; a FIFO, device or folder is refused;
-    /// `-` or none: stdout).
-    #[arg(short, long)]
-    pub out: Option<std::path::PathBuf>,
-}
-
-/// A date and time in UTC from seconds since the Unix epoch (`2026-12-01 17:01 UTC`).
-pub fn utc(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "an unknown CPU".into())
-}
-
-/// The cold code's rounds of `calibrate`: a fifth as many as its measuring rounds (10 to
-/// 200), each warming its fresh processes up with [`super::calibrate::WARMUPS`] requests, whose
-/// steps are what is measured.
-fn cold_steps(
-    sim: &Arc<Sim>,
-    model: &Arc<Model>,
-    target: &Target,
-    rounds: u64,
-) -> anyhow::Result<super::calibrate::ColdSteps> {
-    let n = (rounds / 5).clamp(10, 200);
-    let round = RoundOptions::plain(60_000_000, true, super::calibrate::WARMUPS);
-    let report = super::real(sim, model, target, &RealOptions::plain(n, round), |line| {
-        eprint!("\rcold code: round {} of {n}   ", line.round + 1);
-    })
-    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
-    eprintln!();
-    let mut cold = super::calibrate::ColdSteps::default();
-    for r in &report.rounds {
-        let Some(dir) = &r.dir else { continue };
-        let added = cold.add(&std::path::Path::new(dir).join("trace.jsonl"));
-        let _ = std::fs::remove_dir_all(dir);
-        added.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
-    }
-    Ok(cold)
-}
-
-/// Run the `calibrate` command.
-pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
-    let target = super::target::find(&a.target)?;
-    let sim = catalog::sim(&a.sim)?;
-    let model = catalog::model(target.model.as_deref().unwrap_or("check-first"))?;
-    // Checked before the servers start: a FIFO, device or folder is refused, `-` is stdout.
-    if let Some(out) = &a.out {
-        crate::outfile::destination(out)?;
-    }
-    super::procs::end_servers_on_interrupt();
-    let rounds = a.rounds.clamp(2, super::MAX_RUNS);
-    let opts = RealOptions::plain(rounds, RoundOptions::plain(60_000_000, true, 0));
-    let report = super::real(&sim, &model, &target, &opts, |line| {
-        eprint!("\rround {} of {rounds}   ", line.round + 1);
-    })
-    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
-    eprintln!();
-    let mut times = Vec::new();
-    for r in &report.rounds {
-        let Some(dir) = &r.dir else { continue };
-        let t = super::calibrate::round_times(std::path::Path::new(dir));
-        let _ = std::fs::remove_dir_all(dir);
-        times.push(t.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
-    }
-    let cold = cold_steps(&sim, &model, &target, rounds)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let provenance = format!(
-        "Measured by `idemsim calibrate --target {} --sim {} --rounds {rounds}` on {} ({} CPUs),\n\
-         load {:.2} before and {:.2} after, {}. Name it from a model:\n\
-         stack = \"<path of this file, relative to the model file>\"",
-        target.name,
-        sim.name,
-        cpu_model(),
-        report.cpus,
-        report.load_before[0],
-        report.load_after[0],
-        utc(now)
-    );
-    let text = super::calibrate::profile(&times, &cold, &provenance);
-    match &a.out {
-        Some(out) => {
-            crate::outfile::write_file(out, &text)?;
-            if out.as_os_str() != "-" {
-                eprintln!("wrote {}", crate::text::printable(&out.display().to_string()));
-            }
-        }
-        None => print!("{text}"),
-    }
-    Ok(Ending::Held)
 }

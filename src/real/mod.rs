@@ -15,6 +15,7 @@ pub mod hub;
 pub mod interleave;
 pub mod janitor;
 pub mod mapping;
+pub mod measure;
 pub mod procs;
 pub mod proxy;
 pub mod resp;

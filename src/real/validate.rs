@@ -10,6 +10,110 @@ use serde::Serialize;
 use crate::agree::{self, COUNT_BINS, Verdict};
 use crate::sweep::Cell;
 
+/// One-way latency of a message between two processes on one machine over loopback (µs,
+/// inclusive): half the keep-alive round trip Node.js measured on it (p50 0.059 ms, p90
+/// 0.11 ms; tools/calibrate/node-loop.mjs), the latency the article's sims state. Real rounds
+/// are played on loopback (client, servers, effect provider and their dependencies), so the
+/// simulated side of a validation is too.
+pub const LOOPBACK_LATENCY_US: (u64, u64) = (30, 55);
+
+/// How the simulated side of a validation was set to the world the real rounds are played in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AsPlayed {
+    /// How the processes start (the real side's warm-up decides it).
+    pub start: crate::scenario::Start,
+    /// The sim's own network latency (µs), when it was not loopback's and was replaced.
+    pub replaced_latency_us: Option<(u64, u64)>,
+    /// The sim's own effect-provider latency (µs), when it was replaced.
+    pub replaced_effect_latency_us: Option<(u64, u64)>,
+    /// The stack profile measured on this machine just before (`validate --calibrate`), which
+    /// the model was simulated on.
+    pub calibrated: Option<String>,
+}
+
+/// `sim` as the real rounds play it: its processes started as `start` says, and every message
+/// on loopback ([`LOOPBACK_LATENCY_US`]) whatever network the sim describes (a sim of clients
+/// in another zone of a data centre is still played on one machine).
+pub fn as_played(
+    sim: std::sync::Arc<crate::scenario::Sim>,
+    start: crate::scenario::Start,
+) -> (std::sync::Arc<crate::scenario::Sim>, AsPlayed) {
+    let w = &sim.world;
+    let differs = |l: (u64, u64)| (l != LOOPBACK_LATENCY_US).then_some(l);
+    let played = AsPlayed {
+        start,
+        replaced_latency_us: differs(w.latency_us),
+        replaced_effect_latency_us: differs(w.effect_latency_us),
+        calibrated: None,
+    };
+    if w.start == start
+        && played.replaced_latency_us.is_none()
+        && played.replaced_effect_latency_us.is_none()
+    {
+        return (sim, played);
+    }
+    let mut s = (*sim).clone();
+    s.world.start = start;
+    s.world.latency_us = LOOPBACK_LATENCY_US;
+    s.world.effect_latency_us = LOOPBACK_LATENCY_US;
+    (std::sync::Arc::new(s), played)
+}
+
+impl AsPlayed {
+    /// `validate --json`'s `as_played` (schemas/validate.v1.schema.json).
+    pub fn json(&self) -> serde_json::Value {
+        let ms = |l: Option<(u64, u64)>| {
+            l.map(|(a, b)| serde_json::json!([a as f64 / 1000.0, b as f64 / 1000.0]))
+        };
+        serde_json::json!({
+            "start": self.start.name(),
+            "latency_ms": ms(Some(LOOPBACK_LATENCY_US)),
+            "sim_latency_ms": ms(self.replaced_latency_us),
+            "sim_effect_latency_ms": ms(self.replaced_effect_latency_us),
+            "calibrated_stack": self.calibrated,
+        })
+    }
+
+    /// The header's words for it: what the simulated side changed of the sim, or nothing.
+    pub fn text(&self) -> Option<String> {
+        let ms = |(a, b): (u64, u64)| format!("{}–{} ms", a as f64 / 1000.0, b as f64 / 1000.0);
+        let mut o = Vec::new();
+        if let Some(l) = self.replaced_latency_us {
+            o.push(format!("network latency {} (the sim's {})", ms(LOOPBACK_LATENCY_US), ms(l)));
+        }
+        if let Some(l) = self.replaced_effect_latency_us {
+            o.push(format!("effect provider {} (the sim's {})", ms(LOOPBACK_LATENCY_US), ms(l)));
+        }
+        let mut lines = Vec::new();
+        if !o.is_empty() {
+            lines.push(format!("simulated on loopback as the rounds are played: {}", o.join(", ")));
+        }
+        if let Some(p) = &self.calibrated {
+            lines
+                .push(format!("simulated on the stack measured just now: {}", measured_medians(p)));
+        }
+        (!lines.is_empty()).then(|| lines.join("\n  "))
+    }
+}
+
+/// A calibrated profile's measured times in a few words: each measured line's median (or
+/// share), in the order the profile gives them (`accept_ms p50 0.203 ms`, `wake_preempts 0.333`).
+fn measured_medians(profile: &str) -> String {
+    let mut o = Vec::new();
+    for l in profile.lines() {
+        let Some((field, rest)) = l.split_once(" = ") else { continue };
+        if rest.contains("not measured") || !rest.contains("  # ") {
+            continue;
+        }
+        let value = match rest.split_once("p50 = ") {
+            Some((_, v)) => format!("p50 {} ms", v.split([',', ' ']).next().unwrap_or("")),
+            None => rest.split_whitespace().next().unwrap_or("").to_string(),
+        };
+        o.push(format!("{field} {value}"));
+    }
+    o.join(", ")
+}
+
 /// One rate compared.
 #[derive(Debug, Clone, Serialize)]
 pub struct RateRow {
@@ -430,6 +534,30 @@ mod tests {
         assert_eq!(drifted.verdict, Verdict::Inconclusive);
         assert!(text(&drifted).contains("18/30 against 0/30"), "{}", text(&drifted));
         assert!(text(&drifted).contains("DRIFTED"));
+    }
+
+    #[test]
+    fn the_simulated_side_is_played_on_loopback_as_the_real_rounds_are() {
+        use crate::scenario::Start;
+        // A sim of a data centre's network: its latency (and its provider's, which follows it)
+        // is replaced by loopback's, and the header says which it was.
+        let dc = crate::catalog::sim("double-submit").unwrap();
+        assert_eq!(dc.world.latency_us, (50, 250));
+        let (played, how) = as_played(dc.clone(), Start::Warm);
+        assert_eq!(played.world.latency_us, LOOPBACK_LATENCY_US);
+        assert_eq!(played.world.effect_latency_us, LOOPBACK_LATENCY_US);
+        assert_eq!(played.world.start, Start::Warm);
+        assert_eq!(how.replaced_latency_us, Some((50, 250)));
+        assert_eq!(how.replaced_effect_latency_us, Some((50, 250)));
+        let text = how.text().unwrap();
+        assert!(text.contains("0.03–0.055 ms (the sim's 0.05–0.25 ms)"), "{text}");
+        assert_eq!(how.json()["sim_latency_ms"], serde_json::json!([0.05, 0.25]));
+        // A sim already on loopback, started as it says, is simulated as it is.
+        let lb = crate::catalog::sim("11-twenty-concurrent-one-process").unwrap();
+        let (same, how) = as_played(lb.clone(), lb.world.start);
+        assert!(std::sync::Arc::ptr_eq(&same, &lb));
+        assert_eq!((how.replaced_latency_us, how.text()), (None, None));
+        assert_eq!(how.json()["sim_latency_ms"], serde_json::Value::Null);
     }
 
     #[test]

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Once;
 
+use serde_json::json;
+
 use super::idemsim;
 
 /// The reference targets' npm packages, installed once when they are missing.
@@ -193,6 +195,57 @@ fn calibrate_writes_a_stack_that_a_model_names() {
         idemsim(&["calibrate", "--target", "check-first", "-o", link.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a regular file"), "{err}");
+}
+
+/// A thread-per-request target has no event loop for calibrate to measure: refused, saying
+/// where its stack is measured instead, and nothing written.
+#[test]
+fn calibrate_refuses_a_target_that_is_not_an_event_loop() {
+    let dir =
+        std::env::temp_dir().join(format!("idemsim-test-calibrate-py-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("py.toml");
+    let (code, _, err) =
+        idemsim(&["calibrate", "--target", "py-check-first", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("python-sqlite-threads") && err.contains("trace_stats.py"), "{err}");
+    assert!(!out.exists(), "no profile written for a stack calibrate cannot measure");
+}
+
+/// `validate --calibrate` measures the target's stack on this machine and simulates on it;
+/// a sim written for a data centre is simulated on loopback, as its rounds are played; both
+/// said in the header and in --json.
+#[test]
+fn validate_simulates_on_the_stack_it_measured_and_on_loopback() {
+    node_targets();
+    let args = ["validate", "dropped-replies", "--target", "no-key", "--runs", "4"];
+    let (code, out, err) =
+        idemsim(&[&args[..], &["--calibrate", "--calibrate-rounds", "3", "--json"]].concat());
+    assert!(matches!(code, 0 | 1 | 4), "exit {code}: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["model"], "no-key@calibrated");
+    let p = &v["as_played"];
+    let profile = p["calibrated_stack"].as_str().unwrap();
+    assert!(profile.contains("idemsim calibrate --target no-key --sim"), "{profile}");
+    assert!(profile.contains("first_accept_ms = { p0 = "), "{profile}");
+    assert_eq!(
+        (&p["sim_latency_ms"], &p["latency_ms"]),
+        (&json!([0.05, 0.25]), &json!([0.03, 0.055]))
+    );
+    let (_, text, err) =
+        idemsim(&[&args[..], &["--calibrate", "--calibrate-rounds", "2"]].concat());
+    assert!(
+        // A fresh process's first accept is in every round (accept-only iterations need a
+        // burst that outruns the loop, which two rounds may not have).
+        text.contains("simulated on the stack measured just now: ")
+            && text.contains("first_accept_ms p50 "),
+        "{text}{err}"
+    );
+    assert!(text.contains("network latency 0.03–0.055 ms (the sim's 0.05–0.25 ms)"), "{text}");
+    // Without --calibrate: the stack the target names, and no profile.
+    let (_, out, _) = idemsim(&[&args[..], &["--json"]].concat());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["as_played"]["calibrated_stack"], serde_json::Value::Null);
 }
 
 /// `--instrument --keep`: each round's folder holds the target's trace lines and the client's

@@ -500,7 +500,11 @@ fn draw(rng: &mut StdRng, (lo, hi): (u64, u64)) -> u64 {
 struct NetFaults {
     drop_request: bool,
     drop_reply: bool,
+    /// The request held this long before it is sent (the sim's `delay`, on the request).
     delay_us: Option<u64>,
+    /// The reply held this long before the client reads it (the sim's `delay`, drawn again for
+    /// the reply, as the simulated network draws it for every message).
+    reply_delay_us: Option<u64>,
     resend_after_us: Option<u64>,
     /// The sim's client gap between a connection and its bytes (`[world] connect_gap_ms`).
     connect_gap_us: u64,
@@ -513,7 +517,15 @@ impl NetFaults {
         let (drop_request, drop_reply) = (chance(rng, f.request_drop), chance(rng, f.reply_drop));
         let delay_us = chance(rng, f.delay).then(|| draw(rng, f.delay_us));
         let resend_after_us = chance(rng, f.duplicate).then(|| draw(rng, f.duplicate_after_us));
-        NetFaults { drop_request, drop_reply, delay_us, resend_after_us, connect_gap_us }
+        let reply_delay_us = chance(rng, f.delay).then(|| draw(rng, f.delay_us));
+        NetFaults {
+            drop_request,
+            drop_reply,
+            delay_us,
+            reply_delay_us,
+            resend_after_us,
+            connect_gap_us,
+        }
     }
 }
 
@@ -607,6 +619,16 @@ fn exchange(
         sleep_until(deadline, deadline);
         return None;
     }
+    if let Some(d) = faults.reply_delay_us {
+        // Held on its way back: a reply that would come after the client's timeout is one
+        // the client never got.
+        ctx.fired("delay");
+        let until = Instant::now() + Duration::from_micros(d);
+        sleep_until(until, deadline);
+        if until > deadline {
+            return None;
+        }
+    }
     Some(msg)
 }
 
@@ -643,6 +665,11 @@ fn controlled_exchange(
     if faults.drop_reply {
         ctx.fired("reply_drop");
         return None;
+    }
+    if faults.reply_delay_us.is_some() {
+        // Counted as the request's delay is: when the answer reaches the client is the
+        // conductor's choice here.
+        ctx.fired("delay");
     }
     Some(msg)
 }

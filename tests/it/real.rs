@@ -248,6 +248,33 @@ fn validate_simulates_on_the_stack_it_measured_and_on_loopback() {
     assert_eq!(v["as_played"]["calibrated_stack"], serde_json::Value::Null);
 }
 
+/// The sim's `delay` holds every message, the reply as well as the request: a real round
+/// holds both too (a reply held past the client's timeout is one the client never got), so
+/// the two worlds count it alike.
+#[test]
+fn a_delay_holds_the_reply_as_well_as_the_request() {
+    node_targets();
+    let dir = std::env::temp_dir().join(format!("idemsim-test-delay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sim = dir.join("held.toml");
+    std::fs::write(
+        &sim,
+        "seeds = \"0..2\"\n[world]\nlatency_ms = [0.03, 0.055]\n[faults]\ndelay = 1.0\n\
+         delay_ms = [1, 2]\n[[request]]\nid = \"a\"\nkey = \"k\"\nintents = 2\n",
+    )
+    .unwrap();
+    let sim = sim.to_str().unwrap();
+    let (code, out, err) =
+        idemsim(&["real", sim, "--target", "transactional", "--runs", "2", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // 2 rounds × 2 intents × one attempt each, every message held: request and reply.
+    assert_eq!(r["cell"]["fired"]["delay"], json!({"runs": 2, "times": 8}), "{out}");
+    let (_, out, _) = idemsim(&["sweep", "--model", "transactional", sim, "--json"]);
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["fired"]["delay"], json!({"runs": 2, "times": 8}), "{out}");
+}
+
 /// `--instrument --keep`: each round's folder holds the target's trace lines and the client's
 /// own, one per attempt with the same attempt ids, on the same clock: every request the target
 /// read was written by the client before it was read, and after its connect began.

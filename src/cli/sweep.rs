@@ -61,6 +61,7 @@ pub(super) fn sweep_cmd(args: SweepArgs) -> anyhow::Result<i32> {
         shard: spec.as_ref().map(|s| (s.k, s.n)),
         explore: args.explore.clone(),
         coverage: args.coverage,
+        judging: sweep::Judging::Simulated,
     };
     let started = std::time::Instant::now();
     stop_on_interrupt();

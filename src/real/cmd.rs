@@ -484,13 +484,17 @@ pub fn validate_cmd(a: ValidateArgs, quiet: bool) -> anyhow::Result<Ending> {
     let start = if warm > 0 { Start::Warm } else { Start::Cold };
     let (sim, played) = super::validate::as_played(sim, start);
     let runs = a.runs.clamp(1, super::MAX_RUNS);
-    let simulated = sweep::run_matrix(
-        std::slice::from_ref(&sim),
-        std::slice::from_ref(&model),
-        Some(0..runs),
-        sweep::default_jobs(),
-    )?
-    .remove(0);
+    // The simulated side is judged by a real round's rule, so that an intent nobody answered
+    // has one name on both sides.
+    let sweep = sweep::SweepOptions {
+        jobs: sweep::default_jobs(),
+        judging: sweep::Judging::AsReal,
+        ..Default::default()
+    };
+    let sims = std::slice::from_ref(&sim);
+    let simulated =
+        sweep::run_cells(sims, std::slice::from_ref(&model), Some(0..runs), &sweep, |_, _| {})?
+            .remove(0);
     let round = RoundOptions::plain(a.round_limit_ms.saturating_mul(1000), false, warm);
     let opts = RealOptions::plain(runs, round);
     let progress = shows_progress(a.json || quiet);
@@ -576,6 +580,12 @@ fn validate_header(
     );
     if let Some(line) = played.text() {
         o.push_str(&format!("  {line}\n"));
+    }
+    let unfinished = crate::report::ViolationKind::UnfinishedIntent.name();
+    if [simulated, &real.cell].iter().any(|c| c.violations.contains_key(unfinished)) {
+        o.push_str(&format!(
+            "  both sides judged as a real round is: an intent none of whose attempts was answered is {unfinished} (a real round cannot tell the client's timeout from a server that never answers)\n"
+        ));
     }
     for (world, c, unit) in [("simulated", simulated, "runs"), ("real", &real.cell, "rounds")] {
         if let Some(line) = c.fired_line(sim, unit) {

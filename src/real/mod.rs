@@ -363,7 +363,7 @@ pub fn judged(
     let timed_out = control.map(|l| timed_out_intents(&observation, l)).unwrap_or_default();
     let mut report = run::judge(sim, model, r, observation);
     report.violations.extend(successes_of_nothing(&report));
-    unattributed_transport_failures(&mut report.violations, &timed_out);
+    unanswered_as_real(&mut report.violations, &timed_out);
     report
 }
 
@@ -458,8 +458,10 @@ fn first_difference(first: &[Vec<String>; 4], again: &[Vec<String>; 4]) -> Optio
 
 /// A real round cannot tell a transport failure that an injected fault caused from one the
 /// server caused (a reset, a hang): an intent left without an answer is never excused as the
-/// client's `out-of-retries` there; it stays `unfinished-intent`.
-fn unattributed_transport_failures(
+/// client's `out-of-retries` there; it stays `unfinished-intent` (but for the `timed_out`
+/// intents of a controlled round). `validate` judges its simulated side by this rule too
+/// ([`crate::sweep::Judging::AsReal`]), so both sides name an unanswered intent alike.
+pub fn unanswered_as_real(
     violations: &mut [crate::report::Violation],
     timed_out: &BTreeSet<String>,
 ) {

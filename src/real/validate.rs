@@ -71,6 +71,7 @@ impl AsPlayed {
             "sim_latency_ms": ms(self.replaced_latency_us),
             "sim_effect_latency_ms": ms(self.replaced_effect_latency_us),
             "calibrated_stack": self.calibrated,
+            "judging": "as-real",
         })
     }
 

@@ -48,6 +48,21 @@ pub struct SweepOptions {
     pub explore: Option<crate::explore::Strategy>,
     /// Count the dangerous moments each seed reached (`--coverage`).
     pub coverage: bool,
+    /// Which world's rule judges an intent no attempt of which was answered.
+    pub judging: Judging,
+}
+
+/// Which world's rule judges an intent no attempt of which was answered (every other
+/// violation is judged alike in both).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Judging {
+    /// The simulated world's: when faults fired and every chain ran out of attempts, the
+    /// client's `out-of-retries` (permitted): the world knows nothing else failed.
+    #[default]
+    Simulated,
+    /// A real round's (`validate`'s simulated side): a transport failure cannot be told from
+    /// one the server caused, so the intent stays `unfinished-intent`.
+    AsReal,
 }
 
 /// The matrix without per-seed output.

@@ -163,7 +163,7 @@ fn run_seed(
     opts: &SweepOptions,
 ) -> Result<(SeedResult, Option<Vec<crate::moments::Moment>>), RunError> {
     let ex = opts.explore.as_ref();
-    let (report, moments) = if opts.coverage {
+    let (mut report, moments) = if opts.coverage {
         let (report, m) = crate::moments::run_with_moments(sim, model, seed, ex)?;
         (report, Some(m))
     } else {
@@ -172,6 +172,9 @@ fn run_seed(
     let mut nondeterministic = false;
     if opts.check_determinism {
         nondeterministic = run::run_lean(sim, model, seed, ex)?.trace_hash != report.trace_hash;
+    }
+    if opts.judging == super::Judging::AsReal {
+        crate::real::unanswered_as_real(&mut report.violations, &Default::default());
     }
     Ok((SeedResult { cell, seed, report, nondeterministic }, moments))
 }

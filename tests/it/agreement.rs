@@ -78,3 +78,34 @@ fn certain_cells_agree_on_every_real_stack() {
     }
     assert!(failures.is_empty(), "real and simulated worlds part:\n{}", failures.join("\n"));
 }
+
+/// `validate` judges its simulated side as a real round is judged: an intent none of whose
+/// attempts was answered is `unfinished-intent` there (a real round cannot tell a client's
+/// timeout from a server that never answers), where a simulated run excuses it as the client's
+/// `out-of-retries`. Same runs, same rows: only the name moves.
+#[test]
+fn the_simulated_side_names_an_unanswered_intent_as_a_real_round_does() {
+    use idemsim::report::ViolationKind as V;
+    use idemsim::sweep::{self, Judging, SweepOptions};
+    let (s, m) = (super::sim("sims/faults/slow-server-short-timeout.toml"), super::model("no-key"));
+    let judged = |judging| {
+        let opts = SweepOptions { jobs: 2, judging, ..Default::default() };
+        sweep::run_cells(
+            std::slice::from_ref(&s),
+            std::slice::from_ref(&m),
+            Some(0..60),
+            &opts,
+            |_, _| {},
+        )
+        .unwrap()
+        .remove(0)
+    };
+    let (simulated, as_real) = (judged(Judging::Simulated), judged(Judging::AsReal));
+    let n = |c: &sweep::Cell, v: V| c.violations.get(v.name()).map_or(0, |x| x.occurrences);
+    let excused = n(&simulated, V::OutOfRetries);
+    assert!(excused > 0, "no intent ran out of retries in 60 seeds: nothing to judge");
+    assert_eq!(n(&as_real, V::OutOfRetries), 0);
+    assert_eq!(n(&as_real, V::UnfinishedIntent), n(&simulated, V::UnfinishedIntent) + excused);
+    assert!(!as_real.violations[V::UnfinishedIntent.name()].permitted);
+    assert_eq!(as_real.rows, simulated.rows);
+}

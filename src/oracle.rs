@@ -720,3 +720,20 @@ pub fn per_intent(sim: &Sim, obs: &Observation) -> Vec<(u64, u64)> {
         })
         .collect()
 }
+
+/// A real round cannot tell a transport failure that an injected fault caused from one the
+/// server caused (a reset, a hang): an intent left without an answer is never excused as the
+/// client's `out-of-retries` there; it stays `unfinished-intent` (but for the `timed_out`
+/// intents of a controlled round). `validate` judges its simulated side by this rule too
+/// ([`crate::sweep::Judging::AsReal`]), so both sides name an unanswered intent alike.
+pub fn unanswered_as_real(
+    violations: &mut [Violation],
+    timed_out: &std::collections::BTreeSet<String>,
+) {
+    use crate::report::ViolationKind as V;
+    let unexcused = |v: &&mut Violation| !timed_out.contains(&v.intent);
+    for v in violations.iter_mut().filter(|v| v.name == V::OutOfRetries).filter(unexcused) {
+        v.name = V::UnfinishedIntent;
+        v.permitted = false;
+    }
+}

@@ -363,7 +363,7 @@ pub fn judged(
     let timed_out = control.map(|l| timed_out_intents(&observation, l)).unwrap_or_default();
     let mut report = run::judge(sim, model, r, observation);
     report.violations.extend(successes_of_nothing(&report));
-    unanswered_as_real(&mut report.violations, &timed_out);
+    crate::oracle::unanswered_as_real(&mut report.violations, &timed_out);
     report
 }
 
@@ -454,23 +454,6 @@ fn first_difference(first: &[Vec<String>; 4], again: &[Vec<String>; 4]) -> Optio
         return Some(format!("{part}, entry {}: {} then {}", i + 1, at(a), at(b)));
     }
     None
-}
-
-/// A real round cannot tell a transport failure that an injected fault caused from one the
-/// server caused (a reset, a hang): an intent left without an answer is never excused as the
-/// client's `out-of-retries` there; it stays `unfinished-intent` (but for the `timed_out`
-/// intents of a controlled round). `validate` judges its simulated side by this rule too
-/// ([`crate::sweep::Judging::AsReal`]), so both sides name an unanswered intent alike.
-pub fn unanswered_as_real(
-    violations: &mut [crate::report::Violation],
-    timed_out: &BTreeSet<String>,
-) {
-    use crate::report::ViolationKind as V;
-    let unexcused = |v: &&mut crate::report::Violation| !timed_out.contains(&v.intent);
-    for v in violations.iter_mut().filter(|v| v.name == V::OutOfRetries).filter(unexcused) {
-        v.name = V::UnfinishedIntent;
-        v.permitted = false;
-    }
 }
 
 /// A crash idemsim caused: the sim's crash rate, or an injected crash.

@@ -174,7 +174,7 @@ fn run_seed(
         nondeterministic = run::run_lean(sim, model, seed, ex)?.trace_hash != report.trace_hash;
     }
     if opts.judging == super::Judging::AsReal {
-        crate::real::unanswered_as_real(&mut report.violations, &Default::default());
+        crate::oracle::unanswered_as_real(&mut report.violations, &Default::default());
     }
     Ok((SeedResult { cell, seed, report, nondeterministic }, moments))
 }

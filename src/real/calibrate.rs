@@ -39,6 +39,9 @@ pub struct RoundTimes {
     /// Per server process, its first connection: whether the woken process preempted the
     /// client, inside `connect` or after it.
     pub first_preempted: Vec<Preempted>,
+    /// Per server process whose first client connected alone: whether the server its
+    /// connection woke took that client's core ([`lone_waker_held`]).
+    pub lone_waker_held: Vec<bool>,
 }
 
 /// What the server a connection woke did to its client.
@@ -68,20 +71,8 @@ struct ClientLine {
 /// [`Preempted`]). A client that kept its core returns from `connect` within microseconds,
 /// long before a fresh process's accept gets to JavaScript, and writes when its gap ends
 /// (docs/reality.md, "What a scheduler trace showed").
-fn first_preempted(dir: &Path, trace: &[Line]) -> Result<Vec<Preempted>, String> {
-    let path = dir.join("client.jsonl");
-    let text = crate::input::read_file(&path, "client trace").map_err(|e| e.to_string())?;
-    let mut first: BTreeMap<u64, ClientLine> = BTreeMap::new();
-    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let c: ClientLine = serde_json::from_str(l)
-            .map_err(|e| format!("{}:{}: not a client trace line: {e}", path.display(), i + 1))?;
-        match first.get(&c.process) {
-            Some(f) if f.connect_us <= c.connect_us => {}
-            _ => {
-                first.insert(c.process, c);
-            }
-        }
-    }
+fn first_preempted(clients: &[ClientLine], trace: &[Line]) -> Vec<Preempted> {
+    let first = first_clients(clients);
     // Per attempt, when its accept began; per process, every accept's beginning.
     let mut accepted: BTreeMap<&str, f64> = BTreeMap::new();
     let mut accepts: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
@@ -93,7 +84,7 @@ fn first_preempted(dir: &Path, trace: &[Line]) -> Result<Vec<Preempted>, String>
             accepts.entry(l.process.unwrap_or(1)).or_default().push(at);
         }
     }
-    Ok(first
+    first
         .iter()
         .filter_map(|(process, c)| {
             let at = *accepted.get(c.attempt.as_str())?;
@@ -108,6 +99,81 @@ fn first_preempted(dir: &Path, trace: &[Line]) -> Result<Vec<Preempted>, String>
                 Some(s) if due < s && c.write_us >= s => Preempted::AfterConnect,
                 _ => Preempted::No,
             })
+        })
+        .collect()
+}
+
+/// Per server process, the client whose `connect` began first (of two that began in the same
+/// microsecond, the first line's).
+fn first_clients(clients: &[ClientLine]) -> BTreeMap<u64, &ClientLine> {
+    let mut first: BTreeMap<u64, &ClientLine> = BTreeMap::new();
+    for c in clients {
+        match first.get(&c.process) {
+            Some(f) if f.connect_us <= c.connect_us => {}
+            _ => {
+                first.insert(c.process, c);
+            }
+        }
+    }
+    first
+}
+
+/// The client's lines of a round (`client.jsonl`), a bad one named with its number.
+fn client_lines(dir: &Path) -> Result<Vec<ClientLine>, String> {
+    let path = dir.join("client.jsonl");
+    let text = crate::input::read_file(&path, "client trace").map_err(|e| e.to_string())?;
+    let lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    lines
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("{}:{}: not a client trace line: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// Per server process whose first client connected alone (no other client of it began its
+/// `connect` before that one returned), whether the server its connection woke took that
+/// client's core: its `connect` returned only after the server began accepting it.
+fn lone_waker_held(clients: &[ClientLine], trace: &[Line]) -> Vec<bool> {
+    let mut accepted: BTreeMap<&str, f64> = BTreeMap::new();
+    for l in trace {
+        if let (Some(a), Some(at)) = (l.attempt.as_deref(), l.accepted_us) {
+            accepted.entry(a).or_insert(at);
+        }
+    }
+    let alone = |f: &ClientLine| {
+        !clients.iter().any(|c| {
+            c.process == f.process && c.attempt != f.attempt && c.connect_us < f.connected_us
+        })
+    };
+    first_clients(clients)
+        .values()
+        .filter(|f| alone(f))
+        .filter_map(|f| accepted.get(f.attempt.as_str()).map(|at| f.connected_us > *at))
+        .collect()
+}
+
+/// Per server process, whether the woken server delayed the second of the first two clients
+/// to connect to it (attempt 1 of request 0's copies, begun together): the second returned
+/// from `connect` more than twice the first's connect time after the first began it. A
+/// loopback `connect` takes about 0.05 ms; a client whose core the woken server took, before
+/// or inside its `connect`, returned 0.14-1.3 ms after (docs/reality.md, "Who the woken
+/// server preempts"). A process with fewer than two such clients is not counted.
+pub fn second_delayed(dir: &Path) -> Result<Vec<bool>, String> {
+    let mut by: BTreeMap<u64, Vec<ClientLine>> = BTreeMap::new();
+    for c in client_lines(dir)? {
+        if c.attempt.starts_with("0.") && c.attempt.ends_with(".1") {
+            by.entry(c.process).or_default().push(c);
+        }
+    }
+    Ok(by
+        .values_mut()
+        .filter(|cs| cs.len() >= 2)
+        .map(|cs| {
+            cs.sort_by(|a, b| a.connected_us.total_cmp(&b.connected_us));
+            let t0 = cs.iter().map(|c| c.connect_us).fold(f64::INFINITY, f64::min);
+            let took = cs[0].connected_us - cs[0].connect_us;
+            cs[1].connected_us - t0 > 2.0 * took
         })
         .collect())
 }
@@ -130,7 +196,9 @@ fn lines(trace: &Path) -> Result<Vec<Line>, String> {
 pub fn round_times(dir: &Path) -> Result<RoundTimes, String> {
     let trace = lines(&dir.join("trace.jsonl"))?;
     let mut r = times(&trace);
-    r.first_preempted = first_preempted(dir, &trace)?;
+    let clients = client_lines(dir)?;
+    r.first_preempted = first_preempted(&clients, &trace);
+    r.lone_waker_held = lone_waker_held(&clients, &trace);
     Ok(r)
 }
 
@@ -264,9 +332,15 @@ fn line(o: &mut String, name: &str, values: &[f64], (default, from): (Dist, &str
 
 /// The `wake_preempts` line: of fresh processes' first connections, the share whose client
 /// the woken server preempted inside `connect`, else the default stack's, saying so; and, as
-/// a comment, how many of the others it preempted after `connect` (measured, not modelled:
-/// docs/reality.md).
-fn wake_lines(o: &mut String, rounds: &[RoundTimes], (t, from): (&crate::model::LoopTimes, &str)) {
+/// comments (measured, not modelled: docs/reality.md), how many of the others it preempted
+/// after `connect`, how many of those first clients that connected alone it preempted, and of
+/// two clients connecting at once (`others`: [`second_delayed`]), how often it delayed the
+/// second.
+fn wake_lines(
+    o: &mut String,
+    (rounds, others): (&[RoundTimes], &[bool]),
+    (t, from): (&crate::model::LoopTimes, &str),
+) {
     let firsts: Vec<Preempted> = rounds.iter().flat_map(|r| r.first_preempted.clone()).collect();
     let n = firsts.len();
     let count = |p: Preempted| firsts.iter().filter(|f| **f == p).count();
@@ -289,6 +363,25 @@ fn wake_lines(o: &mut String, rounds: &[RoundTimes], (t, from): (&crate::model::
             n - inside
         )
     };
+    let share = |v: &[bool]| format!("{} of {}", v.iter().filter(|h| **h).count(), v.len());
+    let lone: Vec<bool> = rounds.iter().flat_map(|r| r.lone_waker_held.clone()).collect();
+    if !lone.is_empty() {
+        let _ = writeln!(
+            o,
+            "# not modelled (docs/reality.md, \"Who the woken server preempts\"): of those first \
+             clients that connected alone, returned after the server began accepting: {}",
+            share(&lone)
+        );
+    }
+    if !others.is_empty() {
+        let _ = writeln!(
+            o,
+            "# not modelled (same): of two clients connecting at once to an idle loop, the \
+             second delayed past twice the first's connect time (the woken server took the \
+             core of the client that had not woken it): {}",
+            share(others)
+        );
+    }
 }
 
 /// The profile: a stack file (`[runtime]` and `[driver]`, each measured time as its
@@ -296,7 +389,7 @@ fn wake_lines(o: &mut String, rounds: &[RoundTimes], (t, from): (&crate::model::
 /// (`stack = "..."`). What the target's lines do not measure is its own stack's (`base`, an
 /// event loop's; [`super::measure::base_stack`]), each such line says so.
 pub fn profile(
-    rounds: &[RoundTimes],
+    (rounds, wakes): (&[RoundTimes], &[bool]),
     cold: &ColdSteps,
     (base, t): (&crate::model::Stack, &crate::model::LoopTimes),
     provenance: &str,
@@ -320,7 +413,7 @@ pub fn profile(
     line(&mut o, "handler_ms", &all(|r| r.handlers.clone()), (t.handler_us, from), how);
     let how = "the first request's read to lookup";
     line(&mut o, "first_handler_ms", &first_handler, (t.first_handler_us, from), how);
-    wake_lines(&mut o, rounds, (t, from));
+    wake_lines(&mut o, (rounds, wakes), (t, from));
     let how = "a fresh process's first request's steps less their warm medians (warm-up requests)";
     line(&mut o, "first_statement_ms", &cold.excess(), (t.first_statement_us, from), how);
     let d = &base.driver;
@@ -366,7 +459,7 @@ mod tests {
         assert_eq!((r.first_accept, r.accepts.as_slice()), (Some(300.0), &[][..]));
         assert_eq!((r.first_handler, r.handlers.as_slice()), (Some(1500.0), &[120.0][..]));
         assert_eq!(r.commits, [800.0]);
-        let p = profile(&[r], &ColdSteps::default(), base(), "measured here");
+        let p = profile((&[r], &[]), &ColdSteps::default(), base(), "measured here");
         assert!(p.starts_with("# measured here\ndescription = "), "{p}");
         assert!(p.contains("[runtime]\nkind = \"event-loop\"\n"), "{p}");
         assert!(
@@ -428,7 +521,7 @@ mod tests {
         // not counted.
         assert_eq!(c.first.len(), 2);
         assert_eq!(c.excess(), [600.0, 500.0]);
-        let p = profile(&[], &c, base(), "here");
+        let p = profile((&[], &[]), &c, base(), "here");
         assert!(p.contains("first_statement_ms = { p0 = 0.5, "), "{p}");
         assert!(p.contains("less their warm medians (warm-up requests): 2 measured"), "{p}");
         let _ = std::fs::remove_dir_all(&dir);
@@ -464,23 +557,92 @@ mod tests {
         ];
         std::fs::write(dir.join("trace.jsonl"), trace.join("\n")).unwrap();
         use Preempted::*;
-        assert_eq!(round_times(&dir).unwrap().first_preempted, [InConnect, No, AfterConnect]);
+        let r = round_times(&dir).unwrap();
+        assert_eq!(r.first_preempted, [InConnect, No, AfterConnect]);
+        // First clients connecting alone: process 2's (its only one) and process 3's (0.4.1
+        // began at 150 µs, after 0.3.1 returned at 110), both back before their accepts;
+        // process 1's (0.1.1) was not alone (0.0.1 began at 120, before it returned at 1900).
+        assert_eq!(r.lone_waker_held, [false, false]);
         let r = RoundTimes {
             first_preempted: vec![InConnect, No, AfterConnect, No],
             ..Default::default()
         };
-        let p = profile(&[r], &ColdSteps::default(), base(), "here");
+        let p = profile((&[r], &[]), &ColdSteps::default(), base(), "here");
         assert!(p.contains("\nwake_preempts = 0.250  # a fresh process's first"), "{p}");
         assert!(
             p.contains("accepting it: 1 of 4\n# not modelled (docs/reality.md): of the others"),
             "{p}"
         );
         assert!(p.contains("second accept began: 1 of 3\n"), "{p}");
-        let p = profile(&[], &ColdSteps::default(), base(), "here");
+        let p = profile((&[], &[]), &ColdSteps::default(), base(), "here");
         assert!(p.contains("wake_preempts = ") && !p.contains("# not modelled"), "{p}");
         assert!(p.contains("(a fresh process's first connection") && p.contains("no client lines"));
         std::fs::write(dir.join("client.jsonl"), "{").unwrap();
         assert!(round_times(&dir).unwrap_err().contains("client.jsonl:1: not a client trace"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn whom_the_woken_server_preempts_is_measured_apart() {
+        let dir = std::env::temp_dir().join(format!("idemsim-cal-whom-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let client = |a: &str, p: u32, [connect, connected]: [u32; 2]| {
+            format!(
+                r#"{{"attempt":"{a}","process":{p},"tid":1,"connect_us":{connect},"connected_us":{connected},"write_us":0,"written_us":0,"gap_us":50}}"#
+            )
+        };
+        // Two clients at once. Process 1: both begin at 1000 µs; the first returns after 55,
+        // the second after 400 (inside its connect): delayed. Process 2: the second began
+        // 120 µs late and returned 35 after (before its connect): delayed. Process 3: 50 and
+        // 60: not delayed (a retry, 0.0.2, and another request's copy, 1.0.1, are not its
+        // first two). Process 4: one client, not counted.
+        let lines = [
+            client("0.0.1", 1, [1000, 1055]),
+            client("0.1.1", 1, [1000, 1400]),
+            client("0.1.1", 2, [1120, 1155]),
+            client("0.0.1", 2, [1000, 1050]),
+            client("0.0.1", 3, [1000, 1050]),
+            client("0.1.1", 3, [1000, 1060]),
+            client("0.0.2", 3, [1000, 9000]),
+            client("1.0.1", 3, [1000, 9000]),
+            client("0.0.1", 4, [1000, 1050]),
+        ];
+        std::fs::write(dir.join("client.jsonl"), lines.join("\n")).unwrap();
+        let wakes = second_delayed(&dir).unwrap();
+        assert_eq!(wakes, [true, true, false]);
+        // A lone first client: process 1's returned from connect (900 µs) after the server
+        // began accepting it (500): held; process 2's before; process 3's first was not alone
+        // (0.4.1 began its connect at 100, before the first returned): not counted.
+        let lines = [
+            client("0.0.1", 1, [0, 900]),
+            client("0.1.1", 1, [1000, 1050]),
+            client("0.2.1", 2, [0, 50]),
+            client("0.3.1", 3, [0, 900]),
+            client("0.4.1", 3, [100, 150]),
+        ];
+        std::fs::write(dir.join("client.jsonl"), lines.join("\n")).unwrap();
+        let trace = [
+            r#"{"t_us":950,"attempt":"0.0.1","ev":"read","accepted_us":500}"#,
+            r#"{"t_us":1950,"attempt":"0.1.1","ev":"read","accepted_us":1500}"#,
+            r#"{"t_us":950,"attempt":"0.2.1","ev":"read","accepted_us":500}"#,
+            r#"{"t_us":950,"attempt":"0.3.1","ev":"read","accepted_us":500}"#,
+        ];
+        std::fs::write(dir.join("trace.jsonl"), trace.join("\n")).unwrap();
+        let r = round_times(&dir).unwrap();
+        assert_eq!(r.lone_waker_held, [true, false]);
+        let p = profile((&[r], &wakes), &ColdSteps::default(), base(), "here");
+        assert!(
+            p.contains("that connected alone, returned after the server began accepting: 1 of 2\n"),
+            "{p}"
+        );
+        assert!(
+            p.contains(
+                "(the woken server took the core of the client that had not woken it): 2 of 3\n"
+            ),
+            "{p}"
+        );
+        std::fs::write(dir.join("client.jsonl"), "{").unwrap();
+        assert!(second_delayed(&dir).unwrap_err().contains("client.jsonl:1: not a client trace"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -84,6 +84,32 @@ fn cold_steps(
     Ok(cold)
 }
 
+/// The wake rounds of `calibrate`: as many as its measuring rounds (20 to 400) of
+/// [`WAKE_SIM`] (two clients connecting at once to a fresh process), each process's first two
+/// clients' [`super::calibrate::second_delayed`].
+fn wakes(model: &Arc<Model>, target: &Target, rounds: u64) -> anyhow::Result<Vec<bool>> {
+    let sim = catalog::sim(WAKE_SIM)?;
+    let n = rounds.clamp(20, 400);
+    let round = RoundOptions::plain(60_000_000, true, 0);
+    let report = super::real(&sim, model, target, &RealOptions::plain(n, round), |line| {
+        eprint!("\rwakes: round {} of {n}   ", line.round + 1);
+    })
+    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
+    eprintln!();
+    let mut out = Vec::new();
+    for r in &report.rounds {
+        let Some(dir) = &r.dir else { continue };
+        let delayed = super::calibrate::second_delayed(std::path::Path::new(dir));
+        let _ = std::fs::remove_dir_all(dir);
+        out.extend(delayed.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
+    }
+    Ok(out)
+}
+
+/// The sim whose rounds measure whom a woken server preempts: two copies of one request,
+/// connecting at once.
+pub const WAKE_SIM: &str = "check-first-race";
+
 /// Run the `calibrate` command.
 pub fn calibrate_cmd(a: CalibrateArgs) -> anyhow::Result<Ending> {
     let target = super::target::find(&a.target)?;
@@ -162,6 +188,7 @@ pub fn measure(
         times_of.push(t.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
     }
     let cold = cold_steps(&sim, &model, target, rounds)?;
+    let wakes = wakes(&model, target, rounds)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -177,7 +204,7 @@ pub fn measure(
         report.load_after[0],
         utc(now)
     );
-    Ok(super::calibrate::profile(&times_of, &cold, (&base, times), &provenance))
+    Ok(super::calibrate::profile((&times_of, &wakes), &cold, (&base, times), &provenance))
 }
 
 /// `validate --calibrate`: with `rounds`, `model` (validate's, and as the command line named

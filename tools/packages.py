@@ -130,19 +130,34 @@ def readme(text):
     return text[:i + len(BEGIN)] + "\n" + table() + "\n" + text[j:]
 
 
+def options():
+    """The command line: a run of every cell (the default), of some (--cells), or no run at
+    all (--render, --check). An unknown option is refused before anything runs: a real run
+    takes tens of minutes and overwrites the saved measurements."""
+    import argparse
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--cells", help="comma-separated sims or targets: run only their cells")
+    g.add_argument("--render", action="store_true", help="write the pages from the saved results")
+    g.add_argument("--check", action="store_true", help="the pages are what the saved results say")
+    return p.parse_args()
+
+
 def main():
-    args = sys.argv[1:]
-    if "--check" in args:
+    args = options()
+    if args.check:
         if open(PAGE).read() != page():
             sys.exit("docs/packages.md is not what docs/packages/*.json say: run tools/packages.py --render")
         if open(README).read() != readme(open(README).read()):
             sys.exit("README.md's packages table is not what docs/packages/*.json say: run tools/packages.py --render")
         return
-    if "--render" not in args:
+    if not args.render:
         todo = CELLS
-        if "--cells" in args:
-            want = set(args[args.index("--cells") + 1].split(","))
+        if args.cells is not None:
+            want = set(args.cells.split(","))
             todo = [c for c in CELLS if c[0] in want or c[2] in want]
+            if not todo:
+                sys.exit(f"--cells {args.cells}: no cell has that sim or target")
         run(todo)
     with open(PAGE, "w") as f:
         f.write(page())

@@ -162,18 +162,33 @@ def render():
     return "\n".join(out) + "\n"
 
 
+def options():
+    """The command line: a run of every cell (the default), of some (--cells), or no run at
+    all (--render, --check). An unknown option is refused before anything runs: a real run
+    takes tens of minutes and overwrites the saved measurements."""
+    import argparse
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--cells", help="comma-separated sims or targets: run only their cells")
+    g.add_argument("--render", action="store_true", help="write the pages from the saved results")
+    g.add_argument("--check", action="store_true", help="the pages are what the saved results say")
+    return p.parse_args()
+
+
 def main():
-    args = sys.argv[1:]
-    if "--check" in args:
+    args = options()
+    if args.check:
         if open(PAGE).read() != render():
             sys.exit("docs/reality.md is not what docs/reality/*.json say: run tools/reality.py --render")
         return
-    if "--render" not in args:
+    if not args.render:
         cells = CELLS
-        if "--cells" in args:
-            want = set(args[args.index("--cells") + 1].split(","))
+        if args.cells is not None:
+            want = set(args.cells.split(","))
             cells = [c for c in CELLS if c[0] in want or f"{c[0]}--{c[1]}" in want
                      or c[1] in want]
+            if not cells:
+                sys.exit(f"--cells {args.cells}: no cell has that sim or target")
         run(cells)
     with open(PAGE, "w") as f:
         f.write(render())

@@ -14,6 +14,8 @@ the package versions), and --check verifies only that the pages render it.
 """
 import json, os, re, subprocess, sys
 
+from cellopts import options
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,21 +132,8 @@ def readme(text):
     return text[:i + len(BEGIN)] + "\n" + table() + "\n" + text[j:]
 
 
-def options():
-    """The command line: a run of every cell (the default), of some (--cells), or no run at
-    all (--render, --check). An unknown option is refused before anything runs: a real run
-    takes tens of minutes and overwrites the saved measurements."""
-    import argparse
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--cells", help="comma-separated sims or targets: run only their cells")
-    g.add_argument("--render", action="store_true", help="write the pages from the saved results")
-    g.add_argument("--check", action="store_true", help="the pages are what the saved results say")
-    return p.parse_args()
-
-
 def main():
-    args = options()
+    args = options(__doc__)
     if args.check:
         if open(PAGE).read() != page():
             sys.exit("docs/packages.md is not what docs/packages/*.json say: run tools/packages.py --render")

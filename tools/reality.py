@@ -12,6 +12,8 @@ and --check verifies only that the page renders it.
 """
 import json, os, subprocess, sys
 
+from cellopts import options
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "docs", "reality")
 PAGE = os.path.join(ROOT, "docs", "reality.md")
@@ -162,21 +164,8 @@ def render():
     return "\n".join(out) + "\n"
 
 
-def options():
-    """The command line: a run of every cell (the default), of some (--cells), or no run at
-    all (--render, --check). An unknown option is refused before anything runs: a real run
-    takes tens of minutes and overwrites the saved measurements."""
-    import argparse
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--cells", help="comma-separated sims or targets: run only their cells")
-    g.add_argument("--render", action="store_true", help="write the pages from the saved results")
-    g.add_argument("--check", action="store_true", help="the pages are what the saved results say")
-    return p.parse_args()
-
-
 def main():
-    args = options()
+    args = options(__doc__)
     if args.check:
         if open(PAGE).read() != render():
             sys.exit("docs/reality.md is not what docs/reality/*.json say: run tools/reality.py --render")

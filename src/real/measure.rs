@@ -58,6 +58,30 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "an unknown CPU".into())
 }
 
+/// `n` instrumented rounds of `sim` against `target`, each process warmed up by `warm`
+/// requests (`label` on the progress line): the report (its machine and load), and what `read`
+/// takes from each round's folder, which is removed once read.
+fn kept_rounds<T>(
+    (sim, model, target): (&Arc<Sim>, &Arc<Model>, &Target),
+    (n, warm, label): (u64, u32, &str),
+    mut read: impl FnMut(&std::path::Path) -> Result<T, String>,
+) -> anyhow::Result<(super::RealReport, Vec<T>)> {
+    let round = RoundOptions::plain(60_000_000, true, warm);
+    let report = super::real(sim, model, target, &RealOptions::plain(n, round), |line| {
+        eprint!("\r{label}: round {} of {n}   ", line.round + 1);
+    })
+    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
+    eprintln!();
+    let mut out = Vec::new();
+    for r in &report.rounds {
+        let Some(dir) = &r.dir else { continue };
+        let got = read(std::path::Path::new(dir));
+        let _ = std::fs::remove_dir_all(dir);
+        out.push(got.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
+    }
+    Ok((report, out))
+}
+
 /// The cold code's rounds of `calibrate`: a fifth as many as its measuring rounds (10 to
 /// 200), each warming its fresh processes up with [`super::calibrate::WARMUPS`] requests, whose
 /// steps are what is measured.
@@ -68,19 +92,11 @@ fn cold_steps(
     rounds: u64,
 ) -> anyhow::Result<super::calibrate::ColdSteps> {
     let n = (rounds / 5).clamp(10, 200);
-    let round = RoundOptions::plain(60_000_000, true, super::calibrate::WARMUPS);
-    let report = super::real(sim, model, target, &RealOptions::plain(n, round), |line| {
-        eprint!("\rcold code: round {} of {n}   ", line.round + 1);
-    })
-    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
-    eprintln!();
     let mut cold = super::calibrate::ColdSteps::default();
-    for r in &report.rounds {
-        let Some(dir) = &r.dir else { continue };
-        let added = cold.add(&std::path::Path::new(dir).join("trace.jsonl"));
-        let _ = std::fs::remove_dir_all(dir);
-        added.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
-    }
+    let warm = super::calibrate::WARMUPS;
+    kept_rounds((sim, model, target), (n, warm, "cold code"), |dir| {
+        cold.add(&dir.join("trace.jsonl"))
+    })?;
     Ok(cold)
 }
 
@@ -90,20 +106,10 @@ fn cold_steps(
 fn wakes(model: &Arc<Model>, target: &Target, rounds: u64) -> anyhow::Result<Vec<bool>> {
     let sim = catalog::sim(WAKE_SIM)?;
     let n = rounds.clamp(20, 400);
-    let round = RoundOptions::plain(60_000_000, true, 0);
-    let report = super::real(&sim, model, target, &RealOptions::plain(n, round), |line| {
-        eprint!("\rwakes: round {} of {n}   ", line.round + 1);
-    })
-    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
-    eprintln!();
-    let mut out = Vec::new();
-    for r in &report.rounds {
-        let Some(dir) = &r.dir else { continue };
-        let delayed = super::calibrate::second_delayed(std::path::Path::new(dir));
-        let _ = std::fs::remove_dir_all(dir);
-        out.extend(delayed.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
-    }
-    Ok(out)
+    let (_, per_round) = kept_rounds((&sim, model, target), (n, 0, "wakes"), |dir| {
+        super::calibrate::second_delayed(dir)
+    })?;
+    Ok(per_round.into_iter().flatten().collect())
 }
 
 /// The sim whose rounds measure whom a woken server preempts: two copies of one request,
@@ -174,19 +180,10 @@ pub fn measure(
     let Runtime::EventLoop(times) = &base.runtime else { unreachable!("base_stack checks it") };
     let sim = catalog::sim(sim)?;
     let rounds = rounds.clamp(2, super::MAX_RUNS);
-    let opts = RealOptions::plain(rounds, RoundOptions::plain(60_000_000, true, 0));
-    let report = super::real(&sim, &model, target, &opts, |line| {
-        eprint!("\rcalibrate: round {} of {rounds}   ", line.round + 1);
-    })
-    .map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?;
-    eprintln!();
-    let mut times_of = Vec::new();
-    for r in &report.rounds {
-        let Some(dir) = &r.dir else { continue };
-        let t = super::calibrate::round_times(std::path::Path::new(dir));
-        let _ = std::fs::remove_dir_all(dir);
-        times_of.push(t.map_err(|e| anyhow::anyhow!("target `{}`: {e}", target.name))?);
-    }
+    let (report, times_of) =
+        kept_rounds((&sim, &model, target), (rounds, 0, "calibrate"), |dir| {
+            super::calibrate::round_times(dir)
+        })?;
     let cold = cold_steps(&sim, &model, target, rounds)?;
     let wakes = wakes(&model, target, rounds)?;
     let now = std::time::SystemTime::now()

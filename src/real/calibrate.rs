@@ -153,29 +153,53 @@ fn lone_waker_held(clients: &[ClientLine], trace: &[Line]) -> Vec<bool> {
         .collect()
 }
 
-/// Per server process, whether the woken server delayed the second of the first two clients
-/// to connect to it (attempt 1 of request 0's copies, begun together): the second returned
-/// from `connect` more than twice the first's connect time after the first began it. A
-/// loopback `connect` takes about 0.05 ms; a client whose core the woken server took, before
-/// or inside its `connect`, returned 0.14-1.3 ms after (docs/reality.md, "Who the woken
-/// server preempts"). A process with fewer than two such clients is not counted.
-pub fn second_delayed(dir: &Path) -> Result<Vec<bool>, String> {
-    let mut by: BTreeMap<u64, Vec<ClientLine>> = BTreeMap::new();
-    for c in client_lines(dir)? {
-        if c.attempt.starts_with("0.") && c.attempt.ends_with(".1") {
-            by.entry(c.process).or_default().push(c);
+/// Whose core the server a connection woke took, two clients connecting to it at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woken {
+    /// Neither client was delayed.
+    Neither,
+    /// The client whose connection it accepted first (the one that woke it): its `connect`
+    /// returned only after the server began accepting it.
+    Waker,
+    /// The other client: it returned from `connect` more than twice the quicker connect time
+    /// after the first of the two began (it began late, or its `connect` was slow).
+    Other,
+}
+
+/// Per server process, whose core the woken server took of the first two clients to connect
+/// to it (attempt 1 of request 0's copies, begun together: [`Woken`]). A loopback `connect`
+/// takes about 0.05 ms; a client whose core the woken server took, before or inside its
+/// `connect`, returned 0.14-1.3 ms after (docs/reality.md, "Who the woken server preempts").
+/// A process with fewer than two such clients accepted is not counted.
+pub fn whom_woken(dir: &Path) -> Result<Vec<Woken>, String> {
+    let trace = lines(&dir.join("trace.jsonl"))?;
+    let mut accepted: BTreeMap<(u64, &str), f64> = BTreeMap::new();
+    for l in &trace {
+        if let (Some(a), Some(at)) = (l.attempt.as_deref(), l.accepted_us) {
+            accepted.entry((l.process.unwrap_or(1), a)).or_insert(at);
         }
     }
-    Ok(by
-        .values_mut()
-        .filter(|cs| cs.len() >= 2)
-        .map(|cs| {
-            cs.sort_by(|a, b| a.connected_us.total_cmp(&b.connected_us));
-            let t0 = cs.iter().map(|c| c.connect_us).fold(f64::INFINITY, f64::min);
-            let took = cs[0].connected_us - cs[0].connect_us;
-            cs[1].connected_us - t0 > 2.0 * took
-        })
-        .collect())
+    let mut by: BTreeMap<u64, Vec<(ClientLine, f64)>> = BTreeMap::new();
+    for c in client_lines(dir)? {
+        let at = accepted.get(&(c.process, c.attempt.as_str())).copied();
+        if c.attempt.starts_with("0.")
+            && c.attempt.ends_with(".1")
+            && let Some(at) = at
+        {
+            by.entry(c.process).or_default().push((c, at));
+        }
+    }
+    let whom = |cs: &mut Vec<(ClientLine, f64)>| {
+        cs.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let ((w, at), (o, _)) = (&cs[0], &cs[1]);
+        if w.connected_us > *at {
+            return Woken::Waker;
+        }
+        let t0 = w.connect_us.min(o.connect_us);
+        let took = (w.connected_us - w.connect_us).min(o.connected_us - o.connect_us);
+        if o.connected_us - t0 > 2.0 * took { Woken::Other } else { Woken::Neither }
+    };
+    Ok(by.values_mut().filter(|cs| cs.len() >= 2).map(whom).collect())
 }
 
 /// One round's instrumentation file, line by line (a bad line is named with its number).
@@ -334,11 +358,10 @@ fn line(o: &mut String, name: &str, values: &[f64], (default, from): (Dist, &str
 /// the woken server preempted inside `connect`, else the default stack's, saying so; and, as
 /// comments (measured, not modelled: docs/reality.md), how many of the others it preempted
 /// after `connect`, how many of those first clients that connected alone it preempted, and of
-/// two clients connecting at once (`others`: [`second_delayed`]), how often it delayed the
-/// second.
+/// two clients connecting at once (`others`: [`whom_woken`]), whose core it took.
 fn wake_lines(
     o: &mut String,
-    (rounds, others): (&[RoundTimes], &[bool]),
+    (rounds, others): (&[RoundTimes], &[Woken]),
     (t, from): (&crate::model::LoopTimes, &str),
 ) {
     let firsts: Vec<Preempted> = rounds.iter().flat_map(|r| r.first_preempted.clone()).collect();
@@ -374,12 +397,16 @@ fn wake_lines(
         );
     }
     if !others.is_empty() {
+        let count = |w: Woken| others.iter().filter(|o| **o == w).count();
         let _ = writeln!(
             o,
             "# not modelled (same): of two clients connecting at once to an idle loop, the \
-             second delayed past twice the first's connect time (the woken server took the \
-             core of the client that had not woken it): {}",
-            share(others)
+             server took the core of the one that woke it: {}, of the other: {}, of neither: {} \
+             (of {})",
+            count(Woken::Waker),
+            count(Woken::Other),
+            count(Woken::Neither),
+            others.len()
         );
     }
 }
@@ -389,7 +416,7 @@ fn wake_lines(
 /// (`stack = "..."`). What the target's lines do not measure is its own stack's (`base`, an
 /// event loop's; [`super::measure::base_stack`]), each such line says so.
 pub fn profile(
-    (rounds, wakes): (&[RoundTimes], &[bool]),
+    (rounds, wakes): (&[RoundTimes], &[Woken]),
     cold: &ColdSteps,
     (base, t): (&crate::model::Stack, &crate::model::LoopTimes),
     provenance: &str,
@@ -591,14 +618,15 @@ mod tests {
                 r#"{{"attempt":"{a}","process":{p},"tid":1,"connect_us":{connect},"connected_us":{connected},"write_us":0,"written_us":0,"gap_us":50}}"#
             )
         };
-        // Two clients at once. Process 1: both begin at 1000 µs; the first returns after 55,
-        // the second after 400 (inside its connect): delayed. Process 2: the second began
-        // 120 µs late and returned 35 after (before its connect): delayed. Process 3: 50 and
-        // 60: not delayed (a retry, 0.0.2, and another request's copy, 1.0.1, are not its
-        // first two). Process 4: one client, not counted.
+        // Two clients at once. Process 1: both begin at 1000 µs; the one accepted first
+        // (0.0.1, at 1100) returned from connect at 1400, after: the waker held. Process 2:
+        // the other began 120 µs late and returned 155 after the first began, more than twice
+        // the quicker connect (35): the other delayed. Process 3: 50 and 60: neither (a
+        // retry, 0.0.2, and another request's copy, 1.0.1, are not its first two). Process 4:
+        // one client, not counted.
         let lines = [
-            client("0.0.1", 1, [1000, 1055]),
-            client("0.1.1", 1, [1000, 1400]),
+            client("0.0.1", 1, [1000, 1400]),
+            client("0.1.1", 1, [1000, 1050]),
             client("0.1.1", 2, [1120, 1155]),
             client("0.0.1", 2, [1000, 1050]),
             client("0.0.1", 3, [1000, 1050]),
@@ -608,8 +636,20 @@ mod tests {
             client("0.0.1", 4, [1000, 1050]),
         ];
         std::fs::write(dir.join("client.jsonl"), lines.join("\n")).unwrap();
-        let wakes = second_delayed(&dir).unwrap();
-        assert_eq!(wakes, [true, true, false]);
+        let accepted = |p: u32, a: &str, at: u32| {
+            format!(
+                r#"{{"t_us":{at},"process":{p},"attempt":"{a}","ev":"read","accepted_us":{at}}}"#
+            )
+        };
+        let trace: Vec<String> = [(1, "0.0.1", 1100), (1, "0.1.1", 1500), (2, "0.0.1", 1100)]
+            .into_iter()
+            .chain([(2, "0.1.1", 1300), (3, "0.0.1", 1100), (3, "0.1.1", 1300)])
+            .chain([(3, "0.0.2", 1400), (3, "1.0.1", 1500), (4, "0.0.1", 1100)])
+            .map(|(p, a, at)| accepted(p, a, at))
+            .collect();
+        std::fs::write(dir.join("trace.jsonl"), trace.join("\n")).unwrap();
+        let wakes = whom_woken(&dir).unwrap();
+        assert_eq!(wakes, [Woken::Waker, Woken::Other, Woken::Neither]);
         // A lone first client: process 1's returned from connect (900 µs) after the server
         // began accepting it (500): held; process 2's before; process 3's first was not alone
         // (0.4.1 began its connect at 100, before the first returned): not counted.
@@ -635,14 +675,9 @@ mod tests {
             p.contains("that connected alone, returned after the server began accepting: 1 of 2\n"),
             "{p}"
         );
-        assert!(
-            p.contains(
-                "(the woken server took the core of the client that had not woken it): 2 of 3\n"
-            ),
-            "{p}"
-        );
+        assert!(p.contains("the one that woke it: 1, of the other: 1, of neither: 1 (of 3)\n"));
         std::fs::write(dir.join("client.jsonl"), "{").unwrap();
-        assert!(second_delayed(&dir).unwrap_err().contains("client.jsonl:1: not a client trace"));
+        assert!(whom_woken(&dir).unwrap_err().contains("client.jsonl:1: not a client trace"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -102,12 +102,16 @@ fn cold_steps(
 
 /// The wake rounds of `calibrate`: as many as its measuring rounds (20 to 400) of
 /// [`WAKE_SIM`] (two clients connecting at once to a fresh process), each process's first two
-/// clients' [`super::calibrate::second_delayed`].
-fn wakes(model: &Arc<Model>, target: &Target, rounds: u64) -> anyhow::Result<Vec<bool>> {
+/// clients' [`super::calibrate::whom_woken`].
+fn wakes(
+    model: &Arc<Model>,
+    target: &Target,
+    rounds: u64,
+) -> anyhow::Result<Vec<super::calibrate::Woken>> {
     let sim = catalog::sim(WAKE_SIM)?;
     let n = rounds.clamp(20, 400);
     let (_, per_round) = kept_rounds((&sim, model, target), (n, 0, "wakes"), |dir| {
-        super::calibrate::second_delayed(dir)
+        super::calibrate::whom_woken(dir)
     })?;
     Ok(per_round.into_iter().flatten().collect())
 }

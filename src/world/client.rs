@@ -104,7 +104,6 @@ async fn send_attempt(world: &Arc<World>, req: usize, copy: u32, attempt: u32) -
         http,
         connect_gap_us,
         arrived_us: 0,
-        sent_us: world.now_us(),
         held: Default::default(),
     };
     net::send_request(world, node, process, env);

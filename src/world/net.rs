@@ -32,8 +32,6 @@ pub(crate) struct Envelope {
     pub connect_gap_us: u64,
     /// When it reached the server process (µs; set on delivery).
     pub arrived_us: u64,
-    /// When the client sent it (µs).
-    pub sent_us: u64,
     /// Whether the loop its connection woke preempted its client.
     pub held: Held,
 }
@@ -54,12 +52,15 @@ pub(crate) enum Held {
 
 impl Envelope {
     /// When its bytes are readable at the server (µs); None while its client is preempted.
-    /// Given its core back, the client sleeps its gap and its bytes travel as its connect did.
+    /// Its connection had reached the server when its client was preempted, so once given its
+    /// core back its `connect` returns and its bytes are readable one gap later, as they are one
+    /// gap after an unpreempted connection arrives: its travel, and any delay injected on it,
+    /// counted once.
     pub fn readable_us(&self) -> Option<u64> {
         let connected = match self.held {
             Held::No => self.arrived_us,
             Held::Waiting => return None,
-            Held::Since(t) => t.saturating_add(self.arrived_us.saturating_sub(self.sent_us)),
+            Held::Since(t) => t,
         };
         Some(connected.saturating_add(self.connect_gap_us))
     }
